@@ -1,0 +1,30 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Dependencies point one way: recordsd / records -> RecordsServer -> Records -> Postgres -> CLibPQ.
+let package = Package(
+    name: "recordsd",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "recordsd", targets: ["recordsd"]),
+        .executable(name: "records", targets: ["records"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(name: "CSystem"),
+        .target(name: "Postgres", dependencies: ["CLibPQ"]),
+        .target(name: "Records", dependencies: ["Postgres"]),
+        .target(name: "RecordsServer", dependencies: ["Records", "CSystem"]),
+        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres"]),
+        .executableTarget(name: "records", dependencies: ["Records"]),
+        .testTarget(name: "RecordsTests", dependencies: ["Records"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
+    ],
+    // Swift 5 language mode: connections and sessions are confined by hand-off (a worker thread
+    // or the event loop owns each at a time), which strict Sendable checking cannot express.
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,185 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLibPQ
+
+/// One libpq connection. Not thread-safe: libpq forbids two threads on one `PGconn`, so a
+/// `Connection` is confined to whichever thread currently owns it (a pool worker, at most one).
+/// `PQfinish` happens in `close()` and nowhere else.
+public final class Connection {
+    private var handle: OpaquePointer?
+
+    /// Connects with a URL (`postgresql://...`) or a conninfo string (`host=... dbname=...`).
+    /// An empty string uses libpq's `PG*` environment variables.
+    /// Defaults that the string may override: a 5 s connect timeout, application_name recordsd.
+    public init(_ conninfo: String, applicationName: String = "recordsd") throws(PostgresError) {
+        // With expand_dbname, later keywords override earlier ones: defaults go first.
+        let keywords = ["connect_timeout", "application_name", "dbname"]
+        let values = ["5", applicationName, conninfo]
+        let conn = withCStrings(keywords) { keys in
+            withCStrings(values) { vals in PQconnectdbParams(keys, vals, 1) }
+        }
+        handle = conn
+        guard let conn, PQstatus(conn) == CONNECTION_OK else {
+            let message = conn.map { Self.errorMessage($0) } ?? "out of memory"
+            close()
+            throw PostgresError(kind: .connection, message: message)
+        }
+    }
+
+    deinit { close() }
+
+    public func close() {
+        if let handle { PQfinish(handle) }
+        handle = nil
+    }
+
+    /// False once the connection broke; a pool drops such connections.
+    public var isHealthy: Bool {
+        guard let handle else { return false }
+        return PQstatus(handle) == CONNECTION_OK
+    }
+
+    public var inTransaction: Bool {
+        guard let handle else { return false }
+        return PQtransactionStatus(handle) != PQTRANS_IDLE
+    }
+
+    /// The server's process id, for logs and tests.
+    public var backendPID: Int {
+        handle.map { Int(PQbackendPID($0)) } ?? 0
+    }
+
+    public var socket: Int32 {
+        handle.map { PQsocket($0) } ?? -1
+    }
+
+    // MARK: - Queries
+
+    /// Runs one statement with its values bound as text parameters ($1, $2, ...).
+    /// Values are never spliced into the SQL text.
+    @discardableResult
+    public func query(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> QueryResult {
+        let conn = try open()
+        let raw: OpaquePointer? = withParameters(parameters) { count, values in
+            PQexecParams(conn, sql, count, nil, values, nil, nil, 0)
+        }
+        return try check(raw)
+    }
+
+    /// Runs a script of several statements without parameters (migrations, BEGIN/COMMIT).
+    @discardableResult
+    public func execute(_ script: String) throws(PostgresError) -> QueryResult {
+        let conn = try open()
+        return try check(PQexec(conn, script))
+    }
+
+    /// Runs `body` inside BEGIN ... COMMIT; any error rolls back and is rethrown.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN")
+        do {
+            let value = try body()
+            try execute("COMMIT")
+            return value
+        } catch {
+            if isHealthy { _ = try? execute("ROLLBACK") }
+            throw error
+        }
+    }
+
+    // MARK: - Notifications
+
+    public struct Notification: Sendable {
+        public var channel: String
+        public var payload: String
+        public var pid: Int
+    }
+
+    /// Reads what the socket has and returns the notifications received since the last call.
+    public func drainNotifications() throws(PostgresError) -> [Notification] {
+        let conn = try open()
+        if PQconsumeInput(conn) == 0 {
+            throw PostgresError(kind: .connection, message: Self.errorMessage(conn))
+        }
+        var received: [Notification] = []
+        while let note = PQnotifies(conn) {
+            received.append(Notification(
+                channel: String(cString: note.pointee.relname),
+                payload: String(cString: note.pointee.extra),
+                pid: Int(note.pointee.be_pid)))
+            PQfreemem(note)
+        }
+        return received
+    }
+
+    // MARK: - Internals
+
+    private func open() throws(PostgresError) -> OpaquePointer {
+        guard let handle else {
+            throw PostgresError(kind: .connection, message: "connection is closed")
+        }
+        return handle
+    }
+
+    private func check(_ raw: OpaquePointer?) throws(PostgresError) -> QueryResult {
+        guard let conn = handle else {
+            throw PostgresError(kind: .connection, message: "connection is closed")
+        }
+        guard let raw else {
+            throw PostgresError(kind: PQstatus(conn) == CONNECTION_OK ? .unexpected : .connection,
+                                message: Self.errorMessage(conn))
+        }
+        let result = QueryResult(owning: raw)
+        switch PQresultStatus(raw) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
+            return result
+        default:
+            throw Self.error(from: raw, connection: conn)
+        }
+    }
+
+    static func error(from result: OpaquePointer, connection: OpaquePointer) -> PostgresError {
+        func field(_ code: Int32) -> String? {
+            PQresultErrorField(result, code).map { String(cString: $0) }
+        }
+        let state = field(CLibPQ_DIAG_SQLSTATE).map(SQLState.init(rawValue:))
+        let broken = PQstatus(connection) != CONNECTION_OK
+        var message = field(CLibPQ_DIAG_MESSAGE_PRIMARY)
+            ?? String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines()
+        if message.isEmpty { message = errorMessage(connection) }
+        return PostgresError(
+            kind: broken || state == nil ? .connection : .server,
+            sqlState: state, message: message,
+            detail: field(CLibPQ_DIAG_MESSAGE_DETAIL), hint: field(CLibPQ_DIAG_MESSAGE_HINT),
+            table: field(CLibPQ_DIAG_TABLE_NAME), column: field(CLibPQ_DIAG_COLUMN_NAME),
+            constraint: field(CLibPQ_DIAG_CONSTRAINT_NAME))
+    }
+
+    static func errorMessage(_ conn: OpaquePointer) -> String {
+        String(cString: PQerrorMessage(conn)).trimmingTrailingNewlines()
+    }
+}
+
+extension String {
+    func trimmingTrailingNewlines() -> String {
+        var text = Substring(self)
+        while let last = text.last, last.isNewline || last == " " { text = text.dropLast() }
+        return String(text)
+    }
+}
+
+/// Calls `body` with a C array of C strings that lives for the duration of the call.
+func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> R) -> R {
+    var pointers: [UnsafePointer<CChar>?] = strings.map { UnsafePointer(strdup($0)) }
+    pointers.append(nil)
+    defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
+}
+
+/// Calls `body` with libpq's parameter array: NULL pointers stand for SQL NULL.
+func withParameters<R>(_ parameters: [String?], _ body: (Int32, UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
+    if parameters.isEmpty { return body(0, nil) }
+    let pointers: [UnsafePointer<CChar>?] = parameters.map { $0.map { UnsafePointer(strdup($0)) } ?? nil }
+    defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
+    return pointers.withUnsafeBufferPointer { body(Int32(parameters.count), $0.baseAddress) }
+}

@@ -1,0 +1,136 @@
+import Foundation
+
+/// A bounded pool of PostgreSQL connections, each owned by its own worker thread.
+///
+/// libpq calls block, so they never run on the threads that serve sockets nor on Swift's
+/// cooperative pool: a job submitted here runs on a worker thread with that worker's
+/// connection. Connections open lazily and are replaced when they break, so the pool
+/// reconnects by itself after PostgreSQL comes back.
+public final class ConnectionPool: @unchecked Sendable {  // all state guarded by `condition`
+    public typealias Job = (Result<Connection, PostgresError>) -> Void
+
+    public struct Statistics: Sendable {
+        public var size: Int
+        public var open: Int
+        public var busy: Int
+        public var queued: Int
+    }
+
+    public let size: Int
+    private let conninfo: String
+    private let setup: [String]
+    private let condition = NSCondition()
+    private var queue: [Job] = []
+    private var queueHead = 0
+    private var openCount = 0
+    private var busyCount = 0
+    private var stopping = false
+    private var workers: [Thread] = []
+    private var running = 0
+
+    /// - Parameters:
+    ///   - setup: statements run once on each new connection (session settings).
+    public init(conninfo: String, size: Int, setup: [String] = []) {
+        precondition(size > 0, "pool size must be positive")
+        self.conninfo = conninfo
+        self.size = size
+        self.setup = setup
+        for index in 0..<size {
+            let thread = Thread { [unowned self] in self.work() }
+            thread.name = "pg-\(index)"
+            thread.stackSize = 1 << 20
+            workers.append(thread)
+        }
+        running = size
+        workers.forEach { $0.start() }
+    }
+
+    /// Queues `job`; it runs on a worker thread with a healthy connection, or with the error
+    /// that prevented connecting. The job must leave the connection outside any transaction.
+    public func submit(_ job: @escaping Job) {
+        condition.lock()
+        if stopping {
+            condition.unlock()
+            job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
+            return
+        }
+        queue.append(job)
+        condition.signal()
+        condition.unlock()
+    }
+
+    public var statistics: Statistics {
+        condition.lock()
+        defer { condition.unlock() }
+        return Statistics(size: size, open: openCount, busy: busyCount, queued: queue.count - queueHead)
+    }
+
+    /// Lets queued jobs finish, then closes every connection and joins the workers.
+    public func shutdown() {
+        condition.lock()
+        stopping = true
+        condition.broadcast()
+        while running > 0 { condition.wait() }
+        condition.unlock()
+    }
+
+    private func nextJob() -> Job? {
+        condition.lock()
+        defer { condition.unlock() }
+        while queueHead == queue.count && !stopping { condition.wait() }
+        guard queueHead < queue.count else { return nil }
+        let job = queue[queueHead]
+        queueHead += 1
+        if queueHead > 1024 && queueHead * 2 > queue.count {
+            queue.removeFirst(queueHead)
+            queueHead = 0
+        }
+        busyCount += 1
+        return job
+    }
+
+    private func work() {
+        var connection: Connection?
+        while let job = nextJob() {
+            if connection.map({ !$0.isHealthy }) ?? false {
+                connection = nil
+                adjustOpen(-1)
+            }
+            if connection == nil {
+                do {
+                    let fresh = try Connection(conninfo)
+                    for statement in setup { try fresh.execute(statement) }
+                    connection = fresh
+                    adjustOpen(+1)
+                } catch {
+                    job(.failure(error))
+                    finishJob()
+                    continue
+                }
+            }
+            job(.success(connection!))
+            if let conn = connection, conn.isHealthy, conn.inTransaction {
+                _ = try? conn.execute("ROLLBACK")  // a job that forgot: never leak a transaction
+            }
+            finishJob()
+        }
+        if connection != nil { adjustOpen(-1) }
+        connection?.close()
+        condition.lock()
+        running -= 1
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func adjustOpen(_ delta: Int) {
+        condition.lock()
+        openCount += delta
+        condition.unlock()
+    }
+
+    private func finishJob() {
+        condition.lock()
+        busyCount -= 1
+        condition.unlock()
+    }
+}

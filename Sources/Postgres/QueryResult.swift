@@ -1,0 +1,54 @@
+import CLibPQ
+
+/// The sole owner of one `PGresult`; `PQclear` happens in `deinit` and nowhere else.
+public final class QueryResult {
+    private let handle: OpaquePointer
+
+    init(owning handle: OpaquePointer) { self.handle = handle }
+    deinit { PQclear(handle) }
+
+    public var rowCount: Int { Int(PQntuples(handle)) }
+    public var columnCount: Int { Int(PQnfields(handle)) }
+
+    public func columnName(_ column: Int) -> String {
+        String(cString: PQfname(handle, Int32(column)))
+    }
+
+    /// Rows affected by INSERT/UPDATE/DELETE (PQcmdTuples), 0 when not applicable.
+    public var affectedRows: Int {
+        Int(String(cString: PQcmdTuples(handle))) ?? 0
+    }
+
+    public func isNull(_ row: Int, _ column: Int) -> Bool {
+        PQgetisnull(handle, Int32(row), Int32(column)) == 1
+    }
+
+    /// The value in text format, nil for SQL NULL.
+    public func string(_ row: Int, _ column: Int) -> String? {
+        if isNull(row, column) { return nil }
+        return String(cString: PQgetvalue(handle, Int32(row), Int32(column)))
+    }
+
+    /// The value's bytes without copying; nil for SQL NULL.
+    public func withBytes<T>(_ row: Int, _ column: Int, _ body: (UnsafeBufferPointer<UInt8>?) -> T) -> T {
+        if isNull(row, column) { return body(nil) }
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        let pointer = PQgetvalue(handle, Int32(row), Int32(column))!
+        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+            body(UnsafeBufferPointer(start: $0, count: length))
+        }
+    }
+
+    public func int(_ row: Int, _ column: Int) -> Int? {
+        string(row, column).flatMap { Int($0) }
+    }
+
+    public func bool(_ row: Int, _ column: Int) -> Bool? {
+        string(row, column).map { $0 == "t" }
+    }
+
+    /// All values of one column, in text format.
+    public func column(_ column: Int) -> [String?] {
+        (0..<rowCount).map { string($0, column) }
+    }
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Postgres
+
+/// One file of `migrations/`: `NNNN_name.sql`.
+public struct MigrationFile: Sendable, Equatable {
+    public var version: Int
+    public var name: String
+    public var sql: String
+}
+
+public struct MigrationError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Applies `migrations/NNNN_name.sql` in order, each in its own transaction, under an advisory
+/// lock so that servers starting together do not race, recording version, name, checksum and
+/// time in `records.schema_migrations`. A changed applied file stops everything.
+public enum Migrator {
+    /// Any fixed number: the key of the advisory lock that serializes migrations.
+    static let lockKey = "7878001"
+    public static let schemaChannel = "records_schema"
+
+    public static func load(directory: String) throws -> [MigrationFile] {
+        let manager = FileManager.default
+        var isDirectory: ObjCBool = false
+        guard manager.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            throw MigrationError(description: "migrations directory \(directory) does not exist (set --migrations DIR)")
+        }
+        var files: [MigrationFile] = []
+        for entry in try manager.contentsOfDirectory(atPath: directory).sorted() where entry.hasSuffix(".sql") {
+            let stem = entry.dropLast(4)
+            guard let underscore = stem.firstIndex(of: "_"), let version = Int(stem[..<underscore]) else {
+                throw MigrationError(description: "\(entry): migration files are named NNNN_name.sql")
+            }
+            if let clash = files.first(where: { $0.version == version }) {
+                throw MigrationError(description: "\(entry) and \(clash.version)_\(clash.name).sql share version \(version)")
+            }
+            let sql = try String(contentsOfFile: directory + "/" + entry, encoding: .utf8)
+            files.append(MigrationFile(version: version, name: String(stem[stem.index(after: underscore)...]), sql: sql))
+        }
+        return files.sorted { $0.version < $1.version }
+    }
+
+    public struct Applied: Sendable {
+        public var version: Int
+        public var name: String
+        public var checksum: String
+        public var appliedAt: String
+    }
+
+    public enum State: Equatable, Sendable {
+        case applied(at: String)
+        case pending
+        case changed
+        /// Recorded as applied, but the file is gone.
+        case missingFile
+    }
+
+    /// Every migration with its state, by version.
+    public static func status(_ files: [MigrationFile], connection: Connection) throws -> [(version: Int, name: String, state: State)] {
+        let applied = try appliedMigrations(connection)
+        var rows: [(Int, String, State)] = []
+        for file in files {
+            if let record = applied[file.version] {
+                rows.append((file.version, file.name, try checksum(file.sql, connection) == record.checksum ? .applied(at: record.appliedAt) : .changed))
+            } else {
+                rows.append((file.version, file.name, .pending))
+            }
+        }
+        for record in applied.values where !files.contains(where: { $0.version == record.version }) {
+            rows.append((record.version, record.name, .missingFile))
+        }
+        return rows.sorted { $0.0 < $1.0 }
+    }
+
+    /// Applies what is pending; returns the files applied (empty when up to date).
+    public static func migrate(_ files: [MigrationFile], connection: Connection) throws -> [MigrationFile] {
+        try connection.query("SELECT pg_advisory_lock($1::bigint)", [lockKey])
+        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1::bigint)", [lockKey]) }
+        try connection.execute("""
+            CREATE SCHEMA IF NOT EXISTS records;
+            CREATE TABLE IF NOT EXISTS records.schema_migrations (
+                version    integer PRIMARY KEY,
+                name       text NOT NULL,
+                checksum   text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            );
+            """)
+        let applied = try appliedMigrations(connection)
+        for file in files {
+            guard let record = applied[file.version] else { continue }
+            if try checksum(file.sql, connection) != record.checksum {
+                throw MigrationError(description: "migration \(String(format: "%04d", file.version))_\(file.name).sql was changed after it was applied (checksum differs): restore it and add a new migration instead")
+            }
+        }
+        var done: [MigrationFile] = []
+        for file in files where applied[file.version] == nil {
+            let label = "\(String(format: "%04d", file.version))_\(file.name).sql"
+            do {
+                try connection.transaction {
+                    try connection.execute(file.sql)
+                    try connection.query(
+                        "INSERT INTO records.schema_migrations (version, name, checksum) VALUES ($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
+                        [String(file.version), file.name, file.sql])
+                }
+            } catch let error as PostgresError {
+                throw MigrationError(description: "migration \(label) failed and was rolled back: \(error.debugDescription)")
+            }
+            Log.info("applied migration \(label)")
+            done.append(file)
+        }
+        if !done.isEmpty { try connection.execute("NOTIFY \(schemaChannel)") }
+        return done
+    }
+
+    private static func appliedMigrations(_ connection: Connection) throws -> [Int: Applied] {
+        let exists = try connection.query("SELECT to_regclass('records.schema_migrations') IS NOT NULL").bool(0, 0) ?? false
+        guard exists else { return [:] }
+        let result = try connection.query("SELECT version, name, checksum, to_char(applied_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM records.schema_migrations")
+        var applied: [Int: Applied] = [:]
+        for row in 0..<result.rowCount {
+            let version = result.int(row, 0)!
+            applied[version] = Applied(version: version, name: result.string(row, 1)!, checksum: result.string(row, 2)!, appliedAt: result.string(row, 3)!)
+        }
+        return applied
+    }
+
+    private static func checksum(_ sql: String, _ connection: Connection) throws -> String {
+        try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [sql]).string(0, 0)!
+    }
+}

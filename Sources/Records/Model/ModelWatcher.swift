@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+
+/// Keeps the served model current: LISTENs on the schema channel (every `recordsd migrate`
+/// NOTIFYs it) and reloads on request (SIGHUP), on its own thread and connection.
+public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`stopped` guarded by `lock`
+    private let conninfo: String
+    private let schema: String
+    private let context: ServerContext
+    private let lock = NSLock()
+    private var reloadRequested = false
+    private var stopped = false
+    private var thread: Thread?
+
+    public init(conninfo: String, schema: String, context: ServerContext) {
+        self.conninfo = conninfo
+        self.schema = schema
+        self.context = context
+    }
+
+    public func start() {
+        let thread = Thread { [self] in watch() }
+        thread.name = "model-watcher"
+        self.thread = thread
+        thread.start()
+    }
+
+    public func requestReload() {
+        lock.lock()
+        reloadRequested = true
+        lock.unlock()
+    }
+
+    public func stop() {
+        lock.lock()
+        stopped = true
+        lock.unlock()
+    }
+
+    private func take() -> (reload: Bool, stop: Bool) {
+        lock.lock()
+        defer { lock.unlock() }
+        let state = (reloadRequested, stopped)
+        reloadRequested = false
+        return state
+    }
+
+    private func watch() {
+        var connection: Connection?
+        var reconnected = false
+        while true {
+            var (reload, stop) = take()
+            if stop { break }
+            if connection == nil || !(connection!.isHealthy) {
+                connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
+                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel)")) != nil {
+                    if reconnected { reload = true }  // a change may have come while we were away
+                    reconnected = true
+                } else {
+                    connection = nil
+                    sleep(1)
+                    continue
+                }
+            }
+            guard let db = connection else { continue }
+            var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
+            _ = poll(&descriptor, 1, 500)
+            do {
+                if !(try db.drainNotifications()).isEmpty { reload = true }
+                if reload {
+                    let model = try ModelReflector.reflect(db, schema: schema)
+                    context.model = model
+                    Log.info("model reloaded: \(model.entities.count) entities")
+                }
+            } catch {
+                Log.warning("model watcher: \(error); reconnecting")
+                connection = nil
+            }
+        }
+        connection?.close()
+    }
+}

@@ -1,0 +1,54 @@
+/// How the server validates, binds and prints an attribute, derived from its PostgreSQL type.
+public enum ValueKind: Equatable, Sendable {
+    case string
+    case integer(bits: Int)
+    case decimal
+    case double
+    case boolean
+    case date
+    case timestamp
+    case time
+    case binary
+    case uuid
+    case json
+    /// Any other type: passed to PostgreSQL as text, which validates it.
+    case other
+
+    /// Maps a `pg_type.typname` to a kind.
+    public init(typeName: String) {
+        switch typeName {
+        case "int2": self = .integer(bits: 16)
+        case "int4": self = .integer(bits: 32)
+        case "int8": self = .integer(bits: 64)
+        case "numeric": self = .decimal
+        case "float4", "float8": self = .double
+        case "bool": self = .boolean
+        case "text", "varchar", "bpchar", "name", "citext": self = .string
+        case "date": self = .date
+        case "timestamp", "timestamptz": self = .timestamp
+        case "time", "timetz": self = .time
+        case "bytea": self = .binary
+        case "uuid": self = .uuid
+        case "json", "jsonb": self = .json
+        default: self = .other
+        }
+    }
+
+    /// A short name for DESCRIBE and error messages.
+    public var name: String {
+        switch self {
+        case .string: "string"
+        case .integer: "integer"
+        case .decimal: "decimal"
+        case .double: "double"
+        case .boolean: "boolean"
+        case .date: "date"
+        case .timestamp: "timestamp"
+        case .time: "time"
+        case .binary: "binary"
+        case .uuid: "uuid"
+        case .json: "json"
+        case .other: "text"
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/// A record named in a command: a stored id (as typed) or a pending `#ref`.
+public enum RecordID: Equatable, Sendable, CustomStringConvertible {
+    case stored(String)
+    case pending(String)
+
+    public var description: String {
+        switch self {
+        case .stored(let id): id
+        case .pending(let ref): "#" + ref
+        }
+    }
+}
+
+/// `attr=value` as typed; checked against the model when the command runs.
+public struct Assignment: Equatable, Sendable {
+    public var name: String
+    public var value: Value
+    public var offset: Int
+}
+
+/// How SAVE resolves records that another session changed since this unit read them
+/// (Core Data's merge policies).
+public enum MergePolicy: String, Equatable, Sendable {
+    /// Fail with CONFLICT (the default).
+    case fail
+    /// This unit's values win (last writer wins): `SAVE FORCE`.
+    case force
+    /// The database wins for the fields both sides changed: `SAVE THEIRS`.
+    case theirs
+    /// Fields only one side changed are combined; a field both changed fails: `SAVE MERGE`.
+    case merge
+}
+
+public struct OrderKey: Equatable, Sendable {
+    public var path: String
+    public var ascending: Bool
+    public var offset: Int
+}
+
+public struct FetchRequest: Equatable, Sendable {
+    public var entity: String
+    public var predicate: Predicate?
+    public var order: [OrderKey] = []
+    public var limit: Int?
+    public var offset: Int?
+    public var include: [String] = []
+}
+
+/// A parsed request line.
+public enum Command: Equatable, Sendable {
+    case help(String?)
+    case ping(String?)
+    case quit
+    case info
+    case entities
+    case describe(String)
+    case insert(entity: String, ref: String?, values: [Assignment])
+    case update(entity: String, id: RecordID, values: [Assignment])
+    case delete(entity: String, id: RecordID)
+    case upsert(entity: String, key: String, values: [Assignment])
+    case changes
+    case save(MergePolicy)
+    case rollback
+    case nest
+    case merge
+    case discard
+    case get(entity: String, id: RecordID, include: [String])
+    case find(FetchRequest)
+    case count(entity: String, predicate: Predicate?)
+
+    public var verb: Verb {
+        switch self {
+        case .help: .help
+        case .ping: .ping
+        case .quit: .quit
+        case .info: .info
+        case .entities: .entities
+        case .describe: .describe
+        case .insert: .insert
+        case .update: .update
+        case .delete: .delete
+        case .upsert: .upsert
+        case .changes: .changes
+        case .save: .save
+        case .rollback: .rollback
+        case .nest: .nest
+        case .merge: .merge
+        case .discard: .discard
+        case .get: .get
+        case .find: .find
+        case .count: .count
+        }
+    }
+}

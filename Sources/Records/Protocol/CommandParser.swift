@@ -1,0 +1,172 @@
+/// Turns a request line into a `Command`. Purely syntactic: entity and attribute names are
+/// checked against the model when the command runs.
+public enum CommandParser {
+    public static func parse(_ line: String) throws(CommandError) -> Command {
+        var tokens = try TokenStream(line: line)
+        guard let verbWord = tokens.peek.word else {
+            if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }
+            throw tokens.error("expected a verb (type HELP)")
+        }
+        guard let verb = Verb(rawValue: verbWord.uppercased()) else {
+            throw CommandError(.unknown, "unknown verb '\(verbWord)'\(suggestion(for: verbWord)): type HELP for the list")
+        }
+        tokens.advance()
+        let command = try parse(verb, &tokens)
+        try tokens.expectEnd()
+        return command
+    }
+
+    private static func parse(_ verb: Verb, _ t: inout TokenStream) throws(CommandError) -> Command {
+        switch verb {
+        case .help:
+            if t.atEnd { return .help(nil) }
+            return .help(try t.name("a verb"))
+        case .ping:
+            var words: [String] = []
+            while !t.atEnd {
+                let token = t.peek
+                switch token.kind {
+                case .string(let s): words.append(s)
+                case .word(let w), .number(let w): words.append(w)
+                default: words.append(token.display)
+                }
+                t.advance()
+            }
+            return .ping(words.isEmpty ? nil : words.joined(separator: " "))
+        case .quit: return .quit
+        case .info: return .info
+        case .entities: return .entities
+        case .describe: return .describe(try t.name("an entity name"))
+        case .insert:
+            let entity = try t.name("an entity name")
+            var ref: String?
+            if t.consumeWord("AS") {
+                guard case .ref(let r) = t.peek.kind else { throw t.error("expected a #ref after AS") }
+                ref = r
+                t.advance()
+            }
+            return .insert(entity: entity, ref: ref, values: try assignments(&t, required: false))
+        case .update:
+            let entity = try t.name("an entity name")
+            let id = try recordID(&t)
+            return .update(entity: entity, id: id, values: try assignments(&t, required: true))
+        case .delete:
+            let entity = try t.name("an entity name")
+            return .delete(entity: entity, id: try recordID(&t))
+        case .upsert:
+            let entity = try t.name("an entity name")
+            guard t.consumeWord("ON") else { throw t.error("expected ON unique_attribute") }
+            let key = try t.name("a unique attribute after ON")
+            return .upsert(entity: entity, key: key, values: try assignments(&t, required: true))
+        case .changes: return .changes
+        case .save:
+            if t.atEnd { return .save(.fail) }
+            let word = try t.name("FORCE, THEIRS or MERGE")
+            switch word.uppercased() {
+            case "FORCE": return .save(.force)
+            case "THEIRS": return .save(.theirs)
+            case "MERGE": return .save(.merge)
+            default: throw CommandError(.syntax, "SAVE takes FORCE, THEIRS or MERGE, not '\(word)'")
+            }
+        case .rollback: return .rollback
+        case .nest: return .nest
+        case .merge: return .merge
+        case .discard: return .discard
+        case .get:
+            let entity = try t.name("an entity name")
+            let id = try recordID(&t)
+            return .get(entity: entity, id: id, include: try include(&t))
+        case .find:
+            var request = FetchRequest(entity: try t.name("an entity name"))
+            if t.consumeWord("WHERE") {
+                var parser = PredicateParser(tokens: t)
+                request.predicate = try parser.parse()
+                t = parser.tokens
+            }
+            if t.consumeWord("ORDER") {
+                guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
+                repeat {
+                    let offset = t.peek.offset
+                    let path = try t.name("a key to order by")
+                    var ascending = true
+                    if t.consumeWord("DESC") { ascending = false } else { _ = t.consumeWord("ASC") }
+                    request.order.append(OrderKey(path: path, ascending: ascending, offset: offset))
+                } while t.consumeSymbol(",")
+            }
+            if t.consumeWord("LIMIT") { request.limit = try t.integer("a limit") }
+            if t.consumeWord("OFFSET") { request.offset = try t.integer("an offset") }
+            request.include = try include(&t)
+            return .find(request)
+        case .count:
+            let entity = try t.name("an entity name")
+            var predicate: Predicate?
+            if t.consumeWord("WHERE") {
+                var parser = PredicateParser(tokens: t)
+                predicate = try parser.parse()
+                t = parser.tokens
+            }
+            return .count(entity: entity, predicate: predicate)
+        }
+    }
+
+    private static func recordID(_ t: inout TokenStream) throws(CommandError) -> RecordID {
+        switch t.peek.kind {
+        case .number(let n) where !n.contains(".") && !n.contains("e") && !n.contains("E"):
+            t.advance()
+            return .stored(n)
+        case .string(let s):
+            t.advance()
+            return .stored(s)
+        case .ref(let r):
+            t.advance()
+            return .pending(r)
+        default:
+            throw t.error("expected a record id or #ref")
+        }
+    }
+
+    private static func assignments(_ t: inout TokenStream, required: Bool) throws(CommandError) -> [Assignment] {
+        var result: [Assignment] = []
+        while !t.atEnd {
+            let offset = t.peek.offset
+            let name = try t.name("attr=value")
+            guard t.consumeSymbol("=") else { throw t.error("expected '=' after '\(name)'") }
+            let value = try t.value(after: "'\(name)='")
+            if result.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+                throw CommandError(.syntax, "at \(t.column(of: offset)): '\(name)' is given twice")
+            }
+            result.append(Assignment(name: name, value: value, offset: offset))
+        }
+        if required && result.isEmpty { throw t.error("expected at least one attr=value") }
+        return result
+    }
+
+    private static func include(_ t: inout TokenStream) throws(CommandError) -> [String] {
+        guard t.consumeWord("INCLUDE") else { return [] }
+        var paths: [String] = []
+        repeat { paths.append(try t.name("a relationship to include")) } while t.consumeSymbol(",")
+        return paths
+    }
+
+    /// ` (did you mean FIND?)` for a near miss.
+    static func suggestion(for word: String) -> String {
+        let upper = word.uppercased()
+        let best = Verb.allCases.map { ($0, editDistance(upper, $0.rawValue)) }.min { $0.1 < $1.1 }
+        guard let best, best.1 <= 2 else { return "" }
+        return " (did you mean \(best.0.rawValue)?)"
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        if a.isEmpty { return b.count }
+        var previous = Array(0...b.count)
+        for i in 1...a.count {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in stride(from: 1, through: b.count, by: 1) {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+}

@@ -1,0 +1,30 @@
+/// The stable words after `-ERR`: clients match on them, so they never change.
+public enum ErrorCode: String, Sendable, CaseIterable {
+    case syntax = "SYNTAX"
+    case unknown = "UNKNOWN"
+    case notFound = "NOT_FOUND"
+    case validation = "VALIDATION"
+    case conflict = "CONFLICT"
+    case denied = "DENIED"
+    case auth = "AUTH"
+    case forbidden = "FORBIDDEN"
+    case limit = "LIMIT"
+    case unavailable = "UNAVAILABLE"
+    case `internal` = "INTERNAL"
+}
+
+/// A failed command: the status line's code and message, plus data lines with the details
+/// (one problem a line, e.g. every validation failure of a unit).
+public struct CommandError: Error, Equatable, Sendable {
+    public var code: ErrorCode
+    public var message: String
+    public var details: [String]
+
+    public init(_ code: ErrorCode, _ message: String, details: [String] = []) {
+        self.code = code
+        self.message = message
+        self.details = details
+    }
+
+    public var reply: Reply { Reply(lines: details, status: .error(code, message)) }
+}

@@ -1,0 +1,198 @@
+/// A token of a request line, with the column (1-based, in characters) where it starts.
+public struct Token: Equatable, Sendable {
+    public enum Kind: Equatable, Sendable {
+        /// Verbs, names, key paths (`department.name`, `employees.@count`) and keywords.
+        case word(String)
+        case number(String)
+        case string(String)
+        case ref(String)
+        /// Operators and punctuation: `= == != <> < <= > >= ( ) { } , && || ! [c]`.
+        case symbol(String)
+        case end
+    }
+
+    public var kind: Kind
+    public var offset: Int
+
+    public var word: String? {
+        if case .word(let w) = kind { return w }
+        return nil
+    }
+
+    public func isWord(_ keyword: String) -> Bool {
+        guard case .word(let w) = kind else { return false }
+        return w.count == keyword.count && w.uppercased() == keyword
+    }
+
+    public func isSymbol(_ symbol: String) -> Bool { kind == .symbol(symbol) }
+
+    /// How the token reads in an error message.
+    public var display: String {
+        switch kind {
+        case .word(let w): "'\(w)'"
+        case .number(let n): n
+        case .string(let s): JSON.quote(s)
+        case .ref(let r): "#" + r
+        case .symbol(let s): "'\(s)'"
+        case .end: "end of line"
+        }
+    }
+}
+
+/// Splits a request line into tokens. Never fails on any input: junk becomes a SYNTAX error
+/// with the column where it starts.
+public struct Lexer {
+    let line: String
+    private let bytes: [UInt8]
+    private var position = 0
+
+    public init(_ line: String) {
+        self.line = line
+        self.bytes = Array(line.utf8)
+    }
+
+    /// All tokens, ending with `.end`.
+    public static func tokenize(_ line: String) throws(CommandError) -> [Token] {
+        var lexer = Lexer(line)
+        var tokens: [Token] = []
+        while true {
+            let token = try lexer.next()
+            tokens.append(token)
+            if token.kind == .end { return tokens }
+        }
+    }
+
+    /// The 1-based character column of a byte offset, for error messages.
+    public static func column(of offset: Int, in line: String) -> Int {
+        let utf8 = Array(line.utf8)
+        let prefix = utf8[0..<min(offset, utf8.count)]
+        return (String(decoding: prefix, as: UTF8.self).count) + 1
+    }
+
+    private func error(_ message: String, at offset: Int) -> CommandError {
+        CommandError(.syntax, "at \(Lexer.column(of: offset, in: line)): \(message)")
+    }
+
+    mutating func next() throws(CommandError) -> Token {
+        while position < bytes.count, bytes[position] == 32 || bytes[position] == 9 { position += 1 }
+        let start = position
+        guard position < bytes.count else { return Token(kind: .end, offset: start) }
+        let c = bytes[position]
+        switch c {
+        case UInt8(ascii: "\""), UInt8(ascii: "'"):
+            return Token(kind: .string(try readString(quote: c)), offset: start)
+        case UInt8(ascii: "#"):
+            position += 1
+            let name = readWhile(Lexer.isNameByte)
+            if name.isEmpty { throw error("expected a name after '#'", at: start) }
+            return Token(kind: .ref(name), offset: start)
+        case UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return Token(kind: .number(try readNumber()), offset: start)
+        case UInt8(ascii: "-"), UInt8(ascii: "+"):
+            if position + 1 < bytes.count, Lexer.isDigit(bytes[position + 1]) || bytes[position + 1] == UInt8(ascii: ".") {
+                return Token(kind: .number(try readNumber()), offset: start)
+            }
+            throw error("unexpected '\(Character(UnicodeScalar(c)))'", at: start)
+        case UInt8(ascii: "."):
+            if position + 1 < bytes.count, Lexer.isDigit(bytes[position + 1]) {
+                return Token(kind: .number(try readNumber()), offset: start)
+            }
+            throw error("unexpected '.'", at: start)
+        case UInt8(ascii: "["):
+            guard let close = bytes[position...].firstIndex(of: UInt8(ascii: "]")),
+                  close - position <= 4 else { throw error("expected a modifier such as [c]", at: start) }
+            let inner = String(decoding: bytes[(position + 1)..<close], as: UTF8.self).lowercased()
+            guard !inner.isEmpty, inner.allSatisfy({ "cdn".contains($0) }) else {
+                throw error("unknown modifier [\(inner)]: use [c], [d] or [cd]", at: start)
+            }
+            position = close + 1
+            return Token(kind: .symbol("[" + inner + "]"), offset: start)
+        default:
+            if Lexer.isNameStart(c) {
+                return Token(kind: .word(readWhile { Lexer.isNameByte($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") }), offset: start)
+            }
+            for symbol in ["==", "!=", "<>", "<=", ">=", "=<", "=>", "&&", "||", "=", "<", ">", "(", ")", "{", "}", ",", "!"] {
+                let s = Array(symbol.utf8)
+                if bytes.count - position >= s.count, Array(bytes[position..<(position + s.count)]) == s {
+                    position += s.count
+                    return Token(kind: .symbol(symbol), offset: start)
+                }
+            }
+            let scalar = String(decoding: bytes[position...].prefix(4), as: UTF8.self).first.map(String.init) ?? "?"
+            throw error("unexpected character '\(scalar)'", at: start)
+        }
+    }
+
+    private static func isDigit(_ c: UInt8) -> Bool { c >= 48 && c <= 57 }
+    private static func isNameStart(_ c: UInt8) -> Bool {
+        (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 95 || c == 64 || c >= 0x80
+    }
+    private static func isNameByte(_ c: UInt8) -> Bool { isNameStart(c) || Lexer.isDigit(c) }
+
+    private mutating func readWhile(_ predicate: (UInt8) -> Bool) -> String {
+        let start = position
+        while position < bytes.count, predicate(bytes[position]) { position += 1 }
+        return String(decoding: bytes[start..<position], as: UTF8.self)
+    }
+
+    private mutating func readNumber() throws(CommandError) -> String {
+        let start = position
+        if bytes[position] == UInt8(ascii: "-") || bytes[position] == UInt8(ascii: "+") { position += 1 }
+        var digits = 0
+        while position < bytes.count, Lexer.isDigit(bytes[position]) { position += 1; digits += 1 }
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            while position < bytes.count, Lexer.isDigit(bytes[position]) { position += 1; digits += 1 }
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "-") || bytes[position] == UInt8(ascii: "+") { position += 1 }
+            var exponent = 0
+            while position < bytes.count, Lexer.isDigit(bytes[position]) { position += 1; exponent += 1 }
+            if exponent == 0 { throw error("malformed number", at: start) }
+        }
+        if digits == 0 { throw error("malformed number", at: start) }
+        if position < bytes.count, Lexer.isNameStart(bytes[position]) { throw error("malformed number", at: start) }
+        var text = String(decoding: bytes[start..<position], as: UTF8.self)
+        if text.hasPrefix("+") { text.removeFirst() }
+        return text
+    }
+
+    private mutating func readString(quote: UInt8) throws(CommandError) -> String {
+        let start = position
+        position += 1
+        var out: [UInt8] = []
+        while position < bytes.count {
+            let c = bytes[position]
+            if c == quote {
+                position += 1
+                return String(decoding: out, as: UTF8.self)
+            }
+            if c == UInt8(ascii: "\\") {
+                guard position + 1 < bytes.count else { break }
+                let e = bytes[position + 1]
+                position += 2
+                switch e {
+                case UInt8(ascii: "n"): out.append(10)
+                case UInt8(ascii: "t"): out.append(9)
+                case UInt8(ascii: "r"): out.append(13)
+                case UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "/"): out.append(e)
+                case UInt8(ascii: "u"):
+                    guard position + 4 <= bytes.count,
+                          let code = UInt32(String(decoding: bytes[position..<(position + 4)], as: UTF8.self), radix: 16),
+                          let scalar = UnicodeScalar(code), code != 0 else {
+                        throw error("\\u needs four hex digits of a character other than NUL", at: position - 2)
+                    }
+                    out.append(contentsOf: Array(String(Character(scalar)).utf8))
+                    position += 4
+                default:
+                    throw error("unknown escape '\\\(Character(UnicodeScalar(e)))' (use \\\" \\\\ \\n \\t \\r \\uXXXX)", at: position - 2)
+                }
+                continue
+            }
+            out.append(c)
+            position += 1
+        }
+        throw error("unterminated string", at: start)
+    }
+}

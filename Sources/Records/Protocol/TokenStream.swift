@@ -1,0 +1,81 @@
+/// A cursor over a line's tokens with the error helpers every parser needs.
+struct TokenStream {
+    let line: String
+    let tokens: [Token]
+    private(set) var index = 0
+
+    init(line: String) throws(CommandError) {
+        self.line = line
+        self.tokens = try Lexer.tokenize(line)
+    }
+
+    var peek: Token { tokens[index] }
+    func peek(_ ahead: Int) -> Token { tokens[min(index + ahead, tokens.count - 1)] }
+    var atEnd: Bool { peek.kind == .end }
+
+    mutating func advance() {
+        if index < tokens.count - 1 { index += 1 }
+    }
+
+    func column(of offset: Int) -> Int { Lexer.column(of: offset, in: line) }
+
+    func error(_ message: String) -> CommandError {
+        let found = peek.kind == .end ? "" : ", found \(peek.display)"
+        return CommandError(.syntax, "at \(column(of: peek.offset)): \(message)\(found)")
+    }
+
+    mutating func consumeSymbol(_ symbol: String) -> Bool {
+        guard peek.isSymbol(symbol) else { return false }
+        advance()
+        return true
+    }
+
+    mutating func consumeWord(_ keyword: String) -> Bool {
+        guard peek.isWord(keyword) else { return false }
+        advance()
+        return true
+    }
+
+    mutating func expectSymbol(_ symbol: String, _ message: String) throws(CommandError) {
+        guard consumeSymbol(symbol) else { throw error(message) }
+    }
+
+    mutating func name(_ what: String) throws(CommandError) -> String {
+        guard let word = peek.word else { throw error("expected \(what)") }
+        advance()
+        return word
+    }
+
+    /// A literal: number, string, true/false, nil/null, or #ref.
+    mutating func value(after context: String) throws(CommandError) -> Value {
+        let token = peek
+        let value: Value
+        switch token.kind {
+        case .number(let n): value = .number(n)
+        case .string(let s): value = .string(s)
+        case .ref(let r): value = .ref(r)
+        case .word(let w):
+            switch w.lowercased() {
+            case "true", "yes": value = .bool(true)
+            case "false", "no": value = .bool(false)
+            case "nil", "null": value = .null
+            default: throw error("expected a value after \(context) (strings go in double quotes)")
+            }
+        default: throw error("expected a value after \(context)")
+        }
+        advance()
+        return value
+    }
+
+    mutating func integer(_ what: String) throws(CommandError) -> Int {
+        guard case .number(let n) = peek.kind, let value = Int(n), value >= 0 else {
+            throw error("expected \(what) (a whole number, 0 or more)")
+        }
+        advance()
+        return value
+    }
+
+    mutating func expectEnd() throws(CommandError) {
+        guard atEnd else { throw error("unexpected input") }
+    }
+}

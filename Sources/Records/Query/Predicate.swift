@@ -1,0 +1,38 @@
+/// A parsed WHERE clause, NSPredicate-like. Pure syntax: names are checked against the model
+/// when it is compiled to SQL.
+public indirect enum Predicate: Equatable, Sendable {
+    case constant(Bool)
+    case not(Predicate)
+    case and(Predicate, Predicate)
+    case or(Predicate, Predicate)
+    case comparison(Comparison)
+}
+
+public struct Comparison: Equatable, Sendable {
+    public enum Quantifier: String, Equatable, Sendable { case any = "ANY", all = "ALL", none = "NONE" }
+
+    public enum Operator: String, Equatable, Sendable, CaseIterable {
+        case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
+        case beginsWith = "BEGINSWITH", endsWith = "ENDSWITH", contains = "CONTAINS", like = "LIKE", matches = "MATCHES"
+        case `in` = "IN", between = "BETWEEN"
+
+        public var isStringOperator: Bool {
+            switch self {
+            case .beginsWith, .endsWith, .contains, .like, .matches: true
+            default: false
+            }
+        }
+    }
+
+    public var quantifier: Quantifier?
+    /// `department.name`, `employees.@count`.
+    public var keyPath: String
+    public var keyPathOffset: Int
+    public var op: Operator
+    /// `[c]`: case-insensitive. `[d]`: diacritic-insensitive.
+    public var caseInsensitive: Bool
+    public var diacriticInsensitive: Bool
+    /// One value, or the list of `IN {..}` / `BETWEEN {low, high}`.
+    public var values: [Value]
+    public var valueOffset: Int
+}

@@ -1,0 +1,304 @@
+/// Compiles fetch requests against the model into SQL whose values are all libpq parameters
+/// and whose identifiers all come from the model, quoted. No input can change its shape.
+struct QueryBuilder {
+    let model: Model
+    private(set) var parameters: [String?] = []
+    private var joins: [String] = []
+    private var joinAliases: [String: String] = [:]
+    private var aliasCount = 0
+
+    init(model: Model) { self.model = model }
+
+    // MARK: - Statements
+
+    /// One JSON object a row: `SELECT row_to_json(x)::text FROM ...`.
+    static func select(_ request: FetchRequest, model: Model, keyFilter: String? = nil) throws(CommandError) -> (sql: String, parameters: [String?]) {
+        var builder = QueryBuilder(model: model)
+        let entity = try builder.entity(request.entity)
+        var conditions: [String] = []
+        if let keyFilter {
+            conditions.append("t0.\(SQL.identifier(entity.primaryKey.name)) = \(builder.bind(keyFilter))")
+        }
+        if let predicate = request.predicate {
+            conditions.append(try builder.compile(predicate, entity: entity, alias: "t0"))
+        }
+        var orderTerms: [String] = []
+        for key in request.order {
+            let resolved = try builder.orderExpression(key, entity: entity)
+            orderTerms.append(resolved + (key.ascending ? " ASC" : " DESC"))
+        }
+        // The key last, so ties come back in a stable order and pages never overlap.
+        orderTerms.append("t0.\(SQL.identifier(entity.primaryKey.name)) ASC")
+        let projection = builder.projection(entity, alias: "t0")
+        var sql = "SELECT row_to_json(x)::text FROM \(model.table(entity)) AS t0"
+        sql += builder.joins.map { " " + $0 }.joined()
+        sql += " CROSS JOIN LATERAL (SELECT \(projection)) AS x"
+        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+        sql += " ORDER BY " + orderTerms.joined(separator: ", ")
+        if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit)) + "::bigint" }
+        if let offset = request.offset { sql += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
+        return (sql, builder.parameters)
+    }
+
+    static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
+        var builder = QueryBuilder(model: model)
+        let entity = try builder.entity(entityName)
+        var condition = ""
+        if let predicate { condition = " WHERE " + (try builder.compile(predicate, entity: entity, alias: "t0")) }
+        let sql = "SELECT count(*) FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined() + condition
+        return (sql, builder.parameters)
+    }
+
+    // MARK: - Pieces
+
+    func entity(_ name: String) throws(CommandError) -> Entity {
+        guard let entity = model.entity(named: name) else {
+            throw CommandError(.unknown, "unknown entity '\(name)': type ENTITIES for the list")
+        }
+        return entity
+    }
+
+    /// The columns of a record as JSON keys: attributes by name, binary as base64,
+    /// to-one relationships by relationship name holding the target's id.
+    func projection(_ entity: Entity, alias: String) -> String {
+        var items: [String] = []
+        for attribute in entity.attributes {
+            let column = "\(alias).\(SQL.identifier(attribute.name))"
+            if attribute.kind == .binary {
+                items.append("translate(encode(\(column), 'base64'), E'\\n', '') AS \(SQL.identifier(attribute.name))")
+            } else {
+                items.append(column)
+            }
+        }
+        for relationship in entity.toOneRelationships {
+            items.append("\(alias).\(SQL.identifier(relationship.column)) AS \(SQL.identifier(relationship.name))")
+        }
+        return items.joined(separator: ", ")
+    }
+
+    mutating func bind(_ value: String?) -> String {
+        parameters.append(value)
+        return "$\(parameters.count)"
+    }
+
+    private mutating func nextAlias() -> String {
+        aliasCount += 1
+        return "t\(aliasCount)"
+    }
+
+    // MARK: - Key paths
+
+    /// Where a key path leads: a value expression, or a to-many relationship with the rest of the path.
+    private enum Resolved {
+        case value(sql: String, kind: ValueKind, name: String)
+        case toMany(Relationship, ownerAlias: String, owner: Entity, rest: [String])
+        case count(sql: String)
+    }
+
+    /// Walks to-one relationships with LEFT JOINs (shared per path prefix) until an attribute,
+    /// a to-one key, `@count`, or a to-many relationship.
+    private mutating func resolve(_ components: [String], entity start: Entity, alias startAlias: String,
+                                  path: String, offset: Int, joinInto: inout [String]) throws(CommandError) -> Resolved {
+        var entity = start
+        var alias = startAlias
+        var prefix = startAlias
+        for (index, component) in components.enumerated() {
+            let isLast = index == components.count - 1
+            if let attribute = entity.attribute(named: component) {
+                guard isLast else { throw unknown(path, "\(component) is an attribute, not a relationship", offset) }
+                return .value(sql: "\(alias).\(SQL.identifier(attribute.name))", kind: attribute.kind, name: attribute.name)
+            }
+            if component.lowercased() == "@count" {
+                throw unknown(path, "@count follows a to-many relationship", offset)
+            }
+            guard let relationship = entity.relationship(named: component) ?? entity.toOneRelationships.first(where: { $0.column.lowercased() == component.lowercased() }) else {
+                throw unknown(path, "\(entity.name) has no attribute or relationship '\(component)'", offset)
+            }
+            guard let target = model.entity(named: relationship.target) else { throw unknown(path, "missing entity", offset) }
+            if relationship.isToMany {
+                let rest = Array(components[(index + 1)...])
+                if rest.count == 1, rest[0].lowercased() == "@count" {
+                    let sub = "(SELECT count(*) FROM \(model.table(target)) AS c WHERE c.\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(entity.primaryKey.name)))"
+                    return .count(sql: sub)
+                }
+                return .toMany(relationship, ownerAlias: alias, owner: entity, rest: rest)
+            }
+            if isLast {
+                let kind = target.primaryKey.kind
+                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: kind, name: relationship.name)
+            }
+            prefix += "." + relationship.name
+            if let existing = joinAliases[prefix] {
+                alias = existing
+            } else {
+                let next = nextAlias()
+                joinInto.append("LEFT JOIN \(model.table(target)) AS \(next) ON \(next).\(SQL.identifier(target.primaryKey.name)) = \(alias).\(SQL.identifier(relationship.column))")
+                joinAliases[prefix] = next
+                alias = next
+            }
+            entity = target
+        }
+        throw unknown(path, "the key path is empty", offset)
+    }
+
+    private func unknown(_ path: String, _ reason: String, _ offset: Int) -> CommandError {
+        CommandError(.unknown, "unknown key path '\(path)': \(reason)")
+    }
+
+    private mutating func orderExpression(_ key: OrderKey, entity: Entity) throws(CommandError) -> String {
+        var outer = joins
+        let resolved = try resolve(key.path.split(separator: ".").map(String.init), entity: entity, alias: "t0",
+                                   path: key.path, offset: key.offset, joinInto: &outer)
+        joins = outer
+        switch resolved {
+        case .value(let sql, _, _), .count(let sql): return sql
+        case .toMany: throw CommandError(.unknown, "cannot order by '\(key.path)': it leads through a to-many relationship (use @count)")
+        }
+    }
+
+    // MARK: - Predicates
+
+    private mutating func compile(_ predicate: Predicate, entity: Entity, alias: String) throws(CommandError) -> String {
+        switch predicate {
+        case .constant(let value): return value ? "TRUE" : "FALSE"
+        case .not(let inner): return "NOT (\(try compile(inner, entity: entity, alias: alias)))"
+        case .and(let a, let b): return "(\(try compile(a, entity: entity, alias: alias)) AND \(try compile(b, entity: entity, alias: alias)))"
+        case .or(let a, let b): return "(\(try compile(a, entity: entity, alias: alias)) OR \(try compile(b, entity: entity, alias: alias)))"
+        case .comparison(let comparison): return try compile(comparison, entity: entity, alias: alias)
+        }
+    }
+
+    private mutating func compile(_ c: Comparison, entity: Entity, alias: String) throws(CommandError) -> String {
+        let components = c.keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var outer = joins
+        let resolved = try resolve(components, entity: entity, alias: alias, path: c.keyPath, offset: c.keyPathOffset, joinInto: &outer)
+        joins = outer
+        switch resolved {
+        case .value(let sql, let kind, let name):
+            if c.quantifier != nil {
+                throw CommandError(.syntax, "\(c.quantifier!.rawValue) needs a key path through a to-many relationship, not '\(c.keyPath)'")
+            }
+            return try condition(sql, kind: kind, name: name, c)
+        case .count(let sql):
+            return try condition(sql, kind: .integer(bits: 64), name: c.keyPath, c)
+        case .toMany(let relationship, let ownerAlias, let owner, let rest):
+            guard !rest.isEmpty, let target = model.entity(named: relationship.target) else {
+                throw CommandError(.unknown, "'\(c.keyPath)' is a to-many relationship: compare one of its attributes (ANY \(c.keyPath).name == ...) or its @count")
+            }
+            // The related records are a subquery with joins of their own.
+            let saved = (joins, joinAliases)
+            joins = []
+            joinAliases = [:]
+            let sub = nextAlias()
+            var inner: [String] = []
+            let innerResolved = try resolve(rest, entity: target, alias: sub, path: c.keyPath, offset: c.keyPathOffset, joinInto: &inner)
+            let innerJoins = inner
+            (joins, joinAliases) = saved
+            guard case .value(let sql, let kind, let name) = innerResolved else {
+                throw CommandError(.unknown, "'\(c.keyPath)': only one to-many relationship per key path")
+            }
+            let test = try condition(sql, kind: kind, name: name, c)
+            let from = "SELECT 1 FROM \(model.table(target)) AS \(sub)" + innerJoins.map { " " + $0 }.joined()
+                + " WHERE \(sub).\(SQL.identifier(relationship.column)) = \(ownerAlias).\(SQL.identifier(owner.primaryKey.name))"
+            switch c.quantifier ?? .any {
+            case .any: return "EXISTS (\(from) AND (\(test)))"
+            case .none: return "NOT EXISTS (\(from) AND (\(test)))"
+            case .all: return "NOT EXISTS (\(from) AND (\(test)) IS NOT TRUE)"
+            }
+        }
+    }
+
+    /// One comparison of an expression with the typed values, every value a parameter.
+    private mutating func condition(_ lhs: String, kind: ValueKind, name: String, _ c: Comparison) throws(CommandError) -> String {
+        func text(_ value: Value) throws(CommandError) -> String? {
+            switch try ValueCoercion.coerce(value, to: kind == .other ? .other : kind, name: name) {
+            case .null: return nil
+            case .text(let t): return t
+            case .ref: return nil
+            }
+        }
+        if case .ref = c.values.first { throw CommandError(.validation, "#refs name pending records; queries compare stored ids") }
+        if c.op.isStringOperator {
+            guard case .string(let pattern) = c.values[0] else {
+                throw CommandError(.validation, "\(c.op.rawValue) compares with a string in double quotes")
+            }
+            var subject = kind == .string ? lhs : "\(lhs)::text"
+            if c.diacriticInsensitive { subject = "unaccent(\(subject))" }
+            let like = c.caseInsensitive ? "ILIKE" : "LIKE"
+            let wrap = { (p: String) -> String in c.diacriticInsensitive ? "unaccent(\(p))" : p }
+            switch c.op {
+            case .beginsWith: return "\(subject) \(like) \(wrap(bind(Self.escapeLike(pattern) + "%")))"
+            case .endsWith: return "\(subject) \(like) \(wrap(bind("%" + Self.escapeLike(pattern))))"
+            case .contains: return "\(subject) \(like) \(wrap(bind("%" + Self.escapeLike(pattern) + "%")))"
+            case .like: return "\(subject) \(like) \(wrap(bind(Self.wildcards(pattern))))"
+            default: return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(wrap(bind("^(?:" + pattern + ")$")))"
+            }
+        }
+        let caseFold = c.caseInsensitive && kind == .string
+        let subject = caseFold ? "lower(\(lhs))" : lhs
+        let fold = { (p: String) -> String in caseFold ? "lower(\(p))" : p }
+        switch c.op {
+        case .in:
+            let values = try c.values.map { (v: Value) throws(CommandError) -> String? in try text(v) }
+            let typeCast = castType(kind, lhs: lhs)
+            let nonNull = values.compactMap { $0 }
+            var sql = "\(subject) = ANY(\(caseFold ? "(SELECT array_agg(lower(v)) FROM unnest(\(bind(SQL.arrayLiteral(nonNull.map { Optional($0) })))::text[]) v)" : bind(SQL.arrayLiteral(nonNull.map { Optional($0) })) + "::\(typeCast)[]"))"
+            if values.contains(where: { $0 == nil }) { sql = "(\(sql) OR \(lhs) IS NULL)" }
+            return sql
+        case .between:
+            guard let low = try text(c.values[0]), let high = try text(c.values[1]) else {
+                throw CommandError(.validation, "BETWEEN needs two values other than nil")
+            }
+            return "\(subject) BETWEEN \(fold(bind(low))) AND \(fold(bind(high)))"
+        default:
+            let value = try text(c.values[0])
+            guard let value else {
+                switch c.op {
+                case .equal: return "\(lhs) IS NULL"
+                case .notEqual: return "\(lhs) IS NOT NULL"
+                default: throw CommandError(.validation, "nil can only be compared with == or !=")
+                }
+            }
+            let op = c.op == .equal ? "=" : (c.op == .notEqual ? "IS DISTINCT FROM" : c.op.rawValue)
+            return "\(subject) \(op) \(fold(bind(value)))"
+        }
+    }
+
+    private func castType(_ kind: ValueKind, lhs: String) -> String {
+        switch kind {
+        case .integer: "bigint"
+        case .decimal: "numeric"
+        case .double: "float8"
+        case .boolean: "boolean"
+        case .date: "date"
+        case .timestamp: "timestamptz"
+        case .uuid: "uuid"
+        case .binary: "bytea"
+        default: "text"
+        }
+    }
+
+    /// BEGINSWITH/ENDSWITH/CONTAINS take the string literally.
+    static func escapeLike(_ text: String) -> String {
+        var out = ""
+        for ch in text {
+            if ch == "%" || ch == "_" || ch == "\\" { out.append("\\") }
+            out.append(ch)
+        }
+        return out
+    }
+
+    /// LIKE takes NSPredicate's wildcards: `*` any run, `?` one character.
+    static func wildcards(_ pattern: String) -> String {
+        var out = ""
+        for ch in pattern {
+            switch ch {
+            case "*": out.append("%")
+            case "?": out.append("_")
+            case "%", "_", "\\": out.append("\\"); out.append(ch)
+            default: out.append(ch)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+
+// MARK: - HELP, INFO, ENTITIES, DESCRIBE
+
+extension Session {
+    func help(_ verbName: String?) throws(CommandError) -> Reply {
+        guard let verbName else {
+            let width = 44
+            let lines = Verb.allCases.flatMap { verb -> [String] in
+                verb.syntax.count <= width
+                    ? [verb.syntax.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + verb.summary]
+                    : [verb.syntax, String(repeating: " ", count: width + 2) + verb.summary]
+            }
+            return .ok("\(Verb.allCases.count) verbs; HELP <verb> for one, with an example", lines: lines + [
+                "values: 42  -1.5  \"text\" (\\\" \\\\ \\n \\t \\uXXXX)  true  false  nil  #ref;  dates as \"2024-05-31T14:30:00Z\", binary as base64",
+            ])
+        }
+        guard let verb = Verb(rawValue: verbName.uppercased()) else {
+            throw CommandError(.unknown, "unknown verb '\(verbName)'\(CommandParser.suggestion(for: verbName)): type HELP for the list")
+        }
+        var lines = ["usage: " + verb.syntax, verb.summary, "example: " + verb.example]
+        if verb == .find || verb == .count {
+            lines += [
+                "predicates: == != < <= > >= (also = <>), BEGINSWITH ENDSWITH CONTAINS LIKE (* ?) MATCHES (regex), [c] case-insensitive",
+                "            IN {a, b}  BETWEEN {low, high}  == nil  AND OR NOT (&& || !)  ( )",
+                "key paths:  department.name == \"Sales\"   ANY employees.age > 60   ALL ...  NONE ...   employees.@count > 3",
+            ]
+        }
+        return .ok(verb.rawValue, lines: lines)
+    }
+
+    func info() -> Reply {
+        let status = context.status
+        let uptime = Int(Date().timeIntervalSince(context.startedAt))
+        var lines = [
+            "version: \(ServerContext.version)",
+            "uptime: \(uptime)s",
+            "sessions: \(status.sessions)",
+            "database: \(context.databaseDescription)",
+        ]
+        if let pool = status.pool {
+            lines.append("pool: size \(pool.size), open \(pool.open), busy \(pool.busy), queued \(pool.queued)")
+        }
+        lines.append("session: s\(id)")
+        let changes = unit.current.count
+        lines.append("unit: \(changes == 0 ? "no pending changes" : "\(changes) pending change(s)"), \(unit.depth) nested scratchpad(s)")
+        return .ok("recordsd \(ServerContext.version)", lines: lines)
+    }
+
+    func entities(_ model: Model) -> Reply {
+        let width = max(6, model.entities.map(\.name.count).max() ?? 0)
+        var lines = model.entities.map { entity in
+            entity.name.padding(toLength: width, withPad: " ", startingAt: 0)
+                + "  " + plural(entity.attributes.count, "attribute") + ", " + plural(entity.relationships.count, "relationship")
+        }
+        lines += model.unserved.map { "\($0.name.padding(toLength: width, withPad: " ", startingAt: 0))  not served: \($0.reason)" }
+        return .ok("\(model.entities.count) entities", lines: lines)
+    }
+
+    func describe(_ name: String, model: Model) throws(CommandError) -> Reply {
+        let entity = try entity(name, model)
+        var rows: [[String]] = [["attribute", "type", "required", "default", "unique"]]
+        for a in entity.attributes {
+            rows.append([
+                a.name + (a.isPrimaryKey ? " (key)" : ""),
+                "\(a.kind.name) (\(a.sqlType))",
+                a.isRequired ? "yes" : "no",
+                a.defaultValue ?? "-",
+                a.isUnique ? "yes" : "no",
+            ])
+        }
+        var lines = table(rows)
+        if !entity.relationships.isEmpty {
+            var rels: [[String]] = [["relationship", "target", "kind", "inverse", "delete rule"]]
+            for r in entity.relationships {
+                rels.append([r.name, r.target, r.isToMany ? "to-many" : (r.isRequired ? "to-one (required)" : "to-one"), r.inverse,
+                             r.isToMany ? "\(r.deleteRule.rawValue) (on delete of this)" : r.deleteRule.rawValue])
+            }
+            lines.append("")
+            lines += table(rels)
+        }
+        return .ok("\(entity.name): " + plural(entity.attributes.count, "attribute") + ", " + plural(entity.relationships.count, "relationship"), lines: lines)
+    }
+
+    func plural(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
+
+    /// Columns padded to their widest cell, two spaces apart.
+    private func table(_ rows: [[String]]) -> [String] {
+        let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { i, cell in i == row.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }
+                .joined(separator: "  ")
+        }
+    }
+}

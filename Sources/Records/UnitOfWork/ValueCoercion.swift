@@ -1,0 +1,99 @@
+import Foundation
+
+/// Checks a typed literal against an attribute's kind and turns it into bind text, so a wrong
+/// value is refused at the command, before anything is pending.
+enum ValueCoercion {
+    static func coerce(_ value: Value, to kind: ValueKind, name: String) throws(CommandError) -> FieldValue {
+        func wrong(_ expected: String) -> CommandError {
+            CommandError(.validation, "\(name) expects \(expected), got \(value)")
+        }
+        switch value {
+        case .null: return .null
+        case .ref: throw CommandError(.validation, "\(name) is an attribute: #refs go in to-one relationships")
+        case .bool(let b):
+            switch kind {
+            case .boolean, .other: return .text(b ? "true" : "false")
+            case .json: return .text(b ? "true" : "false")
+            default: throw wrong(kind.name == "string" ? "a string in double quotes" : "a \(kind.name)")
+            }
+        case .number(let n):
+            switch kind {
+            case .integer(let bits):
+                guard !n.contains("."), !n.contains("e"), !n.contains("E") else { throw wrong("a whole number") }
+                guard let parsed = Int64(n) else { throw CommandError(.validation, "\(name): \(n) is out of range for a \(bits)-bit integer") }
+                let limit = bits >= 64 ? Int64.max : (Int64(1) << (bits - 1)) - 1
+                guard parsed <= limit, parsed >= -limit - 1 else {
+                    throw CommandError(.validation, "\(name): \(n) is out of range for a \(bits)-bit integer")
+                }
+                return .text(String(parsed))
+            case .decimal, .double, .other, .json: return .text(n)
+            default: throw wrong(kind == .string ? "a string in double quotes" : "a \(kind.name)")
+            }
+        case .string(let s):
+            switch kind {
+            case .string, .other: return .text(s)
+            case .double where ["nan", "infinity", "-infinity"].contains(s.lowercased()): return .text(s)
+            case .date:
+                guard isISODate(s, time: false) else { throw wrong("an ISO-8601 date such as \"2024-05-31\"") }
+                return .text(s)
+            case .timestamp:
+                guard isISODate(s, time: true) else { throw wrong("an ISO-8601 date and time such as \"2024-05-31T14:30:00Z\"") }
+                return .text(s)
+            case .time: return .text(s)
+            case .uuid:
+                guard isUUID(s) else { throw wrong("a uuid such as \"0b9f6f2a-5d3c-4e53-9a52-2f6c1e0d8a11\"") }
+                return .text(s)
+            case .binary:
+                guard let data = Data(base64Encoded: s) else { throw wrong("base64 text") }
+                return .text("\\x" + data.map { String(format: "%02x", $0) }.joined())
+            case .json:
+                guard let data = s.data(using: .utf8),
+                      (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {
+                    throw wrong("JSON text")
+                }
+                return .text(s)
+            default: throw wrong("a \(kind.name), not a string")
+            }
+        }
+    }
+
+    /// `2024-05-31`, and with `time`: optionally `T14:30`, seconds, fraction and a zone.
+    static func isISODate(_ s: String, time: Bool) -> Bool {
+        let b = Array(s.utf8)
+        func digits(_ from: Int, _ count: Int) -> Bool {
+            from + count <= b.count && b[from..<(from + count)].allSatisfy { $0 >= 48 && $0 <= 57 }
+        }
+        guard digits(0, 4), b.count >= 10, b[4] == 45, digits(5, 2), b[7] == 45, digits(8, 2) else { return false }
+        if b.count == 10 { return true }
+        guard time, b[10] == UInt8(ascii: "T") || b[10] == 32, digits(11, 2), b.count >= 16, b[13] == 58, digits(14, 2) else { return false }
+        var i = 16
+        if i < b.count, b[i] == 58 {
+            guard digits(i + 1, 2) else { return false }
+            i += 3
+            if i < b.count, b[i] == 46 {
+                i += 1
+                let start = i
+                while i < b.count, b[i] >= 48, b[i] <= 57 { i += 1 }
+                if i == start { return false }
+            }
+        }
+        if i == b.count { return true }
+        if b[i] == UInt8(ascii: "Z"), i + 1 == b.count { return true }
+        guard b[i] == 43 || b[i] == 45, digits(i + 1, 2) else { return false }
+        i += 3
+        if i == b.count { return true }
+        if b[i] == 58 { i += 1 }
+        return digits(i, 2) && i + 2 == b.count
+    }
+
+    static func isUUID(_ s: String) -> Bool {
+        let b = Array(s.utf8)
+        guard b.count == 36 else { return false }
+        for (i, c) in b.enumerated() {
+            if [8, 13, 18, 23].contains(i) { if c != 45 { return false }; continue }
+            let hex = (c >= 48 && c <= 57) || (c >= 97 && c <= 102) || (c >= 65 && c <= 70)
+            if !hex { return false }
+        }
+        return true
+    }
+}

@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Records
+
+/// One client socket on the event loop: its framer, its pending output and its session.
+/// Confined to the loop thread, except `session`, which a pool worker borrows while `busy`.
+final class ClientConnection {
+    let fd: Int32
+    let session: Session
+    let peer: String
+    var framer: LineFramer
+    private(set) var output: [UInt8] = []
+    private var outputStart = 0
+    /// A database step is running on a pool worker: no new line is taken meanwhile.
+    var busy = false
+    /// The peer sent FIN: answer what it sent, then close.
+    var peerClosed = false
+    var closeAfterFlush = false
+    var closed = false
+    var lastActivity: UInt64
+    var interest: UInt32 = 0
+
+    init(fd: Int32, session: Session, peer: String, maxLineLength: Int, now: UInt64) {
+        self.fd = fd
+        self.session = session
+        self.peer = peer
+        self.framer = LineFramer(maxLineLength: maxLineLength)
+        self.lastActivity = now
+    }
+
+    var pendingOutput: Int { output.count - outputStart }
+
+    func append(_ reply: Reply) { reply.encode(into: &output) }
+
+    /// A pushed line (`! ...`); only ever appended between whole replies.
+    func push(_ event: String) {
+        output.append(UInt8(ascii: "!"))
+        output.append(UInt8(ascii: " "))
+        output.append(contentsOf: event.utf8)
+        output.append(UInt8(ascii: "\n"))
+    }
+
+    enum FlushResult { case drained, blocked, failed }
+
+    /// Writes what the socket takes now.
+    func flush() -> FlushResult {
+        while outputStart < output.count {
+            let written = output.withUnsafeBytes { raw in
+                send(fd, raw.baseAddress! + outputStart, output.count - outputStart, Int32(MSG_NOSIGNAL))
+            }
+            if written > 0 {
+                outputStart += written
+                continue
+            }
+            if written < 0 && errno == EINTR { continue }
+            if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .blocked }
+            return .failed
+        }
+        output.removeAll(keepingCapacity: output.count <= 4096)
+        outputStart = 0
+        return .drained
+    }
+}

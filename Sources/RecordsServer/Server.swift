@@ -1,0 +1,273 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+import Records
+
+/// The line server: one epoll loop thread serves every socket; database steps run on the
+/// connection pool's workers and hand their replies back to the loop, in order per session.
+public final class Server: @unchecked Sendable {  // loop-confined state; `stop` only posts to the loop
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
+        public var port = 7878
+        public var maxSessions = 10_000
+        public var maxLineLength = 1 << 20
+        /// Past this much unsent output a session is not read until it drains (backpressure).
+        public var outputHighWater = 64 * 1024
+        /// Seconds without a request before a session is closed; 0 never.
+        public var idleTimeout = 0
+        /// Seconds in-flight commands get to finish at shutdown.
+        public var shutdownGrace = 10
+        /// Shown in the banner.
+        public var authenticationNote = "no authentication"
+        public init() {}
+    }
+
+    public private(set) var boundPort = 0
+    private let configuration: Configuration
+    private let context: ServerContext
+    private let pool: ConnectionPool
+    private let loop: EventLoop
+    private var listener: Listener?
+    private var connections: [Int32: ClientConnection] = [:]
+    private var nextSessionID = 1
+    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    private var stopping = false
+    private var stopDeadline: UInt64 = 0
+    private var finished = false
+    private let countLock = NSLock()
+    private var sessionCount = 0
+
+    public init(configuration: Configuration, context: ServerContext, pool: ConnectionPool) throws {
+        self.configuration = configuration
+        self.context = context
+        self.pool = pool
+        self.loop = try EventLoop()
+        context.setStatusProvider { [weak self] in
+            guard let self else { return (0, nil) }
+            self.countLock.lock()
+            defer { self.countLock.unlock() }
+            return (self.sessionCount, pool.statistics)
+        }
+    }
+
+    /// Binds the listening socket; after this, clients can connect.
+    public func bind() throws {
+        let listener = try Listener(host: configuration.host, port: configuration.port)
+        self.listener = listener
+        boundPort = listener.port
+        try loop.add(listener.fd, events: EventLoop.readable) { [unowned self] _ in self.acceptAll() }
+    }
+
+    /// Serves until `stop()`; returns once every session is closed.
+    public func run() {
+        loop.run(tick: { [unowned self] in self.tick() }, shouldStop: { [unowned self] in self.finished })
+    }
+
+    /// Begins a graceful shutdown: stop accepting, tell each session, let in-flight commands
+    /// finish (bounded by `shutdownGrace`), then close. Safe from any thread.
+    public func stop() {
+        loop.post { [self] in beginShutdown() }
+    }
+
+    // MARK: - Accepting
+
+    private func acceptAll() {
+        guard let listener, !stopping else { return }
+        while true {
+            let fd: Int32?
+            do { fd = try listener.accept() } catch {
+                Log.warning("accept failed: \(error)")  // e.g. EMFILE: retried on the next event
+                return
+            }
+            guard let fd else { return }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            if connections.count >= configuration.maxSessions {
+                var refusal: [UInt8] = []
+                Reply.error(.limit, "too many sessions (\(configuration.maxSessions)); try again later").encode(into: &refusal)
+                _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(fd)
+                Log.warning("refused a connection: \(configuration.maxSessions) sessions open")
+                continue
+            }
+            let session = Session(id: nextSessionID, context: context)
+            nextSessionID += 1
+            let connection = ClientConnection(fd: fd, session: session, peer: peerName(fd),
+                                              maxLineLength: configuration.maxLineLength, now: now())
+            connections[fd] = connection
+            setCount(connections.count)
+            do {
+                try loop.add(fd, events: 0) { [unowned self] events in self.handle(connection, events: events) }
+            } catch {
+                close(fd)
+                connections[fd] = nil
+                continue
+            }
+            Log.debug("connected from \(connection.peer)", session: session.id)
+            connection.append(.ok("recordsd \(ServerContext.version) ready (\(configuration.authenticationNote)); type HELP for commands"))
+            service(connection)
+        }
+    }
+
+    // MARK: - Serving a connection
+
+    private func handle(_ connection: ClientConnection, events: UInt32) {
+        if events & (EventLoop.readable | EventLoop.hangup) != 0 {
+            readAvailable(connection)
+        }
+        guard !connection.closed else { return }
+        service(connection)
+    }
+
+    private func readAvailable(_ connection: ClientConnection) {
+        // Level-triggered: one read per wake-up keeps sessions fair; the rest comes next turn.
+        let count = readBuffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress!, $0.count, 0) }
+        if count > 0 {
+            connection.framer.append(readBuffer[0..<count])
+        } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            connection.peerClosed = true
+        }
+    }
+
+    /// Takes whole lines while the session is free and its output below the high-water mark,
+    /// writes what the socket takes, and sets what to wait for next.
+    private func service(_ connection: ClientConnection) {
+        while !connection.busy && !connection.closeAfterFlush && connection.pendingOutput < configuration.outputHighWater {
+            guard let event = connection.framer.next() else { break }
+            connection.lastActivity = now()
+            switch event {
+            case .tooLong(let length):
+                connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(configuration.maxLineLength))"))
+            case .invalid(let reason):
+                connection.append(.error(.syntax, reason))
+            case .line(let line):
+                run(line, on: connection)
+            }
+        }
+        if connection.pendingOutput > 0 {
+            if connection.flush() == .failed { return closeConnection(connection) }
+        }
+        if connection.pendingOutput == 0 && !connection.busy {
+            if connection.closeAfterFlush { return closeConnection(connection) }
+            if connection.peerClosed && connection.framer.next() == nil { return closeConnection(connection) }
+        }
+        var interest: UInt32 = 0
+        let reading = !connection.busy && !connection.closeAfterFlush && !connection.peerClosed
+            && connection.pendingOutput < configuration.outputHighWater
+        if reading { interest |= EventLoop.readable }
+        if connection.pendingOutput > 0 { interest |= EventLoop.writable }
+        if interest != connection.interest {
+            connection.interest = interest
+            loop.modify(connection.fd, events: interest)
+        }
+    }
+
+    private func run(_ line: String, on connection: ClientConnection) {
+        switch connection.session.handle(line) {
+        case .reply(let reply):
+            connection.append(reply)
+        case .close(let reply):
+            connection.append(reply)
+            connection.closeAfterFlush = true
+        case .database(let work):
+            connection.busy = true
+            pool.submit { [loop] result in
+                let reply: Reply
+                switch result {
+                case .success(let db): reply = work(db)
+                case .failure(let error):
+                    reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
+                }
+                loop.post { [self] in self.completed(connection, reply) }
+            }
+        }
+    }
+
+    private func completed(_ connection: ClientConnection, _ reply: Reply) {
+        connection.busy = false
+        guard !connection.closed else { return }
+        connection.append(reply)
+        if stopping {
+            connection.push("shutdown recordsd is stopping")
+            connection.closeAfterFlush = true
+        }
+        service(connection)
+    }
+
+    private func closeConnection(_ connection: ClientConnection) {
+        guard !connection.closed else { return }
+        connection.closed = true
+        loop.remove(connection.fd)
+        close(connection.fd)
+        connections[connection.fd] = nil
+        setCount(connections.count)
+        Log.debug("closed", session: connection.session.id)
+        if stopping && connections.isEmpty { finished = true }
+    }
+
+    // MARK: - Time, limits, shutdown
+
+    private func tick() {
+        let current = now()
+        if stopping {
+            if connections.isEmpty || current >= stopDeadline {
+                for connection in Array(connections.values) { closeConnection(connection) }
+                finished = true
+            }
+            return
+        }
+        guard configuration.idleTimeout > 0 else { return }
+        let limit = UInt64(configuration.idleTimeout) * 1_000_000_000
+        for connection in Array(connections.values) where !connection.busy && current - connection.lastActivity > limit {
+            connection.push("idle session closed after \(configuration.idleTimeout)s without a request")
+            connection.closeAfterFlush = true
+            service(connection)
+        }
+    }
+
+    private func beginShutdown() {
+        guard !stopping else { return }
+        stopping = true
+        stopDeadline = now() + UInt64(configuration.shutdownGrace) * 1_000_000_000
+        if let listener {
+            loop.remove(listener.fd)
+            listener.close()
+            self.listener = nil
+        }
+        Log.info("shutting down: \(connections.count) session(s) open")
+        for connection in Array(connections.values) where !connection.busy {
+            connection.push("shutdown recordsd is stopping")
+            connection.closeAfterFlush = true
+            service(connection)
+        }
+        if connections.isEmpty { finished = true }
+    }
+
+    private func setCount(_ count: Int) {
+        countLock.lock()
+        sessionCount = count
+        countLock.unlock()
+    }
+
+    private func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    private func peerName(_ fd: Int32) -> String {
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let ok = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getpeername(fd, $0, &length) }
+        }
+        guard ok == 0 else { return "?" }
+        var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
+        let result = withUnsafePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                getnameinfo($0, length, &host, socklen_t(host.count), &service, socklen_t(service.count), NI_NUMERICHOST | NI_NUMERICSERV)
+            }
+        }
+        guard result == 0 else { return "?" }
+        return String(cString: host) + ":" + String(cString: service)
+    }
+}

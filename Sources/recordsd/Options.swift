@@ -1,0 +1,150 @@
+import Foundation
+import Records
+
+/// A usage error: printed with the usage, exit status 2.
+struct UsageError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Options shared by every subcommand; each flag has an environment variable of the same meaning.
+struct Options {
+    var listenHost = "127.0.0.1"
+    var listenPort = 7878
+    /// nil: the libpq PG* variables if any is set, else the embedded cluster.
+    var database: String?
+    var migrations = "./migrations"
+    var dataDirectory = "./.recordsd"
+    var poolSize = 4
+    var logLevel = Log.Level.info
+    var schema = "public"
+    var migrate = true
+    var maxSessions = 10_000
+    var maxLineLength = 1 << 20
+    var maxPendingChanges = 1_000_000
+    var idleTimeout = 0
+
+    static let usage = """
+        usage: recordsd [serve] [options]        run the server (applies pending migrations first)
+               recordsd migrate [options]        apply pending migrations and exit
+               recordsd migrate status [options] list migrations and whether each is applied
+               recordsd --help | --version
+
+        options (each also set by the environment variable shown):
+          --listen HOST:PORT       address to listen on (RECORDSD_LISTEN; default 127.0.0.1:7878)
+          --database URL           PostgreSQL to use (DATABASE_URL; else the libpq PG* variables;
+                                   else an embedded cluster started in --data-dir)
+          --migrations DIR         migration files NNNN_name.sql (RECORDSD_MIGRATIONS; default ./migrations)
+          --data-dir DIR           where the embedded cluster lives (RECORDSD_DATA_DIR; default ./.recordsd)
+          --pool-size N            PostgreSQL connections shared by all sessions (RECORDSD_POOL_SIZE; default 4)
+          --schema NAME            the schema served as entities (RECORDSD_SCHEMA; default public)
+          --log-level LEVEL        debug, info, warning or error (RECORDSD_LOG_LEVEL; default info)
+          --no-migrate             serve without applying pending migrations (RECORDSD_NO_MIGRATE=1)
+          --max-sessions N         concurrent sessions (RECORDSD_MAX_SESSIONS; default 10000)
+          --max-line-length N      bytes in one request line (RECORDSD_MAX_LINE_LENGTH; default 1048576)
+          --max-pending N          pending changes in one unit of work (RECORDSD_MAX_PENDING; default 1000000)
+          --idle-timeout SECONDS   close sessions idle this long, 0 never (RECORDSD_IDLE_TIMEOUT; default 0)
+
+        examples:
+          recordsd                                        embedded PostgreSQL, listens on 127.0.0.1:7878
+          recordsd --database postgresql://app@db:5432/app --pool-size 8
+          DATABASE_URL=postgresql:///records recordsd migrate status
+          recordsd --listen 127.0.0.1:0                   any free port (printed once ready)
+        """
+
+    /// Reads the environment first, then the flags, which win.
+    mutating func parse(_ arguments: inout [String], environment: [String: String]) throws {
+        if let value = environment["RECORDSD_LISTEN"] { try setListen(value) }
+        database = environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        if let value = environment["RECORDSD_MIGRATIONS"] { migrations = value }
+        if let value = environment["RECORDSD_DATA_DIR"] { dataDirectory = value }
+        if let value = environment["RECORDSD_POOL_SIZE"] { poolSize = try positive(value, "RECORDSD_POOL_SIZE") }
+        if let value = environment["RECORDSD_SCHEMA"] { schema = value }
+        if let value = environment["RECORDSD_LOG_LEVEL"] { try setLevel(value) }
+        if let value = environment["RECORDSD_NO_MIGRATE"], ["1", "true", "yes"].contains(value.lowercased()) { migrate = false }
+        if let value = environment["RECORDSD_MAX_SESSIONS"] { maxSessions = try positive(value, "RECORDSD_MAX_SESSIONS") }
+        if let value = environment["RECORDSD_MAX_LINE_LENGTH"] { maxLineLength = try positive(value, "RECORDSD_MAX_LINE_LENGTH") }
+        if let value = environment["RECORDSD_MAX_PENDING"] { maxPendingChanges = try positive(value, "RECORDSD_MAX_PENDING") }
+        if let value = environment["RECORDSD_IDLE_TIMEOUT"] { idleTimeout = try count(value, "RECORDSD_IDLE_TIMEOUT") }
+
+        var rest: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            var flag = argument
+            var inline: String?
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                flag = String(argument[..<equals])
+                inline = String(argument[argument.index(after: equals)...])
+            }
+            func value() throws -> String {
+                if let inline { return inline }
+                guard index < arguments.count else { throw UsageError(description: "\(flag) needs a value") }
+                index += 1
+                return arguments[index - 1]
+            }
+            switch flag {
+            case "--listen": try setListen(try value())
+            case "--database": database = try value()
+            case "--migrations": migrations = try value()
+            case "--data-dir": dataDirectory = try value()
+            case "--pool-size": poolSize = try positive(try value(), flag)
+            case "--schema": schema = try value()
+            case "--log-level": try setLevel(try value())
+            case "--no-migrate": migrate = false
+            case "--max-sessions": maxSessions = try positive(try value(), flag)
+            case "--max-line-length": maxLineLength = try positive(try value(), flag)
+            case "--max-pending": maxPendingChanges = try positive(try value(), flag)
+            case "--idle-timeout": idleTimeout = try count(try value(), flag)
+            default:
+                if argument.hasPrefix("-") { throw UsageError(description: "unknown option \(argument)") }
+                rest.append(argument)
+            }
+        }
+        arguments = rest
+    }
+
+    private mutating func setListen(_ text: String) throws {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
+            throw UsageError(description: "--listen takes HOST:PORT, such as 127.0.0.1:7878, not '\(text)'")
+        }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        listenHost = host.isEmpty ? "127.0.0.1" : host
+        listenPort = port
+    }
+
+    private mutating func setLevel(_ text: String) throws {
+        guard let level = Log.Level(name: text) else {
+            throw UsageError(description: "--log-level takes debug, info, warning or error, not '\(text)'")
+        }
+        logLevel = level
+    }
+
+    private func positive(_ text: String, _ name: String) throws -> Int {
+        guard let value = Int(text), value > 0 else { throw UsageError(description: "\(name) takes a whole number above 0, not '\(text)'") }
+        return value
+    }
+
+    private func count(_ text: String, _ name: String) throws -> Int {
+        guard let value = Int(text), value >= 0 else { throw UsageError(description: "\(name) takes a whole number, 0 or more, not '\(text)'") }
+        return value
+    }
+
+    /// True when any libpq connection variable is set.
+    static func hasLibpqEnvironment(_ environment: [String: String]) -> Bool {
+        ["PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"].contains { environment[$0] != nil }
+    }
+
+    /// A database URL or conninfo without its password, for logs and INFO.
+    static func redacted(_ conninfo: String) -> String {
+        if let scheme = conninfo.range(of: "://"), let at = conninfo.range(of: "@", range: scheme.upperBound..<conninfo.endIndex) {
+            let credentials = conninfo[scheme.upperBound..<at.lowerBound]
+            if let colon = credentials.firstIndex(of: ":") {
+                return String(conninfo[..<colon]) + ":***" + String(conninfo[at.lowerBound...])
+            }
+            return conninfo
+        }
+        return conninfo.split(separator: " ").map { $0.lowercased().hasPrefix("password=") ? "password=***" : String($0) }.joined(separator: " ")
+    }
+}

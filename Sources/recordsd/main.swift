@@ -1,0 +1,44 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Records
+
+Signals.block()
+raiseFileLimit()
+setvbuf(stdout, nil, _IOLBF, 0)
+
+let environment = ProcessInfo.processInfo.environment
+var arguments = Array(CommandLine.arguments.dropFirst())
+
+if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" {
+    print(Options.usage)
+    exit(0)
+}
+if arguments.contains("--version") {
+    print("recordsd \(ServerContext.version)")
+    exit(0)
+}
+
+do {
+    var options = Options()
+    try options.parse(&arguments, environment: environment)
+    Log.level = options.logLevel
+    switch arguments {
+    case [], ["serve"]:
+        try ServeCommand(options: options).run(environment: environment)
+    case ["migrate"]:
+        try MigrateCommand(options: options, statusOnly: false).run(environment: environment)
+    case ["migrate", "status"]:
+        try MigrateCommand(options: options, statusOnly: true).run(environment: environment)
+    default:
+        throw UsageError(description: "unknown command '\(arguments.joined(separator: " "))'")
+    }
+    exit(0)
+} catch let error as UsageError {
+    FileHandle.standardError.write("recordsd: \(error)\n\n\(Options.usage)\n".data(using: .utf8)!)
+    exit(2)
+} catch {
+    Log.error("\(error)")
+    exit(1)
+}

@@ -1,0 +1,86 @@
+import Testing
+@testable import Records
+
+@Suite struct QueryBuilderTests {
+    private func sql(_ line: String) throws -> (sql: String, parameters: [String?]) {
+        guard case .find(let request) = try CommandParser.parse(line) else { throw CommandError(.internal, "not a find") }
+        return try QueryBuilder.select(request, model: SampleModel.model)
+    }
+
+    private func whereClause(_ line: String) throws -> (String, [String?]) {
+        let q = try sql(line)
+        let start = q.sql.range(of: " WHERE ")!.upperBound
+        let end = q.sql.range(of: " ORDER BY ")!.lowerBound
+        return (String(q.sql[start..<end]), q.parameters)
+    }
+
+    @Test func everyValueIsAParameter() throws {
+        let (condition, parameters) = try whereClause(#"FIND employee WHERE first_name == "x'; DROP TABLE employee; --" AND age > 3"#)
+        #expect(condition == #"(t0."first_name" = $1 AND t0."age" > $2)"#)
+        #expect(parameters == ["x'; DROP TABLE employee; --", "3"])
+    }
+
+    @Test func toOneKeyPathJoinsOnce() throws {
+        let q = try sql(#"FIND employee WHERE department.name == "Sales" OR department.number == 2 ORDER BY department.name"#)
+        #expect(q.sql.components(separatedBy: "LEFT JOIN").count == 2)
+        #expect(q.sql.contains(#"LEFT JOIN "public"."department" AS t1 ON t1."id" = t0."department_id""#))
+        #expect(q.sql.contains(#"ORDER BY t1."name" ASC, t0."id" ASC"#))
+    }
+
+    @Test func nilComparisons() throws {
+        #expect(try whereClause("FIND employee WHERE department == nil").0 == #"t0."department_id" IS NULL"#)
+        #expect(try whereClause("FIND employee WHERE age != nil").0 == #"t0."age" IS NOT NULL"#)
+        #expect(try whereClause("FIND employee WHERE age != 3").0 == #"t0."age" IS DISTINCT FROM $1"#)
+    }
+
+    @Test func stringOperatorsEscapeTheirInput() throws {
+        let (condition, parameters) = try whereClause(#"FIND employee WHERE first_name CONTAINS[c] "50%_off""#)
+        #expect(condition == #"t0."first_name" ILIKE $1"#)
+        #expect(parameters == [#"%50\%\_off%"#])
+        let like = try whereClause(#"FIND employee WHERE first_name LIKE "J*n?""#)
+        #expect(like.1 == ["J%n_"])
+        let regex = try whereClause(#"FIND employee WHERE first_name MATCHES "J.*""#)
+        #expect(regex.0 == #"t0."first_name" ~ $1"#)
+        #expect(regex.1 == ["^(?:J.*)$"])
+    }
+
+    @Test func toManyQuantifiersAndCount() throws {
+        #expect(try whereClause("FIND department WHERE ANY employees.age > 60").0
+                == #"EXISTS (SELECT 1 FROM "public"."employee" AS t1 WHERE t1."department_id" = t0."id" AND (t1."age" > $1))"#)
+        #expect(try whereClause("FIND department WHERE NONE employees.age > 60").0.hasPrefix("NOT EXISTS"))
+        #expect(try whereClause("FIND department WHERE ALL employees.age > 60").0.hasSuffix("IS NOT TRUE)"))
+        #expect(try whereClause("FIND department WHERE employees.@count > 3").0
+                == #"(SELECT count(*) FROM "public"."employee" AS c WHERE c."department_id" = t0."id") > $1"#)
+    }
+
+    @Test func inAndBetween() throws {
+        let (condition, parameters) = try whereClause("FIND employee WHERE age IN {30, 40} AND gender BETWEEN {1, 2}")
+        #expect(condition == #"(t0."age" = ANY($1::bigint[]) AND t0."gender" BETWEEN $2 AND $3)"#)
+        #expect(parameters == ["{\"30\",\"40\"}", "1", "2"])
+    }
+
+    @Test func namesAreCheckedAgainstTheModel() {
+        #expect(throws: CommandError(.unknown, "unknown key path 'salary': employee has no attribute or relationship 'salary'")) {
+            try sql("FIND employee WHERE salary > 3")
+        }
+        #expect(throws: CommandError(.unknown, "unknown entity 'employees': type ENTITIES for the list")) {
+            try sql("FIND employees")
+        }
+        #expect(throws: CommandError(.syntax, "at 6: expected an entity name, found \"emp\\\"loyee\"")) {
+            try sql("FIND \"emp\\\"loyee\"")
+        }
+        #expect(throws: CommandError.self) { try sql("FIND employee ORDER BY \"id; DROP TABLE x\"") }
+    }
+
+    @Test func valuesAreTypeChecked() {
+        #expect(throws: CommandError(.validation, "age expects a integer, not a string, got \"old\"")) {
+            try sql(#"FIND employee WHERE age > "old""#)
+        }
+    }
+
+    @Test func limitAndOffsetAreParameters() throws {
+        let q = try sql("FIND employee LIMIT 5 OFFSET 10")
+        #expect(q.sql.hasSuffix("LIMIT $1::bigint OFFSET $2::bigint"))
+        #expect(q.parameters == ["5", "10"])
+    }
+}

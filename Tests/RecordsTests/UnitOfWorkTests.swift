@@ -1,0 +1,64 @@
+import Testing
+@testable import Records
+
+@Suite struct UnitOfWorkTests {
+    private func insert(_ ref: String, _ entity: String = "game") -> PendingInsert {
+        PendingInsert(ref: ref, entity: entity, fields: [("name", .text(ref))])
+    }
+
+    @Test func nestedScratchpadDiscardLeavesParentAlone() {
+        var unit = UnitOfWork()
+        unit.current.add(insert("a"))
+        unit.nest()
+        unit.current.add(insert("b"))
+        #expect(unit.current.count == 2)
+        let discarded = unit.discard()
+        #expect(discarded)
+        #expect(unit.current.inserts.map(\.ref) == ["a"])
+        let again = unit.discard()
+        #expect(!again)
+    }
+
+    @Test func mergeFoldsChildIntoParentAtAnyDepth() {
+        var unit = UnitOfWork()
+        unit.nest()
+        unit.current.add(insert("a"))
+        unit.nest()
+        unit.current.add(insert("b"))
+        #expect(unit.depth == 2)
+        let first = unit.merge(), second = unit.merge()
+        #expect(first && second)
+        #expect(unit.depth == 0)
+        #expect(unit.current.inserts.map(\.ref) == ["a", "b"])
+    }
+
+    @Test func generatedRefsSkipTakenNames() {
+        var set = ChangeSet()
+        set.add(insert("g1"))
+        let ref = set.generatedRef(for: "game")
+        #expect(ref == "g2")
+    }
+
+    @Test func removingAnInsertKeepsTheIndex() {
+        var set = ChangeSet()
+        ["a", "b", "c"].forEach { set.add(insert($0)) }
+        set.removeInsert("a")
+        #expect(set.insert("c")?.ref == "c")
+        #expect(set.insert("a") == nil)
+    }
+
+    @Test func insertOrderPutsParentsFirst() {
+        let dependencies = ["employee": ["department"], "assignment": ["project", "employee"], "department": [], "project": []]
+        let order = InsertOrder.sorted(["assignment", "employee", "department", "project"]) { dependencies[$0] ?? [] }
+        #expect(order.count == 4)
+        #expect(order.firstIndex(of: "department")! < order.firstIndex(of: "employee")!)
+        #expect(order.firstIndex(of: "employee")! < order.firstIndex(of: "assignment")!)
+        #expect(order.firstIndex(of: "project")! < order.firstIndex(of: "assignment")!)
+    }
+
+    @Test func insertOrderSurvivesCyclesAndSelfReferences() {
+        let order = InsertOrder.sorted(["a", "b", "c"]) { ["a": ["b"], "b": ["a"], "c": ["c"]][$0] ?? [] }
+        #expect(Set(order) == ["a", "b", "c"])
+        #expect(order.first == "c")
+    }
+}

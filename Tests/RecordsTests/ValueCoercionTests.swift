@@ -1,0 +1,51 @@
+import Testing
+@testable import Records
+
+@Suite struct ValueCoercionTests {
+    private func coerce(_ value: Value, _ kind: ValueKind) throws -> FieldValue {
+        try ValueCoercion.coerce(value, to: kind, name: "x")
+    }
+
+    @Test func integersAreRangeChecked() throws {
+        #expect(try coerce(.number("32767"), .integer(bits: 16)) == .text("32767"))
+        #expect(throws: CommandError(.validation, "x: 32768 is out of range for a 16-bit integer")) { try coerce(.number("32768"), .integer(bits: 16)) }
+        #expect(throws: CommandError.self) { try coerce(.number("99999999999999999999"), .integer(bits: 64)) }
+        #expect(throws: CommandError.self) { try coerce(.number("1.5"), .integer(bits: 32)) }
+        #expect(throws: CommandError.self) { try coerce(.string("1"), .integer(bits: 32)) }
+    }
+
+    @Test func stringsNeedQuotes() {
+        #expect(throws: CommandError(.validation, "x expects a string in double quotes, got 42")) { try coerce(.number("42"), .string) }
+    }
+
+    @Test func datesAreISO8601() throws {
+        #expect(try coerce(.string("2024-05-31"), .timestamp) == .text("2024-05-31"))
+        #expect(try coerce(.string("2024-05-31T14:30:00Z"), .timestamp) == .text("2024-05-31T14:30:00Z"))
+        #expect(try coerce(.string("2024-05-31 14:30:00.123+02:00"), .timestamp) == .text("2024-05-31 14:30:00.123+02:00"))
+        #expect(throws: CommandError.self) { try coerce(.string("31/05/2024"), .timestamp) }
+        #expect(throws: CommandError.self) { try coerce(.string("2024-05-31T14:30"), .date) }
+    }
+
+    @Test func binaryIsBase64() throws {
+        #expect(try coerce(.string("AAEC/w=="), .binary) == .text("\\x000102ff"))
+        #expect(throws: CommandError.self) { try coerce(.string("not base64!"), .binary) }
+    }
+
+    @Test func uuidsAndJSON() throws {
+        #expect(try coerce(.string("0b9f6f2a-5d3c-4e53-9a52-2f6c1e0d8a11"), .uuid) == .text("0b9f6f2a-5d3c-4e53-9a52-2f6c1e0d8a11"))
+        #expect(throws: CommandError.self) { try coerce(.string("0b9f6f2a"), .uuid) }
+        #expect(try coerce(.string("{\"a\":1}"), .json) == .text("{\"a\":1}"))
+        #expect(throws: CommandError.self) { try coerce(.string("{a:1}"), .json) }
+    }
+
+    @Test func refsOnlyForRelationships() {
+        #expect(throws: CommandError.self) { try coerce(.ref("a"), .string) }
+    }
+
+    @Test func pluralsForInverseNames() {
+        #expect(Inflection.plural("employee") == "employees")
+        #expect(Inflection.plural("journal_entry") == "journal_entries")
+        #expect(Inflection.plural("address") == "addresses")
+        #expect(Inflection.plural("day") == "days")
+    }
+}

@@ -146,8 +146,7 @@ extension Session {
                     version = found
                 }
                 let preview = try withPendingChanges(model, connection) { _ in
-                    try DeletePreview.compute(model: model, entity: entity, ids: [id], connection: connection,
-                                              excluding: Set(unit.current.deleteOrder))
+                    try DeletePreview.compute(model: model, roots: [(entity, [id])], connection: connection)
                 }
                 unit.current.removeUpdate(key)
                 unit.current.addDelete(PendingDelete(entity: entity.name, id: id, version: version))

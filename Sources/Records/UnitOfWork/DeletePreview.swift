@@ -21,13 +21,16 @@ public struct DeletePreview: Sendable, Equatable {
             + denied.sorted { $0.key < $1.key }.map { "deny \($0.key) \($0.value)" }
     }
 
-    /// Computes the effects of deleting `ids` of `entity` in the database's current state
-    /// (run it inside the transaction where the unit's changes are applied).
-    static func compute(model: Model, entity: Entity, ids: [String], connection: Connection,
-                        excluding deletedAlready: Set<RecordKey> = []) throws -> DeletePreview {
-        var preview = DeletePreview()
-        var visited = Set(ids.map { RecordKey(entity: entity.name, id: $0) }).union(deletedAlready)
-        var frontier: [(Entity, [String])] = [(entity, ids)]
+    /// Computes the effects of deleting `roots` together in the database's current state (run
+    /// it inside the transaction where the unit's changes are applied). Cascades are followed
+    /// first, so a record that one delete cascades away does not deny another.
+    static func compute(model: Model, roots: [(Entity, [String])], connection: Connection) throws -> DeletePreview {
+        var deleted: Set<RecordKey> = []
+        for (entity, ids) in roots { ids.forEach { deleted.insert(RecordKey(entity: entity.name, id: $0)) } }
+        var cascaded: [RecordKey] = []
+        var nullified: [(RecordKey, String)] = []
+        var denying: [RecordKey] = []
+        var frontier = roots
         while let (target, targetIDs) = frontier.popLast() {
             guard !targetIDs.isEmpty else { continue }
             for relationship in model.references(to: target.name) {
@@ -36,22 +39,23 @@ public struct DeletePreview: Sendable, Equatable {
                     SELECT \(SQL.identifier(source.primaryKey.name))::text FROM \(model.table(source))
                     WHERE \(SQL.identifier(relationship.column)) = ANY($1::\(target.primaryKey.sqlType)[])
                     """, [SQL.arrayLiteral(targetIDs)])
-                let found = rows.column(0).compactMap { $0 }.filter {
-                    !visited.contains(RecordKey(entity: source.name, id: $0))
-                }
-                guard !found.isEmpty else { continue }
+                let keys = rows.column(0).compactMap { $0 }.map { RecordKey(entity: source.name, id: $0) }
                 switch relationship.deleteRule {
                 case .cascade:
-                    preview.cascaded[source.name, default: 0] += found.count
-                    found.forEach { visited.insert(RecordKey(entity: source.name, id: $0)) }
-                    frontier.append((source, found))
+                    let fresh = keys.filter { deleted.insert($0).inserted }
+                    cascaded += fresh
+                    if !fresh.isEmpty { frontier.append((source, fresh.map(\.id))) }
                 case .nullify, .setDefault:
-                    preview.nullified[source.name + "." + relationship.name, default: 0] += found.count
+                    nullified += keys.map { ($0, source.name + "." + relationship.name) }
                 case .deny:
-                    preview.denied[source.name, default: 0] += found.count
+                    denying += keys
                 }
             }
         }
+        var preview = DeletePreview()
+        for key in cascaded { preview.cascaded[key.entity, default: 0] += 1 }
+        for (key, label) in nullified where !deleted.contains(key) { preview.nullified[label, default: 0] += 1 }
+        for key in Set(denying) where !deleted.contains(key) { preview.denied[key.entity, default: 0] += 1 }
         return preview
     }
 }

@@ -78,7 +78,7 @@ struct Saver {
     func apply() throws -> [String: String] {
         var ids = try insertAll()
         try updateAll(ids: &ids, skipping: [:])
-        try deleteAll()
+        try deleteAll(tolerant: true)
         return ids
     }
 
@@ -91,15 +91,8 @@ struct Saver {
         outcome.assigned = changes.inserts.map { ($0.ref, $0.entity, ids[$0.ref] ?? "?") }
         outcome.updated = try updateAll(ids: &ids, skipping: resolution.droppedFields)
         let deletes = changes.deleteOrder.filter { !resolution.droppedDeletes.contains($0) }
-        var preview = DeletePreview()
-        let deleted = Set(deletes)
-        for (entity, keys) in grouped(deletes) {
-            let part = try DeletePreview.compute(model: model, entity: entity, ids: keys.map(\.id),
-                                                 connection: connection, excluding: deleted)
-            preview.cascaded.merge(part.cascaded, uniquingKeysWith: +)
-            preview.nullified.merge(part.nullified, uniquingKeysWith: +)
-            preview.denied.merge(part.denied, uniquingKeysWith: +)
-        }
+        let preview = try DeletePreview.compute(
+            model: model, roots: grouped(deletes).map { ($0.0, $0.1.map(\.id)) }, connection: connection)
         if preview.deniedCount > 0 {
             throw CommandError(.denied, "the delete is denied: \(preview.deniedCount) record(s) still point at it with a RESTRICT rule; delete or move them first",
                                details: preview.lines.filter { $0.hasPrefix("deny") })
@@ -230,7 +223,9 @@ struct Saver {
     // MARK: - Deletes
 
     @discardableResult
-    private func deleteAll(only: Set<RecordKey>? = nil) throws -> Int {
+    /// - Parameter tolerant: for a read's view: a delete that its rules deny is left out
+    ///   (under a savepoint) instead of failing the read; SAVE reports it.
+    private func deleteAll(only: Set<RecordKey>? = nil, tolerant: Bool = false) throws -> Int {
         let keys = changes.deleteOrder.filter { only?.contains($0) ?? true }
         var count = 0
         // Children before parents, so a RESTRICT between two deleted records does not fire.
@@ -241,8 +236,19 @@ struct Saver {
         for name in order {
             guard let entity = model.entity(named: name), let members = byEntity[name] else { continue }
             let sql = "DELETE FROM \(model.table(entity)) WHERE \(SQL.identifier(entity.primaryKey.name)) = ANY($1::\(entity.primaryKey.sqlType)[])"
-            count += try run(sql, [SQL.arrayLiteral(members.map(\.id))], entity: entity.name,
-                             records: members.map { "\(entity.name) \($0.id)" }).affectedRows
+            let parameters = [SQL.arrayLiteral(members.map(\.id))]
+            let records = members.map { "\(entity.name) \($0.id)" }
+            guard tolerant else {
+                count += try run(sql, parameters, entity: entity.name, records: records).affectedRows
+                continue
+            }
+            try connection.execute("SAVEPOINT tolerant_delete")
+            do {
+                count += try run(sql, parameters, entity: entity.name, records: records).affectedRows
+                try connection.execute("RELEASE SAVEPOINT tolerant_delete")
+            } catch let failure as Failure where failure.error.sqlState == .foreignKeyViolation || failure.error.sqlState == .restrictViolation {
+                try connection.execute("ROLLBACK TO SAVEPOINT tolerant_delete")
+            }
         }
         return count
     }

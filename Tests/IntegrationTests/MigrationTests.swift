@@ -1,0 +1,108 @@
+import Foundation
+import Postgres
+import Testing
+
+@Suite struct MigrationTests {
+    /// A copy of the repository's migrations that a test may change.
+    private func migrationsCopy() throws -> String {
+        let directory = NSTemporaryDirectory() + "migrations-" + UUID().uuidString
+        try FileManager.default.copyItem(atPath: TestEnvironment.migrations, toPath: directory)
+        return directory
+    }
+
+    @Test func appliedOnceAndOnlyOnce() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let first = try runRecordsd(["migrate", "--database", url, "--migrations", TestEnvironment.migrations])
+        #expect(first.status == 0, "\(first.error)")
+        #expect(first.output == "applied 1 migration(s): 0001_sample_domain\n")
+        let second = try runRecordsd(["migrate", "--database", url, "--migrations", TestEnvironment.migrations])
+        #expect(second.output == "up to date: 1 migration(s) applied before\n")
+        let status = try runRecordsd(["migrate", "status", "--database", url, "--migrations", TestEnvironment.migrations])
+        #expect(status.output.hasPrefix("0001  sample_domain                 applied 20"))
+        let db = try Connection(url)
+        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "1")
+        #expect(try db.query("SELECT version, name, length(checksum) FROM records.schema_migrations").string(0, 2) == "64")
+    }
+
+    @Test func aChangedAppliedFileStopsStartUp() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let directory = try migrationsCopy()
+        #expect(try runRecordsd(["migrate", "--database", url, "--migrations", directory]).status == 0)
+        let file = directory + "/0001_sample_domain.sql"
+        try (try String(contentsOfFile: file, encoding: .utf8) + "\n-- edited\n").write(toFile: file, atomically: true, encoding: .utf8)
+        let serve = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--database", url, "--migrations", directory])
+        #expect(serve.status == 1)
+        #expect(serve.error.contains("migration 0001_sample_domain.sql was changed after it was applied"))
+        let status = try runRecordsd(["migrate", "status", "--database", url, "--migrations", directory])
+        #expect(status.output.contains("CHANGED since applied"))
+    }
+
+    @Test func aFailingMigrationIsRolledBackAndNamed() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let directory = try migrationsCopy()
+        try "CREATE TABLE broken (id bigint PRIMARY KEY);\nSELECT no_such_function();\n"
+            .write(toFile: directory + "/0002_broken.sql", atomically: true, encoding: .utf8)
+        let result = try runRecordsd(["migrate", "--database", url, "--migrations", directory])
+        #expect(result.status == 1)
+        #expect(result.error.contains("migration 0002_broken.sql failed and was rolled back"))
+        let db = try Connection(url)
+        #expect(try db.query("SELECT to_regclass('public.broken') IS NULL").bool(0, 0) == true)
+        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "1")
+    }
+
+    @Test func twoServersStartingTogetherApplyTheSchemaOnce() throws {
+        let url = try TestEnvironment.freshDatabase()
+        var servers: [TestServer] = []
+        var failures: [String] = []
+        let lock = NSLock()
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+            do {
+                let server = try TestServer(databaseURL: url)
+                lock.lock(); servers.append(server); lock.unlock()
+            } catch {
+                lock.lock(); failures.append("\(error)"); lock.unlock()
+            }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(servers.count == 2)
+        for server in servers { #expect(try server.client().send("ENTITIES").status == "+OK 11 entities") }
+        #expect(try Connection(url).query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "1")
+        let applied = servers.map { $0.log.contains("applied migration 0001_sample_domain.sql") }
+        #expect(applied.filter { $0 }.count == 1)
+    }
+
+    @Test func theModelReloadsWhenAnotherProcessMigrates() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let directory = try migrationsCopy()
+        let server = try TestServer(databaseURL: url, arguments: ["--migrations", directory])
+        let client = try server.client()
+        #expect(try client.send("DESCRIBE ticket").status.hasPrefix("-ERR UNKNOWN"))
+        try "CREATE TABLE ticket (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, title text NOT NULL);\nCREATE TABLE log_line (message text);\n"
+            .write(toFile: directory + "/0002_ticket.sql", atomically: true, encoding: .utf8)
+        #expect(try runRecordsd(["migrate", "--database", url, "--migrations", directory]).status == 0)
+        var reply = try client.send("DESCRIBE ticket")
+        for _ in 0..<50 where !reply.ok {
+            usleep(100_000)
+            reply = try client.send("DESCRIBE ticket")
+        }
+        #expect(reply.status == "+OK ticket: 2 attributes, 0 relationships")
+        #expect(try client.send("DESCRIBE log_line").status == "-ERR UNKNOWN 'log_line' is not served: no primary key")
+        #expect(try client.send("ENTITIES").lines.contains("log_line       not served: no primary key"))
+        // GENERATED ALWAYS identity keys take pre-allocated ids too.
+        try client.ok("INSERT ticket AS #t title=\"first\"")
+        #expect(try client.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+    }
+
+    @Test func sighupReloadsTheModel() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        try server.database().execute("CREATE TABLE widget (id serial PRIMARY KEY, label text)")
+        kill(server.process.processIdentifier, SIGHUP)
+        var reply = try client.send("DESCRIBE widget")
+        for _ in 0..<50 where !reply.ok {
+            usleep(100_000)
+            reply = try client.send("DESCRIBE widget")
+        }
+        #expect(reply.status == "+OK widget: 2 attributes, 0 relationships")
+    }
+}

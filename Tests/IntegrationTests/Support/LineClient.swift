@@ -1,0 +1,111 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+/// A reply as read off the wire: data lines, then the status line.
+struct WireReply: CustomStringConvertible {
+    var lines: [String]
+    var status: String
+
+    var ok: Bool { status.hasPrefix("+OK") }
+    /// The status line without its `+OK ` / `-ERR ` prefix.
+    var message: String {
+        if status.hasPrefix("+OK ") { return String(status.dropFirst(4)) }
+        if status.hasPrefix("-ERR ") { return String(status.dropFirst(5)) }
+        return status == "+OK" ? "" : status
+    }
+    var description: String { (lines + [status]).joined(separator: "\n") }
+}
+
+/// A blocking TCP client of the line protocol, with a receive timeout so a test cannot hang.
+final class LineClient {
+    let fd: Int32
+    private var buffer: [UInt8] = []
+    /// Pushed `!` lines seen while reading replies.
+    private(set) var pushed: [String] = []
+    private(set) var banner = ""
+
+    init(port: Int, host: String = "127.0.0.1", timeout: Int = 20, readBanner: Bool = true) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw TestFailure("connect to \(host):\(port) failed: \(String(cString: strerror(errno)))")
+        }
+        var tv = timeval(tv_sec: timeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if readBanner { banner = try readLine() ?? "" }
+    }
+
+    deinit { Glibc.close(fd) }
+
+    func write(_ text: String) throws {
+        try writeBytes(Array(text.utf8))
+    }
+
+    func writeBytes(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw TestFailure("send failed: \(String(cString: strerror(errno)))") }
+            offset += n
+        }
+    }
+
+    /// The next line, nil at end of stream.
+    func readLine() throws -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[0..<newline], as: UTF8.self)
+                buffer.removeSubrange(0...newline)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n == 0 { return nil }
+            if n < 0 { throw TestFailure("recv failed (timeout?): \(String(cString: strerror(errno)))") }
+            buffer.append(contentsOf: chunk[0..<n])
+        }
+    }
+
+    /// Reads one whole reply; pushed lines are set aside.
+    func readReply() throws -> WireReply {
+        var lines: [String] = []
+        while let line = try readLine() {
+            if line.hasPrefix("+OK") || line.hasPrefix("-ERR") { return WireReply(lines: lines, status: line) }
+            if line.hasPrefix("!") { pushed.append(line); continue }
+            lines.append(line)
+        }
+        throw TestFailure("connection closed mid-reply after \(lines)")
+    }
+
+    /// Sends one line and reads its reply.
+    @discardableResult
+    func send(_ line: String) throws -> WireReply {
+        try write(line + "\n")
+        return try readReply()
+    }
+
+    /// Sends, and requires `+OK`.
+    @discardableResult
+    func ok(_ line: String, sourceLocation: String = #function) throws -> WireReply {
+        let reply = try send(line)
+        guard reply.ok else { throw TestFailure("\(line) -> \(reply)") }
+        return reply
+    }
+
+    /// Reads until the server closes; returns the rest.
+    func readToEnd() throws -> [String] {
+        var lines: [String] = []
+        while let line = try readLine() { lines.append(line) }
+        return lines
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import Postgres
+import Testing
+
+/// Endpoints come from the same environment variables docker-compose sets:
+/// `DATABASE_URL` (an admin connection that may create databases) and `RECORDSD_BIN`.
+enum TestEnvironment {
+    static let environment = ProcessInfo.processInfo.environment
+
+    /// The repository root, found from this file's path.
+    static let root: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<4 { url.deleteLastPathComponent() }
+        return url.path
+    }()
+
+    static var migrations: String { root + "/migrations" }
+
+    static var recordsdBinary: String {
+        environment["RECORDSD_BIN"] ?? root + "/.build/debug/recordsd"
+    }
+
+    /// The admin URL; a test without it fails and says why (it never skips silently).
+    static func adminURL() throws -> String {
+        guard let url = environment["DATABASE_URL"], !url.isEmpty else {
+            Issue.record("DATABASE_URL is not set: run the integration tests through scripts/test, which starts a throwaway PostgreSQL")
+            throw TestFailure("no DATABASE_URL")
+        }
+        return url
+    }
+
+    /// A new, empty database on the test cluster; returns its URL.
+    static func freshDatabase() throws -> String {
+        let admin = try adminURL()
+        let name = "rt_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        let connection = try Connection(admin)
+        try connection.execute("CREATE DATABASE \(name)")
+        connection.close()
+        return url(admin, database: name)
+    }
+
+    static func url(_ url: String, database: String) -> String {
+        var components = URLComponents(string: url)!
+        components.path = "/" + database
+        return components.string!
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,91 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+
+/// A real `recordsd` process on a free loopback port, against a database of the test cluster.
+final class TestServer {
+    let process = Process()
+    let databaseURL: String
+    private(set) var port = 0
+    let logPath: String
+
+    /// Starts `recordsd serve` on 127.0.0.1 with a free port and waits until it listens.
+    init(databaseURL: String? = nil, arguments: [String] = [], environment: [String: String] = [:]) throws {
+        self.databaseURL = try databaseURL ?? TestEnvironment.freshDatabase()
+        logPath = NSTemporaryDirectory() + "recordsd-test-\(UUID().uuidString).log"
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--database", self.databaseURL,
+                             "--migrations", TestEnvironment.migrations, "--pool-size", "3"] + arguments
+        var env = ProcessInfo.processInfo.environment
+        env["DATABASE_URL"] = nil
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
+        try process.run()
+        // The server prints "recordsd listening on HOST:PORT" once ready.
+        let reader = output.fileHandleForReading
+        var text = ""
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            let data = reader.availableData
+            if data.isEmpty { break }
+            text += String(decoding: data, as: UTF8.self)
+            if let line = text.split(separator: "\n").first(where: { $0.contains("listening on") }),
+               let port = Int(line.split(separator: ":").last ?? "") {
+                self.port = port
+                return
+            }
+        }
+        process.terminate()
+        throw TestFailure("recordsd did not start: \(text)\n\(log)")
+    }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    func client() throws -> LineClient { try LineClient(port: port) }
+
+    /// SIGTERM, then wait; returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        return process.terminationStatus
+    }
+
+    /// A direct connection to the server's database, to check what really is there.
+    func database() throws -> Connection { try Connection(databaseURL) }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(atPath: logPath)
+    }
+}
+
+/// Runs `recordsd` with arguments to completion (migrate, migrate status, --help).
+func runRecordsd(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String, error: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment
+    env["DATABASE_URL"] = nil
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    let out = Pipe(), err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    let errData = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
+}

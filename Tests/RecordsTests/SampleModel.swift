@@ -14,14 +14,14 @@ enum SampleModel {
             name: "department", primaryKey: id,
             attributes: [id, attribute("name", "text", .string, notNull: true), attribute("number", "integer", .integer(bits: 32), notNull: true)],
             relationships: [Relationship(name: "employees", entity: "department", target: "employee", isToMany: true, inverse: "department",
-                                         column: "department_id", deleteRule: .cascade, constraint: "employee_department_id_fkey", isRequired: false)],
+                                         column: "department_id", columnType: "bigint", deleteRule: .cascade, constraint: "employee_department_id_fkey", isRequired: false)],
             keySequence: "public.department_id_seq", comment: nil)
         let employee = Entity(
             name: "employee", primaryKey: id,
             attributes: [id, attribute("first_name", "text", .string, notNull: true), attribute("age", "integer", .integer(bits: 32)),
                          attribute("gender", "smallint", .integer(bits: 16), notNull: true)],
             relationships: [Relationship(name: "department", entity: "employee", target: "department", isToMany: false, inverse: "employees",
-                                         column: "department_id", deleteRule: .cascade, constraint: "employee_department_id_fkey", isRequired: false)],
+                                         column: "department_id", columnType: "bigint", deleteRule: .cascade, constraint: "employee_department_id_fkey", isRequired: false)],
             keySequence: "public.employee_id_seq", comment: nil)
         return Model(schema: "public", entities: [department, employee], unserved: [])
     }()

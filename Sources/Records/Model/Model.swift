@@ -44,6 +44,8 @@ public struct Relationship: Sendable, Equatable {
     public var inverse: String
     /// The foreign-key column, on the to-one side's table.
     public var column: String
+    /// The foreign-key column's SQL type, for casts.
+    public var columnType: String
     public var deleteRule: DeleteRule
     public var constraint: String
     /// NOT NULL foreign key: the to-one side is required.
@@ -73,9 +75,8 @@ public struct Entity: Sendable {
     public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }
 
     /// Every column the server reads, primary key first: attributes then foreign keys.
-    public var columns: [(column: String, label: String, kind: ValueKind)] {
-        attributes.map { ($0.name, $0.name, $0.kind) }
-            + toOneRelationships.map { ($0.column, $0.name, .other) }
+    public var columns: [(column: String, sqlType: String)] {
+        attributes.map { ($0.name, $0.sqlType) } + toOneRelationships.map { ($0.column, $0.columnType) }
     }
 }
 

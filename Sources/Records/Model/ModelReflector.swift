@@ -118,12 +118,13 @@ public enum ModelReflector {
             let sameName = foreignKeys.filter { $0.source == key.source && $0.target == key.target }
             if sameName.count > 1 && inverseName(comment: key.comment) == nil { inverse += "_by_" + toOne }
             let rule = DeleteRule(code: key.rule)
+            let columnType = attributesByTable[key.source]?.first { $0.name == key.column }?.sqlType ?? "bigint"
             entities[key.source]!.relationships.append(Relationship(
                 name: toOne, entity: key.source, target: key.target, isToMany: false, inverse: inverse,
-                column: key.column, deleteRule: rule, constraint: key.constraint, isRequired: key.required))
+                column: key.column, columnType: columnType, deleteRule: rule, constraint: key.constraint, isRequired: key.required))
             entities[key.target]!.relationships.append(Relationship(
                 name: inverse, entity: key.target, target: key.source, isToMany: true, inverse: toOne,
-                column: key.column, deleteRule: rule, constraint: key.constraint, isRequired: false))
+                column: key.column, columnType: columnType, deleteRule: rule, constraint: key.constraint, isRequired: false))
             // The foreign-key column is shown as the relationship, not as an attribute.
             entities[key.source]!.attributes.removeAll { $0.name == key.column && !$0.isPrimaryKey }
         }

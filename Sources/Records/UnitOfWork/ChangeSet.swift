@@ -118,9 +118,11 @@ public struct UnitOfWork: Sendable {
 
     public init() {}
 
+    /// Mutated in place (`_modify`): a get/set pair would copy the whole change set on every
+    /// edit, making a unit of n inserts cost O(n²).
     public var current: ChangeSet {
         get { layers[layers.count - 1] }
-        set { layers[layers.count - 1] = newValue }
+        _modify { yield &layers[layers.count - 1] }
     }
 
     /// Scratchpads open above the unit itself.

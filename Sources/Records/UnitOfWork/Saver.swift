@@ -9,7 +9,7 @@ struct Saver {
     let connection: Connection
     let changes: ChangeSet
     /// Rows per INSERT statement; 1 when diagnosing which record a failure belongs to.
-    var rowsPerStatement = 1000
+    var rowsPerStatement = 50_000
 
     /// A statement and the records it writes, so a failure can name them.
     struct Failure: Error {
@@ -144,39 +144,50 @@ struct Saver {
             if groups[columns] == nil { groupOrder.append(columns) }
             groups[columns, default: []].append(row)
         }
+        let types = Dictionary(entity.columns.map { ($0.column, $0.sqlType) }, uniquingKeysWith: { a, _ in a })
         for columns in groupOrder {
             let members = groups[columns]!
-            let returning = ids[members[0].ref] == nil
-            let perStatement = returning ? 1 : max(1, min(rowsPerStatement, 60000 / max(columns.count, 1)))
-            let columnList = columns.map(SQL.identifier).joined(separator: ", ")
+            if ids[members[0].ref] == nil {
+                // No id known in advance: one row at a time, the id from RETURNING.
+                for row in members { try insertReturning(row, columns: columns, entity: entity, ids: &ids) }
+                continue
+            }
+            // Each column travels as one array parameter: a small statement whatever the row count.
+            let casts = columns.enumerated().map { "$\($0.offset + 1)::\(types[$0.element] ?? "text")[]" }
+            let sql = "INSERT INTO \(table) (\(columns.map(SQL.identifier).joined(separator: ", "))) OVERRIDING SYSTEM VALUE "
+                + "SELECT * FROM unnest(\(casts.joined(separator: ", ")))"
             var start = 0
             while start < members.count {
-                let chunk = members[start..<min(start + perStatement, members.count)]
+                let chunk = members[start..<min(start + rowsPerStatement, members.count)]
                 start += chunk.count
                 var parameters: [String?] = []
-                parameters.reserveCapacity(chunk.count * columns.count)
-                var tuples: [String] = []
-                tuples.reserveCapacity(chunk.count)
-                for row in chunk {
-                    var placeholders: [String] = []
-                    for column in columns {
-                        parameters.append(column == pk && ids[row.ref] != nil ? ids[row.ref] : try bind(row.value(of: column) ?? .null, ids: ids))
-                        placeholders.append("$\(parameters.count)")
+                for column in columns {
+                    var values: [String?] = []
+                    values.reserveCapacity(chunk.count)
+                    for row in chunk {
+                        values.append(column == pk ? ids[row.ref] : try bind(row.value(of: column) ?? .null, ids: ids))
                     }
-                    tuples.append("(" + placeholders.joined(separator: ", ") + ")")
+                    parameters.append(SQL.arrayLiteral(values))
                 }
-                let sql: String
-                if columns.isEmpty {
-                    sql = "INSERT INTO \(table) DEFAULT VALUES RETURNING \(SQL.identifier(pk))::text"
-                } else {
-                    sql = "INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE VALUES "
-                        + tuples.joined(separator: ", ")
-                        + (returning ? " RETURNING \(SQL.identifier(pk))::text" : "")
-                }
-                let result = try run(sql, parameters, entity: entity.name, records: chunk.map { "#" + $0.ref })
-                if returning { ids[chunk.first!.ref] = result.string(0, 0) }
+                try run(sql, parameters, entity: entity.name, records: chunk.map { "#" + $0.ref })
             }
         }
+    }
+
+    private func insertReturning(_ row: PendingInsert, columns: [String], entity: Entity, ids: inout [String: String]) throws {
+        let table = model.table(entity)
+        let returning = " RETURNING \(SQL.identifier(entity.primaryKey.name))::text"
+        let sql: String
+        var parameters: [String?] = []
+        if columns.isEmpty {
+            sql = "INSERT INTO \(table) DEFAULT VALUES" + returning
+        } else {
+            for column in columns { parameters.append(try bind(row.value(of: column) ?? .null, ids: ids)) }
+            let placeholders = (1...columns.count).map { "$\($0)" }.joined(separator: ", ")
+            sql = "INSERT INTO \(table) (\(columns.map(SQL.identifier).joined(separator: ", "))) VALUES (\(placeholders))" + returning
+        }
+        let result = try run(sql, parameters, entity: entity.name, records: ["#" + row.ref])
+        ids[row.ref] = result.string(0, 0)
     }
 
     private func bind(_ value: FieldValue, ids: [String: String]) throws -> String? {
@@ -256,6 +267,7 @@ struct Saver {
     // MARK: - Helpers
 
     /// Runs one write; a failure carries the records it was writing.
+    @discardableResult
     private func run(_ sql: String, _ parameters: [String?], entity: String, records: [String]) throws(Failure) -> QueryResult {
         do {
             return try connection.query(sql, parameters)

@@ -1,0 +1,40 @@
+"""A minimal client of the recordsd line protocol for the benchmarks (not a test helper)."""
+import socket
+
+
+class Client:
+    def __init__(self, port, host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.file = self.sock.makefile("rb", buffering=1 << 16)
+        self.banner = self.file.readline().decode()
+
+    def send_many(self, lines):
+        """Pipelines every line, then reads every reply; returns the status lines."""
+        data = "".join(line + "\n" for line in lines).encode()
+        self.sock.sendall(data)
+        return [self.reply()[1] for _ in lines]
+
+    def reply(self):
+        lines = []
+        while True:
+            line = self.file.readline().decode()
+            if not line:
+                raise EOFError("connection closed")
+            line = line.rstrip("\n")
+            if line.startswith("+OK") or line.startswith("-ERR"):
+                return lines, line
+            if not line.startswith("!"):
+                lines.append(line)
+
+    def send(self, line):
+        self.sock.sendall((line + "\n").encode())
+        return self.reply()
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0

@@ -1,0 +1,52 @@
+# Shared by the benchmarks: a throwaway PostgreSQL and a release recordsd, both cleaned up on exit.
+# Sourcing scripts set BENCH_NAME; they get $PGURL, $RECORDSD_PORT, $RECORDSD_PID, $BENCH_TMP.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$(pwd)
+scripts/setup python3-venv
+export PATH=/opt/swift/usr/bin:$PATH
+echo "== building release binaries" >&2
+swift build -c release >/tmp/recordsd-bench-build.log 2>&1 || { cat /tmp/recordsd-bench-build.log; exit 1; }
+
+BENCH_TMP=$(mktemp -d /tmp/recordsd-bench.XXXXXX)
+chmod 755 "$BENCH_TMP"
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+export PATH="$pgbin:$PATH"
+as_pg=()
+if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$BENCH_TMP"; as_pg=(runuser -u postgres --); fi
+PGPORT_BENCH=$(( 40000 + RANDOM % 10000 ))
+bench_cleanup() {
+  [ -n "${RECORDSD_PID:-}" ] && kill "$RECORDSD_PID" 2>/dev/null && wait "$RECORDSD_PID" 2>/dev/null || true
+  "${as_pg[@]}" "$pgbin/pg_ctl" -D "$BENCH_TMP/data" -m fast -w stop >/dev/null 2>&1 || true
+  rm -rf "$BENCH_TMP"
+}
+trap bench_cleanup EXIT
+"${as_pg[@]}" "$pgbin/initdb" -D "$BENCH_TMP/data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
+# Durable settings (fsync on), as a production server would run: every figure pays for its commits.
+"${as_pg[@]}" "$pgbin/pg_ctl" -D "$BENCH_TMP/data" -l "$BENCH_TMP/postgres.log" -w \
+  -o "-c listen_addresses=127.0.0.1 -c port=$PGPORT_BENCH -c unix_socket_directories=$BENCH_TMP -c max_connections=300 -c shared_buffers=512MB" start >/dev/null
+PGURL="postgresql://postgres@127.0.0.1:$PGPORT_BENCH/postgres"
+
+# start_recordsd [args...]: a release server on a free port, migrations applied.
+start_recordsd() {
+  "$root/.build/release/recordsd" serve --listen 127.0.0.1:0 --database "$PGURL" --migrations "$root/migrations" --log-level warning "$@" \
+    >"$BENCH_TMP/recordsd.out" 2>"$BENCH_TMP/recordsd.err" &
+  RECORDSD_PID=$!
+  for _ in $(seq 1 100); do
+    if grep -q "listening on" "$BENCH_TMP/recordsd.out" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  RECORDSD_PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$BENCH_TMP/recordsd.out")
+  [ -n "$RECORDSD_PORT" ] || { cat "$BENCH_TMP/recordsd.err"; exit 1; }
+}
+
+# A virtualenv with the peer implementations (SQLAlchemy over psycopg), made once.
+bench_venv() {
+  local venv="$root/.build/bench-venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    echo "== creating $venv (SQLAlchemy, psycopg)" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q 'sqlalchemy>=2' 'psycopg[binary]>=3' >&2
+  fi
+  echo "$venv/bin/python"
+}

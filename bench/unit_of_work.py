@@ -1,0 +1,116 @@
+"""SAVE of one unit (1 department + N employees): recordsd against psql \\copy (the physical
+limit) and SQLAlchemy's ORM Session over psycopg (a well-known unit of work), side by side."""
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from client import Client, rss_kib
+
+PGURL = os.environ["PGURL"]
+PORT = int(os.environ["RECORDSD_PORT"])
+PID = int(os.environ["RECORDSD_PID"])
+N = int(os.environ.get("BENCH_ROWS", "10000"))
+REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+
+
+def psql(sql):
+    subprocess.run(["psql", PGURL, "-qXc", sql], check=True, stdout=subprocess.DEVNULL)
+
+
+def reset():
+    psql("TRUNCATE employee, department RESTART IDENTITY CASCADE")
+
+
+def employee_values(i):
+    return f"Emp{i}", f"Family{i % 977}", 1 + i % 2, 20 + i % 45
+
+
+def run_recordsd():
+    reset()
+    client = Client(PORT)
+    lines = ['INSERT department AS #d name="Sales" number=1']
+    for i in range(N):
+        first, last, gender, age = employee_values(i)
+        lines.append(f'INSERT employee first_name="{first}" last_name="{last}" gender={gender} age={age} department=#d')
+    start = time.perf_counter()
+    statuses = client.send_many(lines)
+    edit = time.perf_counter() - start
+    assert all(s.startswith("+OK") for s in statuses), statuses[:3]
+    start = time.perf_counter()
+    _, status = client.send("SAVE")
+    save = time.perf_counter() - start
+    assert status.startswith(f"+OK saved: {N + 1} inserted"), status
+    return edit, save
+
+
+def run_copy():
+    reset()
+    with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
+        for i in range(N):
+            first, last, gender, age = employee_values(i)
+            f.write(f"{first},{last},{gender},{age},1\n")
+        path = f.name
+    script = ("BEGIN;\nINSERT INTO department (name, number) VALUES ('Sales', 1);\n"
+              f"\\copy employee (first_name, last_name, gender, age, department_id) FROM '{path}' CSV\nCOMMIT;\n")
+    start = time.perf_counter()
+    subprocess.run(["psql", PGURL, "-qX", "-v", "ON_ERROR_STOP=1"], input=script.encode(), check=True, stdout=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    os.unlink(path)
+    return elapsed
+
+
+def run_sqlalchemy(python):
+    reset()
+    out = subprocess.run([python, os.path.join(os.path.dirname(__file__), "sqlalchemy_unit.py"), PGURL, str(N)],
+                         check=True, capture_output=True, text=True).stdout
+    return float(out.strip())
+
+
+def memory_per_insert(count=100_000):
+    client = Client(PORT)
+    client.send("PING")
+    before = rss_kib(PID)
+    batch = []
+    value_bytes = 0
+    for i in range(count):
+        first, last, gender, age = employee_values(i)
+        value_bytes += len(first) + len(last) + len(str(gender)) + len(str(age))
+        batch.append(f'INSERT employee first_name="{first}" last_name="{last}" gender={gender} age={age}')
+        if len(batch) == 10_000:
+            client.send_many(batch)
+            batch = []
+    time.sleep(0.2)
+    after = rss_kib(PID)
+    client.send("ROLLBACK")
+    per = (after - before) * 1024 / count
+    return per, value_bytes / count
+
+
+def main():
+    python = sys.argv[1]
+    rec_edit, rec_save, copies, alchemy = [], [], [], []
+    for _ in range(REPEAT):
+        edit, save = run_recordsd()
+        rec_edit.append(edit)
+        rec_save.append(save)
+        copies.append(run_copy())
+        alchemy.append(run_sqlalchemy(python))
+    med = statistics.median
+    save, copy, orm, edit = med(rec_save), med(copies), med(alchemy), med(rec_edit)
+    per, values = memory_per_insert()
+    print(f"unit of work: 1 department + {N} employees, median of {REPEAT} runs, PostgreSQL with fsync on")
+    print(f"{'what':44} {'seconds':>9} {'rows/s':>10}  ratio")
+    copy_label = "psql \\copy (physical limit)"
+    print(f"{copy_label:44} {copy:9.4f} {N / copy:10.0f}  1.00")
+    print(f"{'recordsd SAVE':44} {save:9.4f} {N / save:10.0f}  {save / copy:.2f}x copy's time (target <= 2)")
+    print(f"{'SQLAlchemy Session.commit (psycopg 3)':44} {orm:9.4f} {N / orm:10.0f}  {orm / save:.2f}x recordsd's time (target >= 3)")
+    print(f"{'recordsd INSERT lines, pipelined (editing)':44} {edit:9.4f} {N / edit:10.0f}")
+    print(f"memory per pending insert: {per:.0f} bytes resident, of which values {values:.0f} bytes "
+          f"-> {per - values:.0f} bytes overhead (target < 1024)")
+
+
+if __name__ == "__main__":
+    main()

@@ -25,6 +25,8 @@ public final class Connection {
             close()
             throw PostgresError(kind: .connection, message: message)
         }
+        // Server notices (e.g. "relation already exists, skipping") would go to stderr raw.
+        PQsetNoticeProcessor(conn, { _, _ in }, nil)
     }
 
     deinit { close() }
@@ -84,6 +86,36 @@ public final class Connection {
         } catch {
             if isHealthy { _ = try? execute("ROLLBACK") }
             throw error
+        }
+    }
+
+    /// Runs a query in single-row mode, calling `row` for each row as it arrives, so a result
+    /// of any size flows through in constant memory. Once `row` returns false, the remaining
+    /// rows are read and dropped: a cancel request could race with and hit the connection's
+    /// next query. See https://www.postgresql.org/docs/15/libpq-single-row-mode.html
+    public func stream(_ sql: String, _ parameters: [String?] = [], row: (QueryResult) -> Bool) throws(PostgresError) {
+        let conn = try open()
+        let sent = withParameters(parameters) { count, values in
+            PQsendQueryParams(conn, sql, count, nil, values, nil, nil, 0)
+        }
+        guard sent == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        PQsetSingleRowMode(conn)
+        var failure: PostgresError?
+        var wanted = true
+        while let raw = PQgetResult(conn) {
+            let result = QueryResult(owning: raw)
+            switch PQresultStatus(raw) {
+            case PGRES_SINGLE_TUPLE:
+                if wanted && !row(result) { wanted = false }
+            case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
+                break
+            default:
+                if wanted && failure == nil { failure = Self.error(from: raw, connection: conn) }
+            }
+        }
+        if let failure { throw failure }
+        if PQstatus(conn) != CONNECTION_OK {
+            throw PostgresError(kind: .connection, message: Self.errorMessage(conn))
         }
     }
 

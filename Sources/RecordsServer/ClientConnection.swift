@@ -20,6 +20,8 @@ final class ClientConnection {
     var closed = false
     var lastActivity: UInt64
     var interest: UInt32 = 0
+    /// A streaming step waiting for the output to drain below the high-water mark.
+    var waitingSink: StreamSink?
 
     init(fd: Int32, session: Session, peer: String, maxLineLength: Int, now: UInt64) {
         self.fd = fd
@@ -32,6 +34,11 @@ final class ClientConnection {
     var pendingOutput: Int { output.count - outputStart }
 
     func append(_ reply: Reply) { reply.encode(into: &output) }
+
+    /// Data lines of a reply still being produced (streamed results).
+    func appendDataLines(_ lines: [String]) {
+        for line in lines { Reply.appendDataLine(line, to: &output) }
+    }
 
     /// A pushed line (`! ...`); only ever appended between whole replies.
     func push(_ event: String) {

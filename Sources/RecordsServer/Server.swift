@@ -26,6 +26,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     public private(set) var boundPort = 0
     private let configuration: Configuration
+    fileprivate var eventLoop: EventLoop { loop }
     private let context: ServerContext
     private let pool: ConnectionPool
     private let loop: EventLoop
@@ -149,6 +150,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         if connection.pendingOutput > 0 {
             if connection.flush() == .failed { return closeConnection(connection) }
         }
+        if let sink = connection.waitingSink, connection.pendingOutput < configuration.outputHighWater {
+            connection.waitingSink = nil
+            sink.release(gone: false)
+        }
         if connection.pendingOutput == 0 && !connection.busy {
             if connection.closeAfterFlush { return closeConnection(connection) }
             if connection.peerClosed && connection.framer.next() == nil { return closeConnection(connection) }
@@ -173,16 +178,25 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             connection.closeAfterFlush = true
         case .database(let work):
             connection.busy = true
+            let sink = StreamSink(server: self, connection: connection)
             pool.submit { [loop] result in
                 let reply: Reply
                 switch result {
-                case .success(let db): reply = work(db)
+                case .success(let db): reply = work(db, sink)
                 case .failure(let error):
                     reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
                 }
                 loop.post { [self] in self.completed(connection, reply) }
             }
         }
+    }
+
+    /// On the loop: streamed data lines; the sink waits until the output drains.
+    fileprivate func deliver(_ lines: [String], to connection: ClientConnection, sink: StreamSink) {
+        guard !connection.closed else { return sink.release(gone: true) }
+        connection.appendDataLines(lines)
+        connection.waitingSink = sink
+        service(connection)
     }
 
     private func completed(_ connection: ClientConnection, _ reply: Reply) {
@@ -199,6 +213,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     private func closeConnection(_ connection: ClientConnection) {
         guard !connection.closed else { return }
         connection.closed = true
+        connection.waitingSink?.release(gone: true)
+        connection.waitingSink = nil
         loop.remove(connection.fd)
         close(connection.fd)
         connections[connection.fd] = nil
@@ -269,5 +285,33 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
         guard result == 0 else { return "?" }
         return String(cString: host) + ":" + String(cString: service)
+    }
+}
+
+/// Carries a streaming step's data lines from its pool worker to the loop, blocking the worker
+/// while the client's output is above the high-water mark: a slow reader slows the query,
+/// never the server's memory.
+final class StreamSink: LineSink, @unchecked Sendable {  // `gone` is written before `signal`, read after `wait`
+    private unowned let server: Server
+    private let connection: ClientConnection
+    private let semaphore = DispatchSemaphore(value: 0)
+    private var gone = false
+
+    init(server: Server, connection: ClientConnection) {
+        self.server = server
+        self.connection = connection
+    }
+
+    func send(_ lines: [String]) -> Bool {
+        guard !gone else { return false }
+        server.eventLoop.post { [self] in server.deliver(lines, to: connection, sink: self) }
+        semaphore.wait()
+        return !gone
+    }
+
+    /// On the loop: lets the worker go on.
+    func release(gone: Bool) {
+        if gone { self.gone = true }
+        semaphore.signal()
     }
 }

@@ -44,6 +44,8 @@ public struct FetchRequest: Equatable, Sendable {
     public var limit: Int?
     public var offset: Int?
     public var include: [String] = []
+    /// A keyset cursor from the previous page's reply.
+    public var after: String?
 }
 
 /// A parsed request line.
@@ -66,7 +68,9 @@ public enum Command: Equatable, Sendable {
     case discard
     case get(entity: String, id: RecordID, include: [String])
     case find(FetchRequest)
-    case count(entity: String, predicate: Predicate?)
+    case count(entity: String, predicate: Predicate?, estimate: Bool)
+    /// EXPLAIN FIND / COUNT / GET: the SQL, its parameters, and PostgreSQL's plan.
+    case explain(FetchRequest)
 
     public var verb: Verb {
         switch self {
@@ -89,6 +93,7 @@ public enum Command: Equatable, Sendable {
         case .get: .get
         case .find: .find
         case .count: .count
+        case .explain: .explain
         }
     }
 }

@@ -77,6 +77,29 @@ public enum CommandParser {
             let id = try recordID(&t)
             return .get(entity: entity, id: id, include: try include(&t))
         case .find:
+            return .find(try fetchRequest(&t))
+        case .count:
+            let entity = try t.name("an entity name")
+            var predicate: Predicate?
+            if t.consumeWord("WHERE") {
+                var parser = PredicateParser(tokens: t)
+                predicate = try parser.parse()
+                t = parser.tokens
+            }
+            return .count(entity: entity, predicate: predicate, estimate: t.consumeWord("ESTIMATE"))
+        case .explain:
+            if t.consumeWord("FIND") { return .explain(try fetchRequest(&t)) }
+            if t.consumeWord("COUNT") {
+                guard case .count(let entity, let predicate, false) = try parse(.count, &t) else {
+                    throw CommandError(.syntax, "EXPLAIN COUNT does not take ESTIMATE")
+                }
+                return .explain(FetchRequest(entity: entity, predicate: predicate, limit: 0))
+            }
+            throw t.error("expected FIND or COUNT after EXPLAIN")
+        }
+    }
+
+    private static func fetchRequest(_ t: inout TokenStream) throws(CommandError) -> FetchRequest {
             var request = FetchRequest(entity: try t.name("an entity name"))
             if t.consumeWord("WHERE") {
                 var parser = PredicateParser(tokens: t)
@@ -95,18 +118,16 @@ public enum CommandParser {
             }
             if t.consumeWord("LIMIT") { request.limit = try t.integer("a limit") }
             if t.consumeWord("OFFSET") { request.offset = try t.integer("an offset") }
-            request.include = try include(&t)
-            return .find(request)
-        case .count:
-            let entity = try t.name("an entity name")
-            var predicate: Predicate?
-            if t.consumeWord("WHERE") {
-                var parser = PredicateParser(tokens: t)
-                predicate = try parser.parse()
-                t = parser.tokens
+            if t.consumeWord("AFTER") {
+                guard request.offset == nil else { throw t.error("use OFFSET or AFTER, not both") }
+                switch t.peek.kind {
+                case .word(let token), .string(let token): request.after = token
+                default: throw t.error("expected the cursor a previous page gave (AFTER c...)")
+                }
+                t.advance()
             }
-            return .count(entity: entity, predicate: predicate)
-        }
+            request.include = try include(&t)
+            return request
     }
 
     private static func recordID(_ t: inout TokenStream) throws(CommandError) -> RecordID {

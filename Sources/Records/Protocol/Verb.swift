@@ -6,7 +6,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case insert = "INSERT", update = "UPDATE", delete = "DELETE", upsert = "UPSERT"
     case changes = "CHANGES", save = "SAVE", rollback = "ROLLBACK"
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
-    case get = "GET", find = "FIND", count = "COUNT"
+    case get = "GET", find = "FIND", count = "COUNT", explain = "EXPLAIN"
 
     public var syntax: String {
         switch self {
@@ -26,9 +26,10 @@ public enum Verb: String, CaseIterable, Sendable {
         case .nest: "NEST"
         case .merge: "MERGE"
         case .discard: "DISCARD"
-        case .get: "GET entity id|#ref"
-        case .find: "FIND entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...] [LIMIT n] [OFFSET n]"
-        case .count: "COUNT entity [WHERE predicate]"
+        case .get: "GET entity id|#ref [INCLUDE rel[.rel], ...]"
+        case .find: "FIND entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel], ...]"
+        case .count: "COUNT entity [WHERE predicate] [ESTIMATE]"
+        case .explain: "EXPLAIN FIND ... | EXPLAIN COUNT ..."
         }
     }
 
@@ -51,8 +52,9 @@ public enum Verb: String, CaseIterable, Sendable {
         case .merge: "fold the innermost scratchpad into its parent"
         case .discard: "drop the innermost scratchpad and its changes"
         case .get: "one record by id, as seen with this unit's pending changes"
-        case .find: "records matching a predicate, one JSON object a line"
-        case .count: "how many records match"
+        case .find: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page"
+        case .count: "how many records match; ESTIMATE asks the planner instead of counting"
+        case .explain: "the SQL and parameters a FIND or COUNT runs, and PostgreSQL's plan for it"
         }
     }
 
@@ -74,9 +76,10 @@ public enum Verb: String, CaseIterable, Sendable {
         case .nest: "NEST"
         case .merge: "MERGE"
         case .discard: "DISCARD"
-        case .get: "GET employee 42"
+        case .get: "GET department 3 INCLUDE employees"
         case .find: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10"
         case .count: "COUNT employee WHERE department == nil"
+        case .explain: "EXPLAIN FIND employee WHERE department.name BEGINSWITH[c] \"sa\""
         }
     }
 }

@@ -11,8 +11,17 @@ struct QueryBuilder {
 
     // MARK: - Statements
 
-    /// One JSON object a row: `SELECT row_to_json(x)::text FROM ...`.
-    static func select(_ request: FetchRequest, model: Model, keyFilter: String? = nil) throws(CommandError) -> (sql: String, parameters: [String?]) {
+    /// A FIND (or GET) as SQL: one JSON object a row in column 0, then the sort keys as text
+    /// when the request pages by keyset (`cursorColumns` of them).
+    struct Select {
+        var sql: String
+        var parameters: [String?]
+        var cursorColumns: Int
+        /// Identifies the query's shape, so a cursor cannot be used with another query.
+        var fingerprint: String
+    }
+
+    static func select(_ request: FetchRequest, model: Model, keyFilter: String? = nil) throws(CommandError) -> Select {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(request.entity)
         var conditions: [String] = []
@@ -22,22 +31,31 @@ struct QueryBuilder {
         if let predicate = request.predicate {
             conditions.append(try builder.compile(predicate, entity: entity, alias: "t0"))
         }
-        var orderTerms: [String] = []
+        // Sort keys, then the primary key, so ties come back in a stable order and pages never overlap.
+        var keys: [(sql: String, ascending: Bool)] = []
         for key in request.order {
-            let resolved = try builder.orderExpression(key, entity: entity)
-            orderTerms.append(resolved + (key.ascending ? " ASC" : " DESC"))
+            keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
         }
-        // The key last, so ties come back in a stable order and pages never overlap.
-        orderTerms.append("t0.\(SQL.identifier(entity.primaryKey.name)) ASC")
-        let projection = builder.projection(entity, alias: "t0")
-        var sql = "SELECT row_to_json(x)::text FROM \(model.table(entity)) AS t0"
+        keys.append(("t0.\(SQL.identifier(entity.primaryKey.name))", true))
+        let fingerprint = Self.fingerprint(entity.name + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending)" }.joined(separator: ","))
+        if let token = request.after {
+            let values = try Cursor.decode(token, fingerprint: fingerprint, count: keys.count)
+            conditions.append(builder.after(keys, values))
+        }
+        let includes = try IncludeTree.parse(request.include, entity: entity, model: model)
+        let projection = builder.projection(entity, alias: "t0", includes: includes)
+        let paged = request.limit != nil
+        var sql = "SELECT row_to_json(x)::text"
+        if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
+        sql += " FROM \(model.table(entity)) AS t0"
         sql += builder.joins.map { " " + $0 }.joined()
         sql += " CROSS JOIN LATERAL (SELECT \(projection)) AS x"
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
-        sql += " ORDER BY " + orderTerms.joined(separator: ", ")
-        if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit)) + "::bigint" }
+        sql += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ")
+        // One row more than asked tells whether another page follows.
+        if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit + 1)) + "::bigint" }
         if let offset = request.offset { sql += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
-        return (sql, builder.parameters)
+        return Select(sql: sql, parameters: builder.parameters, cursorColumns: paged ? keys.count : 0, fingerprint: fingerprint)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
@@ -49,6 +67,34 @@ struct QueryBuilder {
         return (sql, builder.parameters)
     }
 
+    /// The keyset condition "comes after these sort-key values", with each key's direction
+    /// and PostgreSQL's nil placement (last when ascending, first when descending).
+    private mutating func after(_ keys: [(sql: String, ascending: Bool)], _ values: [String?]) -> String {
+        var alternatives: [String] = []
+        for index in keys.indices {
+            var terms: [String] = []
+            for earlier in 0..<index {
+                terms.append(values[earlier].map { "\(keys[earlier].sql) = \(bind($0))" } ?? "\(keys[earlier].sql) IS NULL")
+            }
+            let key = keys[index]
+            switch (values[index], key.ascending) {
+            case (let value?, true): terms.append("(\(key.sql) > \(bind(value)) OR \(key.sql) IS NULL)")
+            case (let value?, false): terms.append("\(key.sql) < \(bind(value))")
+            case (nil, true): continue  // nothing sorts after nil ascending but other nils, decided by later keys
+            case (nil, false): terms.append("\(key.sql) IS NOT NULL")
+            }
+            alternatives.append("(" + terms.joined(separator: " AND ") + ")")
+        }
+        return alternatives.isEmpty ? "FALSE" : "(" + alternatives.joined(separator: " OR ") + ")"
+    }
+
+    /// FNV-1a, 32 bits, as hex.
+    static func fingerprint(_ text: String) -> String {
+        var hash: UInt32 = 2_166_136_261
+        for byte in text.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return String(hash, radix: 16)
+    }
+
     // MARK: - Pieces
 
     func entity(_ name: String) throws(CommandError) -> Entity {
@@ -58,9 +104,10 @@ struct QueryBuilder {
         return entity
     }
 
-    /// The columns of a record as JSON keys: attributes by name, binary as base64,
-    /// to-one relationships by relationship name holding the target's id.
-    func projection(_ entity: Entity, alias: String) -> String {
+    /// The columns of a record as JSON keys: attributes by name, binary as base64, to-one
+    /// relationships by name holding the target's id, or the target itself when included;
+    /// included to-many relationships as arrays, all inside this one statement (no N+1).
+    mutating func projection(_ entity: Entity, alias: String, includes: IncludeTree = IncludeTree()) -> String {
         var items: [String] = []
         for attribute in entity.attributes {
             let column = "\(alias).\(SQL.identifier(attribute.name))"
@@ -70,8 +117,24 @@ struct QueryBuilder {
                 items.append(column)
             }
         }
-        for relationship in entity.toOneRelationships {
-            items.append("\(alias).\(SQL.identifier(relationship.column)) AS \(SQL.identifier(relationship.name))")
+        for relationship in entity.relationships {
+            let sub = includes.children[relationship.name]
+            if relationship.isToMany {
+                guard let sub, let target = model.entity(named: relationship.target) else { continue }
+                let inner = nextAlias()
+                let fields = projection(target, alias: inner, includes: sub)
+                items.append("(SELECT coalesce(json_agg(row_to_json(r) ORDER BY r.\(SQL.identifier(target.primaryKey.name))), '[]'::json) FROM "
+                    + "(SELECT \(fields) FROM \(model.table(target)) AS \(inner) WHERE \(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(entity.primaryKey.name))) AS r)"
+                    + " AS \(SQL.identifier(relationship.name))")
+            } else if let sub, let target = model.entity(named: relationship.target) {
+                let inner = nextAlias()
+                let fields = projection(target, alias: inner, includes: sub)
+                items.append("(SELECT row_to_json(r) FROM (SELECT \(fields) FROM \(model.table(target)) AS \(inner) "
+                    + "WHERE \(inner).\(SQL.identifier(target.primaryKey.name)) = \(alias).\(SQL.identifier(relationship.column))) AS r)"
+                    + " AS \(SQL.identifier(relationship.name))")
+            } else {
+                items.append("\(alias).\(SQL.identifier(relationship.column)) AS \(SQL.identifier(relationship.name))")
+            }
         }
         return items.joined(separator: ", ")
     }
@@ -210,7 +273,7 @@ struct QueryBuilder {
 
     /// One comparison of an expression with the typed values, every value a parameter.
     private mutating func condition(_ lhs: String, kind: ValueKind, name: String, _ c: Comparison) throws(CommandError) -> String {
-        func text(_ value: Value) throws(CommandError) -> String? {
+        func plainText(_ value: Value) throws(CommandError) -> String? {
             switch try ValueCoercion.coerce(value, to: kind == .other ? .other : kind, name: name) {
             case .null: return nil
             case .text(let t): return t
@@ -219,30 +282,41 @@ struct QueryBuilder {
         }
         if case .ref = c.values.first { throw CommandError(.validation, "#refs name pending records; queries compare stored ids") }
         if c.op.isStringOperator {
-            guard case .string(let pattern) = c.values[0] else {
+            guard case .string(var pattern) = c.values[0] else {
                 throw CommandError(.validation, "\(c.op.rawValue) compares with a string in double quotes")
             }
             var subject = kind == .string ? lhs : "\(lhs)::text"
-            if c.diacriticInsensitive { subject = "unaccent(\(subject))" }
+            if c.diacriticInsensitive {
+                subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))"
+                pattern = Diacritics.fold(pattern)
+            }
             let like = c.caseInsensitive ? "ILIKE" : "LIKE"
-            let wrap = { (p: String) -> String in c.diacriticInsensitive ? "unaccent(\(p))" : p }
             switch c.op {
-            case .beginsWith: return "\(subject) \(like) \(wrap(bind(Self.escapeLike(pattern) + "%")))"
-            case .endsWith: return "\(subject) \(like) \(wrap(bind("%" + Self.escapeLike(pattern))))"
-            case .contains: return "\(subject) \(like) \(wrap(bind("%" + Self.escapeLike(pattern) + "%")))"
-            case .like: return "\(subject) \(like) \(wrap(bind(Self.wildcards(pattern))))"
-            default: return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(wrap(bind("^(?:" + pattern + ")$")))"
+            case .beginsWith: return "\(subject) \(like) \(bind(Self.escapeLike(pattern) + "%"))"
+            case .endsWith: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern)))"
+            case .contains: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern) + "%"))"
+            case .like: return "\(subject) \(like) \(bind(Self.wildcards(pattern)))"
+            default: return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(bind("^(?:" + pattern + ")$"))"
             }
         }
         let caseFold = c.caseInsensitive && kind == .string
-        let subject = caseFold ? "lower(\(lhs))" : lhs
+        let accentFold = c.diacriticInsensitive && kind == .string
+        var subject = lhs
+        if accentFold { subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))" }
+        if caseFold { subject = "lower(\(subject))" }
         let fold = { (p: String) -> String in caseFold ? "lower(\(p))" : p }
+        func text(_ value: Value) throws(CommandError) -> String? {
+            guard accentFold, case .string(let s) = value else { return try plainText(value) }
+            return Diacritics.fold(s)
+        }
         switch c.op {
         case .in:
             let values = try c.values.map { (v: Value) throws(CommandError) -> String? in try text(v) }
             let typeCast = castType(kind, lhs: lhs)
             let nonNull = values.compactMap { $0 }
-            var sql = "\(subject) = ANY(\(caseFold ? "(SELECT array_agg(lower(v)) FROM unnest(\(bind(SQL.arrayLiteral(nonNull.map { Optional($0) })))::text[]) v)" : bind(SQL.arrayLiteral(nonNull.map { Optional($0) })) + "::\(typeCast)[]"))"
+            let list = bind(SQL.arrayLiteral(nonNull.map { Optional($0) }))
+            // lower() of the array's text form folds every element at once.
+            var sql = caseFold ? "\(subject) = ANY(lower(\(list))::text[])" : "\(subject) = ANY(\(list)::\(typeCast)[])"
             if values.contains(where: { $0 == nil }) { sql = "(\(sql) OR \(lhs) IS NULL)" }
             return sql
         case .between:

@@ -22,7 +22,6 @@ extension Session {
 
     func get(_ entityName: String, id: RecordID, include: [String], model: Model) throws(CommandError) -> Step {
         let entity = try entity(entityName, model)
-        guard include.isEmpty else { throw CommandError(.syntax, "INCLUDE is not supported yet") }
         let storedID: String?
         switch id {
         case .stored(let text): storedID = try self.storedID(text, of: entity)
@@ -32,39 +31,97 @@ extension Session {
             }
             storedID = nil
         }
+        let request = FetchRequest(entity: entity.name, include: include)
+        _ = try QueryBuilder.select(request, model: model, keyFilter: "0")  // names checked before any I/O
         return database(model) { [self] connection in
             try withPendingChanges(model, connection) { ids in
                 let key: String
                 if let storedID { key = storedID } else if case .pending(let ref) = id, let assigned = ids[ref] { key = assigned } else {
                     throw CommandError(.notFound, "no \(entity.name) \(id)")
                 }
-                let query = try QueryBuilder.select(FetchRequest(entity: entity.name), model: model, keyFilter: key)
-                let result = try connection.query(query.sql, query.parameters)
+                let select = try QueryBuilder.select(request, model: model, keyFilter: key)
+                let result = try connection.query(select.sql, select.parameters)
                 guard let row = result.string(0, 0) else { throw CommandError(.notFound, "no \(entity.name) with id \(key)") }
                 return .ok("1 record", lines: [row])
             }
         }
     }
 
+    /// Rows stream to the client as PostgreSQL produces them (single-row mode), in batches,
+    /// waiting while the client is slow to read: memory stays flat whatever the result size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
-        guard request.include.isEmpty else { throw CommandError(.syntax, "INCLUDE is not supported yet") }
-        let query = try QueryBuilder.select(request, model: model)
-        return database(model) { [self] connection in
+        let select = try QueryBuilder.select(request, model: model)
+        return streaming(model) { [self] connection, sink in
             try withPendingChanges(model, connection) { _ in
-                let result = try connection.query(query.sql, query.parameters)
-                let lines = (0..<result.rowCount).map { result.string($0, 0) ?? "null" }
-                return .ok("\(lines.count) record\(lines.count == 1 ? "" : "s")", lines: lines)
+                var batch: [String] = []
+                var count = 0
+                var more = false
+                var lastKeys: [String?] = []
+                var gone = false
+                try connection.stream(select.sql, select.parameters) { result in
+                    if gone || more { return false }
+                    if let limit = request.limit, count == limit {
+                        more = true  // the extra row LIMIT n+1 fetched: another page follows
+                        return false
+                    }
+                    batch.append(result.string(0, 0) ?? "null")
+                    count += 1
+                    if select.cursorColumns > 0 { lastKeys = (1...select.cursorColumns).map { result.string(0, $0) } }
+                    if batch.count >= Self.streamBatch {
+                        gone = !sink.send(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                    return !gone
+                }
+                if !batch.isEmpty { _ = sink.send(batch) }
+                var message = "\(count) record\(count == 1 ? "" : "s")"
+                if more { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }
+                return .ok(message)
             }
         }
     }
 
-    func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> Step {
+    static let streamBatch = 256
+
+    func count(_ entityName: String, predicate: Predicate?, estimate: Bool, model: Model) throws(CommandError) -> Step {
         let query = try QueryBuilder.count(entityName, predicate: predicate, model: model)
+        if estimate {
+            // The planner's row estimate for the same filter: no rows are read.
+            let sql = "EXPLAIN (FORMAT JSON) " + query.sql.replacingOccurrences(of: "SELECT count(*) FROM", with: "SELECT 1 FROM")
+            return database(model) { connection in
+                let plan = try connection.query(sql, query.parameters).string(0, 0) ?? ""
+                guard let rows = Self.planRows(plan) else { throw CommandError(.internal, "no estimate in the plan") }
+                return .ok("\(rows) estimated")
+            }
+        }
         return database(model) { [self] connection in
             try withPendingChanges(model, connection) { _ in
                 let result = try connection.query(query.sql, query.parameters)
                 return .ok(result.string(0, 0) ?? "0")
             }
+        }
+    }
+
+    /// `EXPLAIN (FORMAT JSON)`'s top "Plan Rows".
+    static func planRows(_ json: String) -> Int? {
+        guard let range = json.range(of: "\"Plan Rows\": ") else { return nil }
+        return Int(json[range.upperBound...].prefix { $0.isNumber })
+    }
+
+    func explain(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
+        let sql: String
+        let parameters: [String?]
+        if request.limit == 0 && request.order.isEmpty && request.include.isEmpty {
+            (sql, parameters) = try QueryBuilder.count(request.entity, predicate: request.predicate, model: model)
+        } else {
+            let select = try QueryBuilder.select(request, model: model)
+            (sql, parameters) = (select.sql, select.parameters)
+        }
+        return database(model) { connection in
+            let plan = try connection.query("EXPLAIN " + sql, parameters)
+            let shown = "[" + parameters.map { $0.map(JSON.quote) ?? "null" }.joined(separator: ",") + "]"
+            let lines = ["sql: " + sql, "parameters: " + shown] + (0..<plan.rowCount).map { plan.string($0, 0) ?? "" }
+            return .ok("plan", lines: lines)
         }
     }
 
@@ -74,7 +131,7 @@ extension Session {
         }
         let changes = unit.current
         guard !changes.isEmpty else { return .reply(.ok("nothing to save")) }
-        return .database { [self] connection in
+        return .database { [self] connection, _ in
             switch SaveRunner.save(changes, policy: policy, model: model, connection: connection) {
             case .failure(let error):
                 Log.info("save failed: \(error.code.rawValue) \(error.message)", session: id)

@@ -1,5 +1,11 @@
 import Postgres
 
+/// Carries data lines to the client while a database step runs. `send` blocks while the
+/// client is slow to read (backpressure) and returns false once it is gone.
+public protocol LineSink: AnyObject {
+    func send(_ lines: [String]) -> Bool
+}
+
 /// One client's session: parses each request line and runs it against the session's unit of
 /// work. Pure of sockets: the server feeds it lines and performs the `Step` it returns.
 ///
@@ -9,8 +15,9 @@ public final class Session {
     public enum Step {
         /// Answer now.
         case reply(Reply)
-        /// Run on a pool worker with a connection, then answer.
-        case database((Connection) -> Reply)
+        /// Run on a pool worker with a connection, then answer. The sink carries data lines
+        /// to the client while the step still runs (streamed results).
+        case database((Connection, LineSink) -> Reply)
         /// Answer, then close the connection.
         case close(Reply)
     }
@@ -73,15 +80,21 @@ public final class Session {
             return .reply(.ok("discarded (depth \(unit.depth), \(unit.current.count) pending)"))
         case .get(let entity, let id, let include): return try get(entity, id: id, include: include, model: model)
         case .find(let request): return try find(request, model: model)
-        case .count(let entity, let predicate): return try count(entity, predicate: predicate, model: model)
+        case .count(let entity, let predicate, let estimate): return try count(entity, predicate: predicate, estimate: estimate, model: model)
+        case .explain(let request): return try explain(request, model: model)
         }
     }
 
     /// Runs `body` on a pool connection; any error becomes the reply.
     func database(_ model: Model, _ body: @escaping (Connection) throws -> Reply) -> Step {
-        .database { connection in
+        streaming(model) { connection, _ in try body(connection) }
+    }
+
+    /// Like `database`, with the sink for data lines sent ahead of the reply.
+    func streaming(_ model: Model, _ body: @escaping (Connection, LineSink) throws -> Reply) -> Step {
+        .database { connection, sink in
             do {
-                return try body(connection)
+                return try body(connection, sink)
             } catch {
                 return ErrorMapping.map(error, model: model, connection: connection).reply
             }

@@ -25,6 +25,8 @@ final class LineClient {
     /// Pushed `!` lines seen while reading replies.
     private(set) var pushed: [String] = []
     private(set) var banner = ""
+    /// Keeps the server this client talks to alive as long as the client.
+    var owner: AnyObject?
 
     init(port: Int, host: String = "127.0.0.1", timeout: Int = 20, readBanner: Bool = true) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -47,7 +47,11 @@ final class TestServer {
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    func client() throws -> LineClient { try LineClient(port: port) }
+    func client() throws -> LineClient {
+        let client = try LineClient(port: port)
+        client.owner = self
+        return client
+    }
 
     /// SIGTERM, then wait; returns the exit status.
     @discardableResult

@@ -1,0 +1,258 @@
+import Foundation
+import Postgres
+import Testing
+
+/// The query language against the sample schema, over TCP.
+@Suite struct QueryTests {
+    /// A server with a small, known data set.
+    private func seeded() throws -> (TestServer, LineClient) {
+        let server = try TestServer()
+        try server.database().execute("""
+            INSERT INTO department (id, name, number, phone) VALUES (1, 'Sales', 10, '555-0100'), (2, 'Research', 20, NULL), (3, 'Café Crème', 30, NULL);
+            INSERT INTO employee (id, first_name, last_name, gender, age, department_id) VALUES
+              (1, 'John', 'Lim', 1, 31, 1), (2, 'Ann', 'Lee', 2, 64, 1), (3, 'Zoë', 'Ng', 2, 25, 2),
+              (4, 'Bob', 'Lim', 1, NULL, 2), (5, 'Eve', 'Ray', 2, 45, NULL), (6, 'Al_x', 'O''Brien', 1, 31, 1);
+            INSERT INTO color (id, number, key, r, g, b, alpha) VALUES (1, 3, 'red', 255, 0, 0, 0.5), (2, 7, 'blue', 0, 0, 255, 1);
+            INSERT INTO memo (id, uid, body, lastmodified, color_id) VALUES
+              (1, 'a', 'first', '2024-01-01T00:00:00Z', 1), (2, 'b', 'second', '2024-06-01T12:00:00Z', 2), (3, 'c', NULL, '2025-01-01T00:00:00Z', NULL);
+            INSERT INTO project (id, name) VALUES (1, 'Apollo');
+            INSERT INTO assignment (id, project_id, employee_id, role) VALUES (1, 1, 1, 'lead'), (2, 1, 3, 'dev');
+            INSERT INTO friend (id, first_name, photo) VALUES (1, 'Pic', '\\x00ff10');
+            SELECT setval('department_id_seq', 10), setval('employee_id_seq', 10);
+            """)
+        return (server, try server.client())
+    }
+
+    private func ids(_ client: LineClient, _ query: String) throws -> [Int] {
+        let reply = try client.send(query)
+        guard reply.ok else { throw TestFailure("\(query) -> \(reply)") }
+        return try reply.lines.map { line in
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            return object["id"] as! Int
+        }
+    }
+
+    @Test func comparisonsOnEveryType() throws {
+        let (_, c) = try seeded()
+        #expect(try ids(c, "FIND employee WHERE age == 31") == [1, 6])
+        #expect(try ids(c, "FIND employee WHERE age = 31") == [1, 6])
+        #expect(try ids(c, "FIND employee WHERE age != 31") == [2, 3, 4, 5])
+        #expect(try ids(c, "FIND employee WHERE age <> 31 AND age != nil") == [2, 3, 5])
+        #expect(try ids(c, "FIND employee WHERE age < 31") == [3])
+        #expect(try ids(c, "FIND employee WHERE age <= 31") == [1, 3, 6])
+        #expect(try ids(c, "FIND employee WHERE age > 45") == [2])
+        #expect(try ids(c, "FIND employee WHERE age >= 45") == [2, 5])
+        #expect(try ids(c, "FIND employee WHERE last_name == \"Lim\"") == [1, 4])
+        #expect(try ids(c, "FIND color WHERE alpha < 0.75") == [1])
+        #expect(try ids(c, "FIND memo WHERE lastmodified > \"2024-03-01\"") == [2, 3])
+        #expect(try ids(c, "FIND memo WHERE lastmodified == \"2024-06-01T12:00:00Z\"") == [2])
+        #expect(try ids(c, "FIND memo WHERE lastmodified BETWEEN {\"2024-01-01\", \"2024-12-31\"}") == [1, 2])
+        #expect(try ids(c, "FIND friend WHERE photo == \"AP8Q\"") == [1])
+        #expect(try ids(c, "FIND employee WHERE gender IN {2}") == [2, 3, 5])
+        #expect(try ids(c, "FIND employee WHERE age IN {31, 25, nil}") == [1, 3, 4, 6])
+        #expect(try ids(c, "FIND employee WHERE age BETWEEN {25, 45}") == [1, 3, 5, 6])
+        #expect(try ids(c, "FIND employee WHERE age == nil") == [4])
+        #expect(try ids(c, "FIND employee WHERE department == nil") == [5])
+        #expect(try ids(c, "FIND employee WHERE department == 2") == [3, 4])
+    }
+
+    @Test func stringOperatorsAndModifiers() throws {
+        let (_, c) = try seeded()
+        #expect(try ids(c, "FIND employee WHERE first_name BEGINSWITH \"A\"") == [2, 6])
+        #expect(try ids(c, "FIND employee WHERE first_name BEGINSWITH \"a\"") == [])
+        #expect(try ids(c, "FIND employee WHERE first_name BEGINSWITH[c] \"a\"") == [2, 6])
+        #expect(try ids(c, "FIND employee WHERE last_name ENDSWITH \"m\"") == [1, 4])
+        #expect(try ids(c, "FIND employee WHERE first_name CONTAINS \"_\"") == [6])
+        #expect(try ids(c, "FIND employee WHERE last_name CONTAINS \"'\"") == [6])
+        #expect(try ids(c, "FIND employee WHERE first_name LIKE \"?o*\"") == [1, 3, 4])
+        #expect(try ids(c, "FIND employee WHERE first_name MATCHES \"[AE].*\"") == [2, 5, 6])
+        #expect(try ids(c, "FIND employee WHERE first_name MATCHES[c] \"e.e\"") == [5])
+        #expect(try ids(c, "FIND employee WHERE first_name ==[c] \"JOHN\"") == [1])
+        #expect(try ids(c, "FIND employee WHERE first_name ==[d] \"Zoe\"") == [3])
+        #expect(try ids(c, "FIND department WHERE name CONTAINS[cd] \"CAFE CREME\"") == [3])
+        #expect(try ids(c, "FIND employee WHERE last_name IN[c] {\"lim\", \"RAY\"}") == [1, 4, 5])
+    }
+
+    @Test func logicAndPrecedence() throws {
+        let (_, c) = try seeded()
+        #expect(try ids(c, "FIND employee WHERE gender == 1 OR gender == 2 AND age > 40") == [1, 2, 4, 5, 6])
+        #expect(try ids(c, "FIND employee WHERE (gender == 1 OR gender == 2) AND age > 40") == [2, 5])
+        #expect(try ids(c, "FIND employee WHERE NOT gender == 1 AND age > 40") == [2, 5])
+        #expect(try ids(c, "FIND employee WHERE !(gender == 1 || age > 40)") == [3])
+        #expect(try ids(c, "FIND employee WHERE gender == 1 && last_name == \"Lim\"") == [1, 4])
+        #expect(try ids(c, "FIND employee WHERE TRUEPREDICATE") == [1, 2, 3, 4, 5, 6])
+    }
+
+    @Test func keyPathsAcrossRelationships() throws {
+        let (_, c) = try seeded()
+        #expect(try ids(c, "FIND employee WHERE department.name == \"Sales\"") == [1, 2, 6])
+        #expect(try ids(c, "FIND memo WHERE color.number == 3") == [1])
+        #expect(try ids(c, "FIND assignment WHERE employee.department.name == \"Research\"") == [2])
+        #expect(try ids(c, "FIND assignment WHERE employee.department.number > 15 OR project.name == \"x\"") == [2])
+        #expect(try ids(c, "FIND department WHERE ANY employees.age > 60") == [1])
+        #expect(try ids(c, "FIND department WHERE SOME employees.last_name == \"Lim\"") == [1, 2])
+        #expect(try ids(c, "FIND department WHERE ALL employees.age > 30") == [1, 3])
+        #expect(try ids(c, "FIND department WHERE NONE employees.age > 60") == [2, 3])
+        #expect(try ids(c, "FIND department WHERE employees.@count > 2") == [1])
+        #expect(try ids(c, "FIND department WHERE employees.@count == 0") == [3])
+        #expect(try ids(c, "FIND employee WHERE ANY assignments.project.name == \"Apollo\"") == [1, 3])
+        #expect(try c.send("COUNT department WHERE employees.@count >= 2").status == "+OK 2")
+    }
+
+    @Test func orderingWithTiesAndNils() throws {
+        let (_, c) = try seeded()
+        #expect(try ids(c, "FIND employee ORDER BY last_name") == [2, 1, 4, 3, 6, 5])
+        #expect(try ids(c, "FIND employee ORDER BY age DESC") == [4, 2, 5, 1, 6, 3])
+        #expect(try ids(c, "FIND employee ORDER BY age") == [3, 1, 6, 5, 2, 4])
+        #expect(try ids(c, "FIND employee ORDER BY department.name DESC, first_name") == [5, 6, 2, 1, 4, 3])
+        #expect(try ids(c, "FIND department ORDER BY employees.@count DESC") == [1, 2, 3])
+        #expect(try ids(c, "FIND employee ORDER BY age LIMIT 2 OFFSET 2") == [6, 5])
+        #expect(try ids(c, "FIND employee LIMIT 0") == [])
+    }
+
+    @Test func keysetPagingContinuesExactlyUnderConcurrentInserts() throws {
+        let (server, c) = try seeded()
+        let first = try c.send("FIND employee ORDER BY age DESC, last_name LIMIT 2")
+        #expect(first.lines.count == 2)
+        let cursor = try #require(first.status.components(separatedBy: "AFTER ").last)
+        #expect(first.status == "+OK 2 records; next page: AFTER \(cursor)")
+        // Another session inserts records that sort before and after the cursor.
+        let other = try server.client()
+        try other.ok("INSERT employee first_name=\"Old\" last_name=\"Zed\" gender=1 age=99")
+        try other.ok("INSERT employee first_name=\"Kid\" last_name=\"Kay\" gender=1 age=1")
+        try other.ok("SAVE")
+        let second = try c.send("FIND employee ORDER BY age DESC, last_name LIMIT 2 AFTER \(cursor)")
+        let ages = second.lines.map { $0.contains("\"age\":45") ? 45 : ($0.contains("\"age\":31") ? 31 : -1) }
+        #expect(ages == [45, 31])
+        var seen = first.lines + second.lines
+        var next = second.status.components(separatedBy: "AFTER ").last!
+        while true {
+            let page = try c.send("FIND employee ORDER BY age DESC, last_name LIMIT 2 AFTER \(next)")
+            seen += page.lines
+            guard page.status.contains("AFTER ") else { break }
+            next = page.status.components(separatedBy: "AFTER ").last!
+        }
+        #expect(seen.count == 7, "\(seen)")  // 6 seeded (one before the cursor was new) + the age-1 insert
+        #expect(Set(seen).count == seen.count)
+        #expect(try c.send("FIND employee ORDER BY age LIMIT 2 AFTER \(cursor)").status.hasPrefix("-ERR VALIDATION AFTER: this cursor does not belong"))
+        #expect(try c.send("FIND employee LIMIT 2 AFTER cZZ").status.hasPrefix("-ERR VALIDATION"))
+    }
+
+    @Test func includeShapesWithoutNPlusOne() throws {
+        let (_, c) = try seeded()
+        let reply = try c.send("GET department 1 INCLUDE employees")
+        let department = try JSONSerialization.jsonObject(with: Data(reply.lines[0].utf8)) as! [String: Any]
+        let employees = department["employees"] as! [[String: Any]]
+        #expect(employees.map { $0["id"] as! Int } == [1, 2, 6])
+        let nested = try c.send("FIND department WHERE id == 2 INCLUDE employees.department, employees.assignments.project")
+        let object = try JSONSerialization.jsonObject(with: Data(nested.lines[0].utf8)) as! [String: Any]
+        let zoe = (object["employees"] as! [[String: Any]])[0]
+        #expect((zoe["department"] as! [String: Any])["name"] as? String == "Research")
+        let assignments = zoe["assignments"] as! [[String: Any]]
+        #expect((assignments[0]["project"] as! [String: Any])["name"] as? String == "Apollo")
+        let toOne = try c.send("FIND employee WHERE id == 5 INCLUDE department")
+        #expect(toOne.lines == [#"{"id":5,"first_name":"Eve","last_name":"Ray","gender":2,"age":45,"department":null}"#])
+        #expect(try c.send("FIND department INCLUDE staff").status == "-ERR UNKNOWN cannot include 'staff': department has no relationship 'staff'")
+        let plan = try c.send("EXPLAIN FIND department INCLUDE employees")
+        #expect(plan.lines[0].hasPrefix("sql: SELECT row_to_json(x)::text"))
+        #expect(plan.lines.filter { $0.hasPrefix("sql:") }.count == 1)
+    }
+
+    @Test func countEstimateAndExplain() throws {
+        let (server, c) = try seeded()
+        try server.database().execute("ANALYZE employee")
+        #expect(try c.send("COUNT employee").status == "+OK 6")
+        #expect(try c.send("COUNT employee WHERE age > 30").status == "+OK 4")
+        #expect(try c.send("COUNT employee ESTIMATE").status == "+OK 6 estimated")
+        let explain = try c.send("EXPLAIN COUNT employee WHERE last_name == \"Lim\"")
+        #expect(explain.status == "+OK plan")
+        #expect(explain.lines[0] == #"sql: SELECT count(*) FROM "public"."employee" AS t0 WHERE t0."last_name" = $1"#)
+        #expect(explain.lines[1] == #"parameters: ["Lim"]"#)
+        #expect(explain.lines.contains { $0.contains("Aggregate") })
+    }
+
+    @Test func errorsNameWhatWentWrong() throws {
+        let (_, c) = try seeded()
+        #expect(try c.send("FIND employee WHERE age >> 3").status == "-ERR SYNTAX at 26: expected a value after '>', found '>'")
+        #expect(try c.send("FIND employee WHERE salary > 3").status == "-ERR UNKNOWN unknown key path 'salary': employee has no attribute or relationship 'salary'")
+        #expect(try c.send("FIND employee WHERE department.budget > 3").status == "-ERR UNKNOWN unknown key path 'department.budget': department has no attribute or relationship 'budget'")
+        #expect(try c.send("FIND employee WHERE age > \"old\"").status == "-ERR VALIDATION age expects a integer, not a string, got \"old\"")
+        #expect(try c.send("FIND employee ORDER BY employees").status.hasPrefix("-ERR UNKNOWN"))
+        #expect(try c.send("FIND department ORDER BY employees.age").status.hasPrefix("-ERR UNKNOWN cannot order by 'employees.age'"))
+        #expect(try c.send("FIND memo WHERE lastmodified > \"tomorrow\"").status.hasPrefix("-ERR VALIDATION"))
+        #expect(try c.send("FIND employee WHERE age MATCHES 3").status == "-ERR VALIDATION MATCHES compares with a string in double quotes")
+        #expect(try c.send("FIND employee WHERE first_name MATCHES \"(\"").status.hasPrefix("-ERR VALIDATION"))
+        #expect(try c.send("PING").ok)
+    }
+
+    @Test func injectionAttemptsInEveryPositionFailCleanly() throws {
+        let (server, c) = try seeded()
+        let hostile = [
+            "FIND employee WHERE last_name == \"x\\\" OR 1=1 --\"",
+            "FIND employee WHERE last_name == \"'; DROP TABLE employee; --\"",
+            "FIND employee WHERE last_name == \"$1\"",
+            "FIND employee; DROP TABLE employee",
+            "FIND employee WHERE \"1\" == \"1\"",
+            "FIND employee\" WHERE 1=1",
+            "FIND employee ORDER BY \"last_name; DROP TABLE employee\"",
+            "FIND employee ORDER BY last_name; DROP TABLE employee",
+            "FIND employee ORDER BY (SELECT 1)",
+            "FIND pg_catalog.pg_authid",
+            "FIND records.schema_migrations",
+            "FIND employee WHERE last_name.x == 1",
+            "FIND employee WHERE age == 1 UNION SELECT 1",
+            "COUNT employee WHERE age == \"1) OR (1=1\"",
+            "GET employee \"1 OR 1=1\"",
+            "GET employee 1; DELETE FROM employee",
+            "INSERT employee first_name=\"x'); DROP TABLE employee; --\" last_name=\"y\" gender=1",
+            "UPDATE employee 1 \"age\"=3",
+            "DESCRIBE employee; DROP TABLE employee",
+            "FIND employee WHERE last_name == \"\\u0000\"",
+            "FIND employee WHERE age == 99999999999999999999999999",
+            "FIND employee WHERE last_name ==[c] \"\\\\\" OR 1=1\"",
+        ]
+        for line in hostile {
+            let reply = try c.send(line)
+            #expect(reply.lines.count <= 1, "\(line) -> \(reply)")
+            if reply.ok && !line.hasPrefix("INSERT") { #expect(reply.lines.isEmpty || line.hasPrefix("GET"), "\(line) -> \(reply)") }
+        }
+        try c.ok("ROLLBACK")
+        let db = try server.database()
+        #expect(try db.query("SELECT count(*) FROM employee").string(0, 0) == "6")
+        #expect(try db.query("SELECT string_agg(last_name, ',' ORDER BY id) FROM employee").string(0, 0) == "Lim,Lee,Ng,Lim,Ray,O'Brien")
+        #expect(try db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").string(0, 0) == "11")
+    }
+
+    @Test func largeResultsStreamWithBoundedServerMemory() throws {
+        let server = try TestServer()
+        try server.database().execute("""
+            INSERT INTO employee (first_name, last_name, gender, age)
+            SELECT 'First' || i, repeat('x', 200) || i, 1 + i % 2, i % 90 FROM generate_series(1, 200000) i
+            """)
+        let client = try server.client()
+        let pid = server.process.processIdentifier
+        let before = residentKiB(pid)
+        try client.write("FIND employee\n")
+        // Read one line, then stop reading: the server must not buffer the ~45 MB result.
+        #expect(try client.readLine()?.hasPrefix("{\"id\":1,") == true)
+        usleep(1_500_000)
+        let during = residentKiB(pid)
+        #expect(during - before < 24_000, "server grew by \(during - before) KiB while the client did not read")
+        var count = 1
+        var status = ""
+        while let line = try client.readLine() {
+            if line.hasPrefix("+OK") { status = line; break }
+            count += 1
+        }
+        #expect(count == 200_000)
+        #expect(status == "+OK 200000 records")
+        #expect(try client.send("PING").ok)
+    }
+}
+
+/// VmRSS of a process, in KiB.
+func residentKiB(_ pid: Int32) -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
+    return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+}

@@ -8,6 +8,10 @@ import CLibPQ
 /// `PQfinish` happens in `close()` and nowhere else.
 public final class Connection {
     private var handle: OpaquePointer?
+    /// SQL text -> name of its prepared statement on this connection.
+    private var prepared: [String: String] = [:]
+    /// Beyond this many, the cache is dropped (DEALLOCATE ALL) and starts again.
+    public static let preparedLimit = 512
 
     /// Connects with a URL (`postgresql://...`) or a conninfo string (`host=... dbname=...`).
     /// An empty string uses libpq's `PG*` environment variables.
@@ -34,6 +38,7 @@ public final class Connection {
     public func close() {
         if let handle { PQfinish(handle) }
         handle = nil
+        prepared.removeAll()
     }
 
     /// False once the connection broke; a pool drops such connections.
@@ -67,6 +72,40 @@ public final class Connection {
             PQexecParams(conn, sql, count, nil, values, nil, nil, 0)
         }
         return try check(raw)
+    }
+
+    /// Like `query`, through a prepared statement kept per connection: the statement is parsed
+    /// and planned once, then only bound and executed. For the SQL a server runs again and
+    /// again (reads by the same shape).
+    @discardableResult
+    public func queryPrepared(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> QueryResult {
+        let conn = try open()
+        let name: String
+        if let known = prepared[sql] {
+            name = known
+        } else {
+            if prepared.count >= Self.preparedLimit {
+                try execute("DEALLOCATE ALL")
+                prepared.removeAll()
+            }
+            name = "r\(prepared.count + 1)"
+            _ = try check(PQprepare(conn, name, sql, Int32(parameters.count), nil))
+            prepared[sql] = name
+        }
+        let raw: OpaquePointer? = withParameters(parameters) { count, values in
+            PQexecPrepared(conn, name, count, values, nil, nil, 0)
+        }
+        do {
+            return try check(raw)
+        } catch {
+            // A schema change can invalidate a cached plan's result type: prepare afresh once.
+            if error.sqlState?.rawValue == "0A000" {
+                _ = try? execute("DEALLOCATE ALL")
+                prepared.removeAll()
+                return try query(sql, parameters)
+            }
+            throw error
+        }
     }
 
     /// Runs a script of several statements without parameters (migrations, BEGIN/COMMIT).

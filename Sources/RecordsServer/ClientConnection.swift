@@ -20,6 +20,8 @@ final class ClientConnection {
     var closed = false
     var lastActivity: UInt64
     var interest: UInt32 = 0
+    /// A line taken from the framer but not yet run (it ended a batch of reads).
+    var pushedBack: LineFramer.Event?
     /// A streaming step waiting for the output to drain below the high-water mark.
     var waitingSink: StreamSink?
 
@@ -35,9 +37,20 @@ final class ClientConnection {
 
     func append(_ reply: Reply) { reply.encode(into: &output) }
 
-    /// Data lines of a reply still being produced (streamed results).
-    func appendDataLines(_ lines: [String]) {
-        for line in lines { Reply.appendDataLine(line, to: &output) }
+    func append(bytes: [UInt8]) { output.append(contentsOf: bytes) }
+
+    /// The next request: a pushed-back one first.
+    func nextEvent() -> LineFramer.Event? {
+        if let event = pushedBack {
+            pushedBack = nil
+            return event
+        }
+        return framer.next()
+    }
+
+    /// Data lines of a reply still being produced (streamed records, already framed).
+    func appendDataLines(_ lines: [UInt8]) {
+        output.append(contentsOf: lines)
     }
 
     /// A pushed line (`! ...`); only ever appended between whole replies.

@@ -136,7 +136,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     /// writes what the socket takes, and sets what to wait for next.
     private func service(_ connection: ClientConnection) {
         while !connection.busy && !connection.closeAfterFlush && connection.pendingOutput < configuration.outputHighWater {
-            guard let event = connection.framer.next() else { break }
+            guard let event = connection.nextEvent() else { break }
             connection.lastActivity = now()
             switch event {
             case .tooLong(let length):
@@ -156,7 +156,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
         if connection.pendingOutput == 0 && !connection.busy {
             if connection.closeAfterFlush { return closeConnection(connection) }
-            if connection.peerClosed && connection.framer.next() == nil { return closeConnection(connection) }
+            if connection.peerClosed && connection.pushedBack == nil && connection.framer.next() == nil { return closeConnection(connection) }
         }
         var interest: UInt32 = 0
         let reading = !connection.busy && !connection.closeAfterFlush && !connection.peerClosed
@@ -169,7 +169,18 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
     }
 
+    /// Verbs that only read: consecutive ones run as one pool job.
+    private static let readVerbs: Set<String> = ["GET", "FIND", "COUNT", "EXPLAIN"]
+    private static let maxBatch = 64
+
+    private static func isRead(_ line: String) -> Bool {
+        let verb = line.utf8.prefix { $0 != 32 && $0 != 9 }
+        guard verb.count <= 7 else { return false }
+        return readVerbs.contains(String(decoding: verb, as: UTF8.self).uppercased())
+    }
+
     private func run(_ line: String, on connection: ClientConnection) {
+        if Self.isRead(line) { return runReads(line, on: connection) }
         switch connection.session.handle(line) {
         case .reply(let reply):
             connection.append(reply)
@@ -183,8 +194,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 let reply: Reply
                 switch result {
                 case .success(let db): reply = work(db, sink)
-                case .failure(let error):
-                    reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
+                case .failure(let error): reply = Self.unavailable(error)
                 }
                 loop.post { [self] in self.completed(connection, reply) }
             }
@@ -192,10 +202,59 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     /// On the loop: streamed data lines; the sink waits until the output drains.
-    fileprivate func deliver(_ lines: [String], to connection: ClientConnection, sink: StreamSink) {
+    fileprivate func deliver(_ lines: [UInt8], to connection: ClientConnection, sink: StreamSink) {
         guard !connection.closed else { return sink.release(gone: true) }
         connection.appendDataLines(lines)
         connection.waitingSink = sink
+        service(connection)
+    }
+
+    /// A read and the reads pipelined right behind it: one pool job runs them in order on one
+    /// connection (the session is the worker's meanwhile) and hands back their replies at once,
+    /// or ahead of a FIND's streamed records.
+    private func runReads(_ first: String, on connection: ClientConnection) {
+        var lines = [first]
+        while lines.count < Self.maxBatch, let event = connection.nextEvent() {
+            guard case .line(let line) = event, Self.isRead(line) else {
+                connection.pushedBack = event
+                break
+            }
+            lines.append(line)
+        }
+        connection.busy = true
+        let session = connection.session
+        let sink = StreamSink(server: self, connection: connection)
+        pool.submit { [loop] result in
+            var replies: [UInt8] = []
+            let batchSink = BatchSink(sink: sink)
+            for line in lines {
+                switch session.handle(line) {
+                case .reply(let reply), .close(let reply):
+                    reply.encode(into: &batchSink.pending)
+                case .database(let work):
+                    switch result {
+                    case .success(let db): work(db, batchSink).encode(into: &batchSink.pending)
+                    case .failure(let error): Self.unavailable(error).encode(into: &batchSink.pending)
+                    }
+                }
+            }
+            replies = batchSink.pending
+            loop.post { [self] in self.completed(connection, bytes: replies) }
+        }
+    }
+
+    static func unavailable(_ error: PostgresError) -> Reply {
+        .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
+    }
+
+    private func completed(_ connection: ClientConnection, bytes: [UInt8]) {
+        connection.busy = false
+        guard !connection.closed else { return }
+        connection.append(bytes: bytes)
+        if stopping {
+            connection.push("shutdown recordsd is stopping")
+            connection.closeAfterFlush = true
+        }
         service(connection)
     }
 
@@ -302,7 +361,7 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` is written be
         self.connection = connection
     }
 
-    func send(_ lines: [String]) -> Bool {
+    func send(_ lines: [UInt8]) -> Bool {
         guard !gone else { return false }
         server.eventLoop.post { [self] in server.deliver(lines, to: connection, sink: self) }
         semaphore.wait()
@@ -313,5 +372,19 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` is written be
     func release(gone: Bool) {
         if gone { self.gone = true }
         semaphore.signal()
+    }
+}
+
+/// A batch's replies so far, sent ahead of any streamed records so the order holds.
+final class BatchSink: LineSink {
+    let sink: StreamSink
+    var pending: [UInt8] = []
+
+    init(sink: StreamSink) { self.sink = sink }
+
+    func send(_ lines: [UInt8]) -> Bool {
+        let bytes = pending + lines
+        pending.removeAll()
+        return sink.send(bytes)
     }
 }

@@ -16,6 +16,9 @@ struct QueryBuilder {
     struct Select {
         var sql: String
         var parameters: [String?]
+        /// Turns the leading columns of each row into the record's JSON.
+        var encoder: RowEncoder
+        /// Sort-key columns after the record's, for the next page's cursor.
         var cursorColumns: Int
         /// Identifies the query's shape, so a cursor cannot be used with another query.
         var fingerprint: String
@@ -43,19 +46,19 @@ struct QueryBuilder {
             conditions.append(builder.after(keys, values))
         }
         let includes = try IncludeTree.parse(request.include, entity: entity, model: model)
-        let projection = builder.projection(entity, alias: "t0", includes: includes)
+        let fields = builder.fields(entity, alias: "t0", includes: includes)
         let paged = request.limit != nil
-        var sql = "SELECT row_to_json(x)::text"
+        var sql = "SELECT " + fields.map(\.sql).joined(separator: ", ")
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
         sql += " FROM \(model.table(entity)) AS t0"
         sql += builder.joins.map { " " + $0 }.joined()
-        sql += " CROSS JOIN LATERAL (SELECT \(projection)) AS x"
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
         sql += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ")
         // One row more than asked tells whether another page follows.
         if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit + 1)) + "::bigint" }
         if let offset = request.offset { sql += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
-        return Select(sql: sql, parameters: builder.parameters, cursorColumns: paged ? keys.count : 0, fingerprint: fingerprint)
+        return Select(sql: sql, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
+                      cursorColumns: paged ? keys.count : 0, fingerprint: fingerprint)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
@@ -104,9 +107,42 @@ struct QueryBuilder {
         return entity
     }
 
-    /// The columns of a record as JSON keys: attributes by name, binary as base64, to-one
-    /// relationships by name holding the target's id, or the target itself when included;
-    /// included to-many relationships as arrays, all inside this one statement (no N+1).
+    /// The columns of a top-level record, each with its JSON key and how its text prints;
+    /// the server builds the JSON (see `RowEncoder`).
+    mutating func fields(_ entity: Entity, alias: String, includes: IncludeTree) -> [(key: String, sql: String, format: RowEncoder.Format)] {
+        var result: [(key: String, sql: String, format: RowEncoder.Format)] = []
+        for attribute in entity.attributes {
+            let column = "\(alias).\(SQL.identifier(attribute.name))"
+            result.append(attribute.kind == .binary
+                ? (attribute.name, "translate(encode(\(column), 'base64'), E'\\n', '')", .string)
+                : (attribute.name, column, RowEncoder.Format(attribute.kind)))
+        }
+        for relationship in entity.relationships {
+            if let sub = includes.children[relationship.name] {
+                result.append((relationship.name, included(relationship, from: entity, alias: alias, sub), .raw))
+            } else if !relationship.isToMany {
+                let kind = model.entity(named: relationship.target)?.primaryKey.kind ?? .other
+                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(kind)))
+            }
+        }
+        return result
+    }
+
+    /// An included relationship as a JSON subquery: an array for to-many, an object (or null)
+    /// for to-one, inside the one statement whatever the row count (no N+1).
+    private mutating func included(_ relationship: Relationship, from entity: Entity, alias: String, _ sub: IncludeTree) -> String {
+        guard let target = model.entity(named: relationship.target) else { return "NULL" }
+        let inner = nextAlias()
+        let fields = projection(target, alias: inner, includes: sub)
+        if relationship.isToMany {
+            return "(SELECT coalesce(json_agg(row_to_json(r.*) ORDER BY r.\(SQL.identifier(target.primaryKey.name))), '[]'::json) FROM "
+                + "(SELECT \(fields) FROM \(model.table(target)) AS \(inner) WHERE \(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(entity.primaryKey.name))) AS r)"
+        }
+        return "(SELECT row_to_json(r.*) FROM (SELECT \(fields) FROM \(model.table(target)) AS \(inner) "
+            + "WHERE \(inner).\(SQL.identifier(target.primaryKey.name)) = \(alias).\(SQL.identifier(relationship.column))) AS r)"
+    }
+
+    /// A nested record's columns for `row_to_json`: the same keys as `fields`.
     mutating func projection(_ entity: Entity, alias: String, includes: IncludeTree = IncludeTree()) -> String {
         var items: [String] = []
         for attribute in entity.attributes {
@@ -118,21 +154,9 @@ struct QueryBuilder {
             }
         }
         for relationship in entity.relationships {
-            let sub = includes.children[relationship.name]
-            if relationship.isToMany {
-                guard let sub, let target = model.entity(named: relationship.target) else { continue }
-                let inner = nextAlias()
-                let fields = projection(target, alias: inner, includes: sub)
-                items.append("(SELECT coalesce(json_agg(row_to_json(r) ORDER BY r.\(SQL.identifier(target.primaryKey.name))), '[]'::json) FROM "
-                    + "(SELECT \(fields) FROM \(model.table(target)) AS \(inner) WHERE \(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(entity.primaryKey.name))) AS r)"
-                    + " AS \(SQL.identifier(relationship.name))")
-            } else if let sub, let target = model.entity(named: relationship.target) {
-                let inner = nextAlias()
-                let fields = projection(target, alias: inner, includes: sub)
-                items.append("(SELECT row_to_json(r) FROM (SELECT \(fields) FROM \(model.table(target)) AS \(inner) "
-                    + "WHERE \(inner).\(SQL.identifier(target.primaryKey.name)) = \(alias).\(SQL.identifier(relationship.column))) AS r)"
-                    + " AS \(SQL.identifier(relationship.name))")
-            } else {
+            if let sub = includes.children[relationship.name] {
+                items.append(included(relationship, from: entity, alias: alias, sub) + " AS \(SQL.identifier(relationship.name))")
+            } else if !relationship.isToMany {
                 items.append("\(alias).\(SQL.identifier(relationship.column)) AS \(SQL.identifier(relationship.name))")
             }
         }

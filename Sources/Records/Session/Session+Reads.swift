@@ -40,9 +40,9 @@ extension Session {
                     throw CommandError(.notFound, "no \(entity.name) \(id)")
                 }
                 let select = try QueryBuilder.select(request, model: model, keyFilter: key)
-                let result = try connection.query(select.sql, select.parameters)
-                guard let row = result.string(0, 0) else { throw CommandError(.notFound, "no \(entity.name) with id \(key)") }
-                return .ok("1 record", lines: [row])
+                let result = try connection.queryPrepared(select.sql, select.parameters)
+                guard result.rowCount == 1 else { throw CommandError(.notFound, "no \(entity.name) with id \(key)") }
+                return .ok("1 record", lines: [select.encoder.line(result, row: 0)])
             }
         }
     }
@@ -53,20 +53,22 @@ extension Session {
         let select = try QueryBuilder.select(request, model: model)
         return streaming(model) { [self] connection, sink in
             try withPendingChanges(model, connection) { _ in
-                var batch: [String] = []
+                var batch: [UInt8] = []
+                batch.reserveCapacity(Self.streamBatch + 4096)
                 var count = 0
                 var more = false
                 var lastKeys: [String?] = []
                 var gone = false
+                let keyStart = select.encoder.fields.count
                 try connection.stream(select.sql, select.parameters) { result in
                     if gone || more { return false }
                     if let limit = request.limit, count == limit {
                         more = true  // the extra row LIMIT n+1 fetched: another page follows
                         return false
                     }
-                    batch.append(result.string(0, 0) ?? "null")
+                    select.encoder.append(result, row: 0, to: &batch)
                     count += 1
-                    if select.cursorColumns > 0 { lastKeys = (1...select.cursorColumns).map { result.string(0, $0) } }
+                    if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(0, keyStart + $0) } }
                     if batch.count >= Self.streamBatch {
                         gone = !sink.send(batch)
                         batch.removeAll(keepingCapacity: true)
@@ -81,7 +83,8 @@ extension Session {
         }
     }
 
-    static let streamBatch = 256
+    /// Bytes handed to the event loop at a time.
+    static let streamBatch = 64 * 1024
 
     func count(_ entityName: String, predicate: Predicate?, estimate: Bool, model: Model) throws(CommandError) -> Step {
         let query = try QueryBuilder.count(entityName, predicate: predicate, model: model)
@@ -96,7 +99,7 @@ extension Session {
         }
         return database(model) { [self] connection in
             try withPendingChanges(model, connection) { _ in
-                let result = try connection.query(query.sql, query.parameters)
+                let result = try connection.queryPrepared(query.sql, query.parameters)
                 return .ok(result.string(0, 0) ?? "0")
             }
         }

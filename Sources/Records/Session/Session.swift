@@ -1,9 +1,10 @@
 import Postgres
 
-/// Carries data lines to the client while a database step runs. `send` blocks while the
-/// client is slow to read (backpressure) and returns false once it is gone.
+/// Carries data lines to the client while a database step runs. `send` takes whole lines,
+/// each ending in a line feed, that cannot pass for a status line (records are JSON objects);
+/// it blocks while the client is slow to read (backpressure) and returns false once it is gone.
 public protocol LineSink: AnyObject {
-    func send(_ lines: [String]) -> Bool
+    func send(_ lines: [UInt8]) -> Bool
 }
 
 /// One client's session: parses each request line and runs it against the session's unit of

@@ -1,0 +1,121 @@
+"""GET by id and FIND streaming, side by side with pgbench -S and COPY TO STDOUT."""
+import multiprocessing
+import os
+import random
+import re
+import socket
+import subprocess
+import time
+
+from client import Client
+
+PGURL = os.environ["PGURL"]
+PORT = int(os.environ["RECORDSD_PORT"])
+PID = int(os.environ["RECORDSD_PID"])
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
+ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+ACCOUNTS = 100_000  # pgbench scale 1
+
+
+def psql(*statements):
+    command = ["psql", PGURL, "-qX", "-v", "ON_ERROR_STOP=1"]
+    for sql in statements:
+        command += ["-c", sql]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def get_worker(seed, deadline, depth, results):
+    client = Client(PORT)
+    rng = random.Random(seed)
+    done = 0
+    while time.time() < deadline:
+        lines = [f"GET employee {rng.randint(1, ACCOUNTS)}" for _ in range(depth)]
+        statuses = client.send_many(lines)
+        assert all(s.startswith("+OK 1 record") for s in statuses), statuses[:2]
+        done += depth
+    results.put(done)
+
+
+def recordsd_gets(depth=32):
+    results = multiprocessing.Queue()
+    start = time.time()
+    deadline = start + SECONDS
+    workers = [multiprocessing.Process(target=get_worker, args=(i, deadline, depth, results)) for i in range(CLIENTS)]
+    for w in workers:
+        w.start()
+    total = sum(results.get() for _ in workers)
+    for w in workers:
+        w.join()
+    return total / (time.time() - start)
+
+
+def pgbench_select():
+    out = subprocess.run(["pgbench", "-n", "-S", "-c", str(CLIENTS), "-j", str(CLIENTS), "-T", str(int(SECONDS)), PGURL],
+                         check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"tps = ([0-9.]+)", out).group(1))
+
+
+def hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
+
+
+def recordsd_find():
+    sock = socket.create_connection(("127.0.0.1", PORT))
+    sock.recv(1024)  # banner
+    start = time.perf_counter()
+    sock.sendall(b"FIND employee\n")
+    rows, tail = 0, b""
+    while True:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise EOFError
+        rows += chunk.count(b"\n")
+        tail = (tail + chunk)[-200:]
+        if b"\n+OK" in tail or tail.startswith(b"+OK"):
+            break
+    elapsed = time.perf_counter() - start
+    return (rows - 1) / elapsed, elapsed
+
+
+def copy_out():
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        subprocess.run(["psql", PGURL, "-qXc", "COPY (SELECT * FROM employee) TO STDOUT"], check=True, stdout=sink)
+    elapsed = time.perf_counter() - start
+    return ROWS / elapsed, elapsed
+
+
+def main():
+    print(f"== loading {ACCOUNTS} employees and pgbench scale 1", flush=True)
+    subprocess.run(["pgbench", "-i", "-q", "-s", "1", PGURL], check=True, capture_output=True)
+    psql("TRUNCATE employee, department RESTART IDENTITY CASCADE",
+         "INSERT INTO employee (first_name, last_name, gender, age) SELECT 'First' || i, 'Last' || i, 1 + i % 2, i % 90 "
+         f"FROM generate_series(1, {ACCOUNTS}) i", "VACUUM ANALYZE employee")
+    Client(PORT).send("PING")
+    pg = pgbench_select()
+    rec = recordsd_gets()
+    print(f"GET by id, {CLIENTS} clients, {SECONDS:.0f} s each (recordsd: 32 pipelined requests per client)")
+    print(f"  pgbench -S (physical limit)   {pg:10.0f} per second")
+    print(f"  recordsd GET                  {rec:10.0f} per second   ratio {rec / pg:.2f} (target >= 0.5)")
+
+    print(f"== loading {ROWS} employees", flush=True)
+    psql("TRUNCATE employee RESTART IDENTITY CASCADE",
+         "INSERT INTO employee (first_name, last_name, gender, age) SELECT 'First' || i, 'Last' || i, 1 + i % 2, i % 90 "
+         f"FROM generate_series(1, {ROWS}) i", "VACUUM ANALYZE employee")
+    copy_rate, copy_time = copy_out()
+    before = hwm_kib(PID)
+    find_rate, find_time = recordsd_find()
+    after = hwm_kib(PID)
+    print(f"FIND streaming {ROWS} rows (one JSON object a line)")
+    print(f"  psql COPY (SELECT ...) TO STDOUT  {copy_rate:10.0f} rows/s ({copy_time:.2f} s)")
+    print(f"  recordsd FIND                     {find_rate:10.0f} rows/s ({find_time:.2f} s)   ratio {find_rate / copy_rate:.2f} (target >= 0.5)")
+    print(f"  recordsd peak resident memory: {after / 1024:.1f} MiB after, {before / 1024:.1f} MiB before the FIND")
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ import Testing
     private func whereClause(_ line: String) throws -> (String, [String?]) {
         let q = try sql(line)
         let start = q.sql.range(of: " WHERE ")!.upperBound
-        let end = q.sql.range(of: " ORDER BY ")!.lowerBound
+        let end = q.sql.range(of: " ORDER BY ")?.lowerBound ?? q.sql.endIndex
         return (String(q.sql[start..<end]), q.parameters)
     }
 

@@ -53,7 +53,10 @@ struct QueryBuilder {
         sql += " FROM \(model.table(entity)) AS t0"
         sql += builder.joins.map { " " + $0 }.joined()
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
-        sql += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ")
+        // Without ORDER BY or paging the order is PostgreSQL's (as in SQL and Core Data): sorting
+        // a million rows by key costs a third of the time of streaming them.
+        let ordered = !request.order.isEmpty || paged || request.offset != nil || request.after != nil
+        if ordered { sql += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ") }
         // One row more than asked tells whether another page follows.
         if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit + 1)) + "::bigint" }
         if let offset = request.offset { sql += " OFFSET " + builder.bind(String(offset)) + "::bigint" }

@@ -128,34 +128,58 @@ public final class Connection {
         }
     }
 
-    /// Runs a query in single-row mode, calling `row` for each row as it arrives, so a result
-    /// of any size flows through in constant memory. Once `row` returns false, the remaining
-    /// rows are read and dropped: a cancel request could race with and hit the connection's
-    /// next query. See https://www.postgresql.org/docs/15/libpq-single-row-mode.html
-    public func stream(_ sql: String, _ parameters: [String?] = [], row: (QueryResult) -> Bool) throws(PostgresError) {
-        let conn = try open()
-        let sent = withParameters(parameters) { count, values in
-            PQsendQueryParams(conn, sql, count, nil, values, nil, nil, 0)
-        }
-        guard sent == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-        PQsetSingleRowMode(conn)
-        var failure: PostgresError?
-        var wanted = true
-        while let raw = PQgetResult(conn) {
-            let result = QueryResult(owning: raw)
-            switch PQresultStatus(raw) {
-            case PGRES_SINGLE_TUPLE:
-                if wanted && !row(result) { wanted = false }
-            case PGRES_TUPLES_OK, PGRES_COMMAND_OK:
-                break
-            default:
-                if wanted && failure == nil { failure = Self.error(from: raw, connection: conn) }
+    /// Runs a query through a server-side cursor, calling `rows` with each batch of up to
+    /// `batch` rows as it is fetched, so a result of any size flows through in constant memory.
+    /// `rows` returns false to stop early. Inside the caller's transaction when there is one,
+    /// else in one of its own. (Single-row mode costs a result allocation per row; measured here,
+    /// a quarter of the CPU of streaming a million rows.)
+    /// See https://www.postgresql.org/docs/15/sql-declare.html
+    public func stream(_ sql: String, _ parameters: [String?] = [], batch: Int = 2000,
+                       rows: (QueryResult) -> Bool) throws(PostgresError) {
+        let ownTransaction = !inTransaction
+        if ownTransaction { try execute("BEGIN") }
+        do {
+            // The whole result will be read: plan for all rows, not the first ones.
+            try execute("SET LOCAL cursor_tuple_fraction = 1.0")
+            try query("DECLARE records_stream NO SCROLL CURSOR FOR " + sql, parameters)
+            // The next batch is requested before this one is handed on, so PostgreSQL reads
+            // while the caller encodes.
+            let fetch = "FETCH FORWARD \(batch) FROM records_stream"
+            try send(fetch)
+            var current = try receive()
+            while current.rowCount > 0 {
+                let prefetched = current.rowCount == batch
+                if prefetched { try send(fetch) }
+                let wanted = rows(current)
+                guard prefetched else { break }
+                current = try receive()
+                if !wanted { break }
             }
+            try execute("CLOSE records_stream")
+            if ownTransaction { try execute("COMMIT") }
+        } catch {
+            if ownTransaction && isHealthy { _ = try? execute("ROLLBACK") }
+            throw error
         }
-        if let failure { throw failure }
-        if PQstatus(conn) != CONNECTION_OK {
+    }
+
+    /// Sends a statement without waiting for its result (see `receive`).
+    private func send(_ sql: String) throws(PostgresError) {
+        let conn = try open()
+        guard PQsendQueryParams(conn, sql, 0, nil, nil, nil, nil, 0) == 1 else {
             throw PostgresError(kind: .connection, message: Self.errorMessage(conn))
         }
+    }
+
+    /// The result of the statement `send` sent, once it has arrived.
+    private func receive() throws(PostgresError) -> QueryResult {
+        let conn = try open()
+        var last: OpaquePointer?
+        while let raw = PQgetResult(conn) {
+            if let previous = last { PQclear(previous) }
+            last = raw
+        }
+        return try check(last)
     }
 
     // MARK: - Notifications

@@ -29,14 +29,12 @@ public final class QueryResult {
         return String(cString: PQgetvalue(handle, Int32(row), Int32(column)))
     }
 
-    /// The value's bytes without copying; nil for SQL NULL.
-    public func withBytes<T>(_ row: Int, _ column: Int, _ body: (UnsafeBufferPointer<UInt8>?) -> T) -> T {
-        if isNull(row, column) { return body(nil) }
+    /// The value's bytes, valid while this result lives; nil for SQL NULL.
+    public func bytes(_ row: Int, _ column: Int) -> UnsafeBufferPointer<UInt8>? {
+        if PQgetisnull(handle, Int32(row), Int32(column)) == 1 { return nil }
         let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
-        let pointer = PQgetvalue(handle, Int32(row), Int32(column))!
-        return pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
-            body(UnsafeBufferPointer(start: $0, count: length))
-        }
+        let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row), Int32(column))!)
+        return UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: UInt8.self), count: length)
     }
 
     public func int(_ row: Int, _ column: Int) -> Int? {

@@ -27,31 +27,42 @@ struct RowEncoder {
         }
     }
 
-    struct Field {
-        var key: String
-        var format: Format
-        /// `"key":` pre-encoded.
-        var prefix: [UInt8]
-    }
-
-    let fields: [Field]
+    let keys: [String]
+    private let formats: [Format]
+    /// `{"key":` / `,"key":` for every field, back to back, and where each one is: the hot
+    /// loop touches no reference-counted value.
+    private let prefixBytes: [UInt8]
+    private let prefixRanges: [Range<Int>]
 
     init(_ fields: [(key: String, format: Format)]) {
-        self.fields = fields.enumerated().map { index, field in
-            Field(key: field.key, format: field.format, prefix: Array(((index == 0 ? "{" : ",") + JSON.quote(field.key) + ":").utf8))
+        keys = fields.map(\.key)
+        formats = fields.map(\.format)
+        var bytes: [UInt8] = []
+        var ranges: [Range<Int>] = []
+        for (index, field) in fields.enumerated() {
+            let start = bytes.count
+            bytes.append(contentsOf: ((index == 0 ? "{" : ",") + JSON.quote(field.key) + ":").utf8)
+            ranges.append(start..<bytes.count)
         }
+        prefixBytes = bytes
+        prefixRanges = ranges
     }
 
-    /// One record, with its line feed, from columns `0..<fields.count` of `row`.
+    var count: Int { formats.count }
+
+    /// One record, with its line feed, from columns `0..<count` of `row`.
     func append(_ result: QueryResult, row: Int, to out: inout [UInt8]) {
-        for (column, field) in fields.enumerated() {
-            out.append(contentsOf: field.prefix)
-            result.withBytes(row, column) { bytes in
-                guard let bytes else { return out.append(contentsOf: Self.null) }
-                Self.append(bytes, as: field.format, to: &out)
+        prefixBytes.withUnsafeBufferPointer { prefixes in
+            for column in 0..<formats.count {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: prefixes[prefixRanges[column]]))
+                if let bytes = result.bytes(row, column) {
+                    Self.append(bytes, as: formats[column], to: &out)
+                } else {
+                    out.append(contentsOf: [UInt8(ascii: "n"), UInt8(ascii: "u"), UInt8(ascii: "l"), UInt8(ascii: "l")])
+                }
             }
         }
-        if fields.isEmpty { out.append(UInt8(ascii: "{")) }
+        if formats.isEmpty { out.append(UInt8(ascii: "{")) }
         out.append(UInt8(ascii: "}"))
         out.append(10)
     }
@@ -63,7 +74,6 @@ struct RowEncoder {
         return String(decoding: out, as: UTF8.self)
     }
 
-    private static let null = Array("null".utf8)
     private static let quote = UInt8(ascii: "\"")
 
     static func append(_ bytes: UnsafeBufferPointer<UInt8>, as format: Format, to out: inout [UInt8]) {

@@ -59,21 +59,23 @@ extension Session {
                 var more = false
                 var lastKeys: [String?] = []
                 var gone = false
-                let keyStart = select.encoder.fields.count
+                let keyStart = select.encoder.count
                 try connection.stream(select.sql, select.parameters) { result in
-                    if gone || more { return false }
-                    if let limit = request.limit, count == limit {
-                        more = true  // the extra row LIMIT n+1 fetched: another page follows
-                        return false
+                    for row in 0..<result.rowCount {
+                        if let limit = request.limit, count == limit {
+                            more = true  // the extra row LIMIT n+1 fetched: another page follows
+                            return false
+                        }
+                        select.encoder.append(result, row: row, to: &batch)
+                        count += 1
+                        if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(row, keyStart + $0) } }
+                        if batch.count >= Self.streamBatch {
+                            gone = !sink.send(batch)
+                            batch.removeAll(keepingCapacity: true)
+                            if gone { return false }
+                        }
                     }
-                    select.encoder.append(result, row: 0, to: &batch)
-                    count += 1
-                    if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(0, keyStart + $0) } }
-                    if batch.count >= Self.streamBatch {
-                        gone = !sink.send(batch)
-                        batch.removeAll(keepingCapacity: true)
-                    }
-                    return !gone
+                    return true
                 }
                 if !batch.isEmpty { _ = sink.send(batch) }
                 var message = "\(count) record\(count == 1 ? "" : "s")"

@@ -47,6 +47,16 @@ public final class Connection {
         return PQstatus(handle) == CONNECTION_OK
     }
 
+    /// Whether an idle connection is still usable: a socket that turned readable while idle
+    /// holds either a notification or the news that the server went away (restart, crash,
+    /// idle timeout), which `PQconsumeInput` reveals without a round trip.
+    public func isAliveWhileIdle() -> Bool {
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
+        var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
+        guard poll(&descriptor, 1, 0) > 0 else { return true }
+        return PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
+    }
+
     public var inTransaction: Bool {
         guard let handle else { return false }
         return PQtransactionStatus(handle) != PQTRANS_IDLE

@@ -92,7 +92,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private func work() {
         var connection: Connection?
         while let job = nextJob() {
-            if connection.map({ !$0.isHealthy }) ?? false {
+            if connection.map({ !$0.isAliveWhileIdle() }) ?? false {
                 connection = nil
                 adjustOpen(-1)
             }

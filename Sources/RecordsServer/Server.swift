@@ -17,6 +17,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         public var outputHighWater = 64 * 1024
         /// Seconds without a request before a session is closed; 0 never.
         public var idleTimeout = 0
+        /// A reply held in memory (all but streamed FIND records) may not exceed this.
+        public var maxReplyBytes = 64 << 20
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
         /// Shown in the banner.
@@ -132,23 +134,37 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
     }
 
+    /// Lines one session may run per turn of the loop, so a deep pipeline cannot starve others.
+    private static let linesPerTurn = 256
+
     /// Takes whole lines while the session is free and its output below the high-water mark,
-    /// writes what the socket takes, and sets what to wait for next.
+    /// writes what the socket takes (and again while that frees room and lines remain),
+    /// and sets what to wait for next.
     private func service(_ connection: ClientConnection) {
-        while !connection.busy && !connection.closeAfterFlush && connection.pendingOutput < configuration.outputHighWater {
-            guard let event = connection.nextEvent() else { break }
-            connection.lastActivity = now()
-            switch event {
-            case .tooLong(let length):
-                connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(configuration.maxLineLength))"))
-            case .invalid(let reason):
-                connection.append(.error(.syntax, reason))
-            case .line(let line):
-                run(line, on: connection)
+        var budget = Self.linesPerTurn
+        while true {
+            var progressed = false
+            while budget > 0 && !connection.busy && !connection.closeAfterFlush
+                    && connection.pendingOutput < configuration.outputHighWater {
+                guard let event = connection.nextEvent() else { break }
+                progressed = true
+                budget -= 1
+                connection.lastActivity = now()
+                switch event {
+                case .tooLong(let length):
+                    connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(configuration.maxLineLength))"))
+                case .invalid(let reason):
+                    connection.append(.error(.syntax, reason))
+                case .line(let line):
+                    run(line, on: connection)
+                }
             }
+            if connection.pendingOutput > 0, connection.flush() == .failed { return closeConnection(connection) }
+            guard progressed, budget > 0, !connection.busy, !connection.closeAfterFlush,
+                  connection.pendingOutput < configuration.outputHighWater else { break }
         }
-        if connection.pendingOutput > 0 {
-            if connection.flush() == .failed { return closeConnection(connection) }
+        if budget == 0 && !connection.busy {
+            loop.post { [self] in if !connection.closed { service(connection) } }  // more lines wait: next turn
         }
         if let sink = connection.waitingSink, connection.pendingOutput < configuration.outputHighWater {
             connection.waitingSink = nil
@@ -156,7 +172,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
         if connection.pendingOutput == 0 && !connection.busy {
             if connection.closeAfterFlush { return closeConnection(connection) }
-            if connection.peerClosed && connection.pushedBack == nil && connection.framer.next() == nil { return closeConnection(connection) }
+            // With budget left, the loop stopped for want of lines: all the peer sent is answered.
+            if connection.peerClosed && budget > 0 { return closeConnection(connection) }
         }
         var interest: UInt32 = 0
         let reading = !connection.busy && !connection.closeAfterFlush && !connection.peerClosed
@@ -183,9 +200,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         if Self.isRead(line) { return runReads(line, on: connection) }
         switch connection.session.handle(line) {
         case .reply(let reply):
-            connection.append(reply)
+            connection.append(bytes: encoded(reply))
         case .close(let reply):
-            connection.append(reply)
+            connection.append(bytes: encoded(reply))
             connection.closeAfterFlush = true
         case .database(let work):
             connection.busy = true
@@ -196,7 +213,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 case .success(let db): reply = work(db, sink)
                 case .failure(let error): reply = Self.unavailable(error)
                 }
-                loop.post { [self] in self.completed(connection, reply) }
+                let bytes = self.encoded(reply)
+                loop.post { [self] in self.completed(connection, bytes: bytes) }
             }
         }
     }
@@ -225,22 +243,34 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         let session = connection.session
         let sink = StreamSink(server: self, connection: connection)
         pool.submit { [loop] result in
-            var replies: [UInt8] = []
             let batchSink = BatchSink(sink: sink)
             for line in lines {
+                let reply: Reply
                 switch session.handle(line) {
-                case .reply(let reply), .close(let reply):
-                    reply.encode(into: &batchSink.pending)
+                case .reply(let immediate), .close(let immediate): reply = immediate
                 case .database(let work):
                     switch result {
-                    case .success(let db): work(db, batchSink).encode(into: &batchSink.pending)
-                    case .failure(let error): Self.unavailable(error).encode(into: &batchSink.pending)
+                    case .success(let db): reply = work(db, batchSink)
+                    case .failure(let error): reply = Self.unavailable(error)
                     }
                 }
+                batchSink.pending += self.encoded(reply)
             }
-            replies = batchSink.pending
+            let replies = batchSink.pending
             loop.post { [self] in self.completed(connection, bytes: replies) }
         }
+    }
+
+    /// The reply's bytes, or a LIMIT error in its place when it is too large to hold.
+    private func encoded(_ reply: Reply) -> [UInt8] {
+        var bytes: [UInt8] = []
+        reply.encode(into: &bytes)
+        let size = bytes.count
+        guard size > configuration.maxReplyBytes else { return bytes }
+        bytes.removeAll()
+        Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(configuration.maxReplyBytes)): narrow it, or use FIND, which streams")
+            .encode(into: &bytes)
+        return bytes
     }
 
     static func unavailable(_ error: PostgresError) -> Reply {
@@ -251,17 +281,6 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         connection.busy = false
         guard !connection.closed else { return }
         connection.append(bytes: bytes)
-        if stopping {
-            connection.push("shutdown recordsd is stopping")
-            connection.closeAfterFlush = true
-        }
-        service(connection)
-    }
-
-    private func completed(_ connection: ClientConnection, _ reply: Reply) {
-        connection.busy = false
-        guard !connection.closed else { return }
-        connection.append(reply)
         if stopping {
             connection.push("shutdown recordsd is stopping")
             connection.closeAfterFlush = true

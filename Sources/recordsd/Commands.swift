@@ -72,6 +72,8 @@ struct ServeCommand {
         configuration.maxSessions = options.maxSessions
         configuration.maxLineLength = options.maxLineLength
         configuration.idleTimeout = options.idleTimeout
+        configuration.maxReplyBytes = options.maxReplyBytes
+        configuration.shutdownGrace = options.shutdownGrace
         let server = try Server(configuration: configuration, context: context, pool: pool)
         try server.bind()
         let watcher = ModelWatcher(conninfo: database.conninfo, schema: options.schema, context: context)

@@ -22,6 +22,8 @@ struct Options {
     var maxLineLength = 1 << 20
     var maxPendingChanges = 1_000_000
     var idleTimeout = 0
+    var maxReplyBytes = 64 << 20
+    var shutdownGrace = 10
 
     static let usage = """
         usage: recordsd [serve] [options]        run the server (applies pending migrations first)
@@ -43,6 +45,10 @@ struct Options {
           --max-line-length N      bytes in one request line (RECORDSD_MAX_LINE_LENGTH; default 1048576)
           --max-pending N          pending changes in one unit of work (RECORDSD_MAX_PENDING; default 1000000)
           --idle-timeout SECONDS   close sessions idle this long, 0 never (RECORDSD_IDLE_TIMEOUT; default 0)
+          --max-reply-bytes N      a reply held in memory; streamed FIND records are not held
+                                   (RECORDSD_MAX_REPLY_BYTES; default 67108864)
+          --shutdown-grace SECONDS how long in-flight commands may finish on SIGTERM/SIGINT
+                                   (RECORDSD_SHUTDOWN_GRACE; default 10)
 
         examples:
           recordsd                                        embedded PostgreSQL, listens on 127.0.0.1:7878
@@ -65,6 +71,8 @@ struct Options {
         if let value = environment["RECORDSD_MAX_LINE_LENGTH"] { maxLineLength = try positive(value, "RECORDSD_MAX_LINE_LENGTH") }
         if let value = environment["RECORDSD_MAX_PENDING"] { maxPendingChanges = try positive(value, "RECORDSD_MAX_PENDING") }
         if let value = environment["RECORDSD_IDLE_TIMEOUT"] { idleTimeout = try count(value, "RECORDSD_IDLE_TIMEOUT") }
+        if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
+        if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
 
         var rest: [String] = []
         var index = 0
@@ -96,6 +104,8 @@ struct Options {
             case "--max-line-length": maxLineLength = try positive(try value(), flag)
             case "--max-pending": maxPendingChanges = try positive(try value(), flag)
             case "--idle-timeout": idleTimeout = try count(try value(), flag)
+            case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
+            case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
             default:
                 if argument.hasPrefix("-") { throw UsageError(description: "unknown option \(argument)") }
                 rest.append(argument)

@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+import Testing
+
+/// Limits, backpressure, the pool's bound, outages and shutdown.
+@Suite struct ManyUsersTests {
+    @Test func tooManySessionsAreToldWhyBeforeTheyAreClosed() throws {
+        let server = try TestServer(arguments: ["--max-sessions", "2"])
+        let a = try server.client(), b = try server.client()
+        let refused = try LineClient(port: server.port, readBanner: false)
+        #expect(try refused.readToEnd() == ["-ERR LIMIT too many sessions (2); try again later"])
+        #expect(try a.send("PING").ok && b.send("PING").ok)
+        _ = try a.send("QUIT")
+        usleep(200_000)
+        #expect(try server.client().send("PING").ok)
+    }
+
+    @Test func pendingChangesPerUnitAreBounded() throws {
+        let server = try TestServer(arguments: ["--max-pending", "3"])
+        let client = try server.client()
+        for name in ["a", "b", "c"] { try client.ok("INSERT game name=\"\(name)\"") }
+        #expect(try client.send("INSERT game name=\"d\"").status == "-ERR LIMIT the unit of work holds 3 pending changes, the limit: SAVE or ROLLBACK first")
+        #expect(try client.send("SAVE").status == "+OK saved: 3 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try client.send("INSERT game name=\"d\"").ok)
+    }
+
+    @Test func oversizedRepliesAreRefusedAndTheSessionGoesOn() throws {
+        let server = try TestServer(arguments: ["--max-reply-bytes", "400"])
+        let client = try server.client()
+        let help = try client.send("HELP")
+        #expect(help.lines.isEmpty)
+        #expect(help.status.hasPrefix("-ERR LIMIT reply too large ("))
+        #expect(help.status.hasSuffix("the limit is 400): narrow it, or use FIND, which streams"))
+        #expect(try client.send("PING").status == "+OK PONG")
+    }
+
+    @Test func idleSessionsAreClosedWithANotice() throws {
+        let server = try TestServer(arguments: ["--idle-timeout", "1"])
+        let client = try server.client()
+        try client.ok("PING")
+        usleep(2_600_000)
+        #expect(try client.readToEnd() == ["! idle session closed after 1s without a request"])
+    }
+
+    @Test func thePoolBoundsConnectionsWhateverTheSessions() throws {
+        let server = try TestServer(arguments: ["--pool-size", "3"])
+        var clients: [LineClient] = []
+        for i in 0..<300 {
+            let client = try server.client()
+            try client.ok("INSERT game name=\"g\(i)\"")
+            clients.append(client)
+        }
+        // Every session reads at once, with its pending insert applied.
+        DispatchQueue.concurrentPerform(iterations: 30) { group in
+            for index in stride(from: group, to: clients.count, by: 30) {
+                _ = try? clients[index].send("COUNT game")
+            }
+        }
+        let admin = try Connection(try TestEnvironment.adminURL())
+        let database = URL(string: server.databaseURL)!.lastPathComponent
+        let open = try admin.query("SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'recordsd'", [database]).string(0, 0)
+        #expect(Int(open ?? "99")! <= 3)
+        #expect(try clients[0].send("COUNT game").status == "+OK 1")
+        #expect(try clients[299].send("INFO").lines.contains("sessions: 300"))
+    }
+
+    @Test func aClientThatDoesNotReadCannotMakeTheServerBuffer() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let lines = 20_000
+        let writer = Thread {
+            _ = try? client.write(String(repeating: "HELP\n", count: lines))
+        }
+        let before = residentKiB(server.process.processIdentifier)
+        writer.start()
+        usleep(1_500_000)
+        let during = residentKiB(server.process.processIdentifier)
+        // 20,000 HELP replies are about 50 MB; the server holds at most its high-water mark.
+        #expect(during - before < 16_000, "grew by \(during - before) KiB")
+        for _ in 0..<lines {
+            let reply = try client.readReply()
+            guard reply.status.hasPrefix("+OK 20 verbs") else { Issue.record("\(reply.status)"); break }
+        }
+        #expect(try client.send("PING").ok)
+    }
+
+    @Test func shutdownLetsAnInFlightSaveFinishAndTellsEverySession() throws {
+        let server = try TestServer()
+        let idle = try server.client()
+        let saver = try server.client()
+        var batch = ""
+        for i in 0..<30_000 { batch += "INSERT setting number=\(i) value=\(i)\n" }
+        try saver.write(batch)
+        for _ in 0..<30_000 { _ = try saver.readReply() }
+        try saver.write("SAVE\n")
+        usleep(50_000)
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(try saver.readReply().status == "+OK saved: 30000 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try saver.readToEnd() == ["! shutdown recordsd is stopping"])
+        #expect(try idle.readToEnd() == ["! shutdown recordsd is stopping"])
+        server.process.waitUntilExit()
+        #expect(server.process.terminationStatus == 0)
+        #expect(try server.database().query("SELECT count(*) FROM setting").string(0, 0) == "30000")
+        #expect(server.log.contains("shutting down: 2 session(s) open"))
+    }
+
+    @Test func postgresStopsAndComesBackWithUnitsIntact() throws {
+        let cluster = try PrivateCluster()
+        let server = try TestServer(databaseURL: cluster.url)
+        let client = try server.client()
+        try client.ok("INSERT department AS #d name=\"Kept\" number=1")
+        try client.ok("INSERT employee first_name=\"A\" last_name=\"B\" gender=1 department=#d")
+        try cluster.stop()
+        #expect(try client.send("PING").status == "+OK PONG")
+        #expect(try client.send("COUNT employee").status.hasPrefix("-ERR UNAVAILABLE PostgreSQL is unavailable"))
+        #expect(try client.send("SAVE").status.hasPrefix("-ERR UNAVAILABLE PostgreSQL is unavailable"))
+        #expect(try client.send("CHANGES").status == "+OK 2 pending change(s): 2 insert, 0 update, 0 delete; depth 0")
+        try client.ok("INSERT employee first_name=\"C\" last_name=\"D\" gender=2 department=#d")
+        try cluster.start()
+        var saved = try client.send("SAVE")
+        for _ in 0..<50 where saved.status.hasPrefix("-ERR UNAVAILABLE") {
+            usleep(200_000)
+            saved = try client.send("SAVE")
+        }
+        #expect(saved.status == "+OK saved: 3 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try client.send("COUNT employee").status == "+OK 2")
+        #expect(server.process.isRunning)
+    }
+}

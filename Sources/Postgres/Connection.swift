@@ -192,6 +192,59 @@ public final class Connection {
         return try check(last)
     }
 
+    // MARK: - Pipeline
+
+    /// A statement of a pipeline failed; the ones after it were not run.
+    public struct PipelineFailure: Error {
+        public var index: Int
+        public var error: PostgresError
+    }
+
+    /// Sends every statement at once and reads their results (libpq's pipeline mode): one
+    /// round trip for the lot. Statements must return small results (the connection blocks
+    /// while sending). After a failure, PostgreSQL skips the rest up to the end of the pipeline.
+    /// See https://www.postgresql.org/docs/15/libpq-pipeline-mode.html
+    public func pipeline(_ statements: [(sql: String, parameters: [String?])]) throws -> [QueryResult] {
+        let conn = try open()
+        guard !statements.isEmpty else { return [] }
+        guard PQenterPipelineMode(conn) == 1 else { throw PostgresError(kind: .unexpected, message: Self.errorMessage(conn)) }
+        defer { PQexitPipelineMode(conn) }
+        for statement in statements {
+            let sent = withParameters(statement.parameters) { count, values in
+                PQsendQueryParams(conn, statement.sql, count, nil, values, nil, nil, 0)
+            }
+            guard sent == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        }
+        guard PQpipelineSync(conn) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        var results: [QueryResult] = []
+        var failure: PipelineFailure?
+        for index in statements.indices {
+            var last: QueryResult?
+            while let raw = PQgetResult(conn) {
+                let result = QueryResult(owning: raw)
+                switch PQresultStatus(raw) {
+                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_PIPELINE_ABORTED: last = result
+                default:
+                    if failure == nil { failure = PipelineFailure(index: index, error: Self.error(from: raw, connection: conn)) }
+                    last = result
+                }
+            }
+            guard let last else {
+                throw PostgresError(kind: .connection, message: Self.errorMessage(conn))
+            }
+            results.append(last)
+        }
+        // The synchronization point ends the pipeline.
+        while let raw = PQgetResult(conn) {
+            let status = PQresultStatus(raw)
+            PQclear(raw)
+            if status == PGRES_PIPELINE_SYNC { break }
+        }
+        if let failure { throw failure }
+        if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        return results
+    }
+
     // MARK: - Notifications
 
     public struct Notification: Sendable {

@@ -22,11 +22,50 @@ struct ConflictCheck {
         var values: [String: String?]
     }
 
-    func resolve(policy: MergePolicy) throws -> Resolution {
+    /// `SELECT ... FOR UPDATE` of every record the unit updates or deletes, one statement per
+    /// entity, to run inside the save's transaction.
+    struct Lock {
+        var sql: String
+        var parameters: [String?]
+        var entity: Entity
+        var columns: [String]
+    }
+
+    func lockStatements() -> [Lock] {
+        var byEntity: [String: [String]] = [:]
+        var order: [String] = []
+        for key in changes.updateOrder + changes.deleteOrder {
+            if byEntity[key.entity] == nil { order.append(key.entity) }
+            byEntity[key.entity, default: []].append(key.id)
+        }
+        return order.compactMap { name in
+            guard let entity = model.entity(named: name) else { return nil }
+            let columns = entity.columns.map(\.column)
+            let select = columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
+            let sql = """
+                SELECT xmin::text, \(select) FROM \(model.table(entity))
+                WHERE \(SQL.identifier(entity.primaryKey.name)) = ANY($1::\(entity.primaryKey.sqlType)[])
+                ORDER BY \(SQL.identifier(entity.primaryKey.name)) FOR UPDATE
+                """
+            return Lock(sql: sql, parameters: [SQL.arrayLiteral(byEntity[name]!)], entity: entity, columns: columns)
+        }
+    }
+
+    /// Compares the locked rows (`locked[i]` is the result of `statements[i]`) with the versions
+    /// the unit read, under the policy.
+    func resolve(policy: MergePolicy, locked: [QueryResult], statements: [Lock]) throws -> Resolution {
         var resolution = Resolution()
         var conflicts: [String] = []
         var conflicted = 0
-        let current = try lockAndRead()
+        var current: [RecordKey: Current] = [:]
+        for (lock, result) in zip(statements, locked) {
+            for row in 0..<result.rowCount {
+                var values: [String: String?] = [:]
+                for (i, column) in lock.columns.enumerated() { values[column] = result.string(row, i + 1) }
+                let id = values[lock.entity.primaryKey.name]!!
+                current[RecordKey(entity: lock.entity.name, id: id)] = Current(version: result.string(row, 0)!, values: values)
+            }
+        }
 
         for key in changes.updateOrder {
             guard let update = changes.updates[key] else { continue }
@@ -101,35 +140,6 @@ struct ConflictCheck {
                 details: conflicts)
         }
         return resolution
-    }
-
-    /// `SELECT ... FOR UPDATE` on every record the unit updates or deletes, one query per entity.
-    private func lockAndRead() throws -> [RecordKey: Current] {
-        let keys = changes.updateOrder + changes.deleteOrder
-        var byEntity: [String: [String]] = [:]
-        var order: [String] = []
-        for key in keys {
-            if byEntity[key.entity] == nil { order.append(key.entity) }
-            byEntity[key.entity, default: []].append(key.id)
-        }
-        var current: [RecordKey: Current] = [:]
-        for name in order {
-            guard let entity = model.entity(named: name) else { continue }
-            let columns = entity.columns.map(\.column)
-            let select = columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
-            let result = try connection.query("""
-                SELECT xmin::text, \(select) FROM \(model.table(entity))
-                WHERE \(SQL.identifier(entity.primaryKey.name)) = ANY($1::\(entity.primaryKey.sqlType)[])
-                ORDER BY \(SQL.identifier(entity.primaryKey.name)) FOR UPDATE
-                """, [SQL.arrayLiteral(byEntity[name]!)])
-            for row in 0..<result.rowCount {
-                var values: [String: String?] = [:]
-                for (i, column) in columns.enumerated() { values[column] = result.string(row, i + 1) }
-                let id = values[entity.primaryKey.name]!!
-                current[RecordKey(entity: name, id: id)] = Current(version: result.string(row, 0)!, values: values)
-            }
-        }
-        return current
     }
 
     private func changedColumns(read: [String: String?], now: [String: String?]) -> [String] {

@@ -22,9 +22,10 @@ enum SaveRunner {
             attempt += 1
             do {
                 var outcome = Saver.Outcome()
-                try connection.transaction { try saver.save(policy: policy, outcome: &outcome) }
+                try saver.save(policy: policy, outcome: &outcome)  // BEGIN ... COMMIT, pipelined
                 return .success(Saved(outcome: outcome, attempts: attempt))
             } catch {
+                if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
                 if attempt < maxAttempts, isRetryable(error) { continue }
                 if let failure = error as? Saver.Failure, failure.records.count > 1,
                    failure.error.sqlState?.errorClass == "23" || failure.error.sqlState?.errorClass == "22",

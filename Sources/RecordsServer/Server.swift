@@ -21,7 +21,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         public var maxReplyBytes = 64 << 20
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
-        /// Shown in the banner.
+        /// Shown in the banner of sessions that need no AUTH.
         public var authenticationNote = "no authentication"
         public init() {}
     }
@@ -95,9 +95,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 Log.warning("refused a connection: \(configuration.maxSessions) sessions open")
                 continue
             }
-            let session = Session(id: nextSessionID, context: context)
+            let peer = peerName(fd)
+            let session = Session(id: nextSessionID, context: context, peer: peer)
             nextSessionID += 1
-            let connection = ClientConnection(fd: fd, session: session, peer: peerName(fd),
+            let connection = ClientConnection(fd: fd, session: session, peer: peer,
                                               maxLineLength: configuration.maxLineLength, now: now())
             connections[fd] = connection
             setCount(connections.count)
@@ -109,7 +110,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 continue
             }
             Log.debug("connected from \(connection.peer)", session: session.id)
-            connection.append(.ok("recordsd \(ServerContext.version) ready (\(configuration.authenticationNote)); type HELP for commands"))
+            let note = session.mustAuthenticate ? "authentication required: AUTH name password" : configuration.authenticationNote
+            connection.append(.ok("recordsd \(ServerContext.version) ready (\(note)); type HELP for commands"))
             service(connection)
         }
     }
@@ -347,6 +349,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     private func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+    /// The host part of the peer's address (the throttle's key).
     private func peerName(_ fd: Int32) -> String {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
@@ -362,7 +365,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             }
         }
         guard result == 0 else { return "?" }
-        return String(cString: host) + ":" + String(cString: service)
+        return String(cString: host)
     }
 }
 

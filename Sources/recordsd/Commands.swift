@@ -6,6 +6,11 @@ import Postgres
 import Records
 import RecordsServer
 
+/// A configuration the server will not run with (exit status 1, the reason on stderr).
+struct Refusal: Error, CustomStringConvertible {
+    var description: String
+}
+
 /// Where the data lives for this run: a configured PostgreSQL or the embedded cluster.
 struct Database {
     var conninfo: String
@@ -56,14 +61,28 @@ struct ServeCommand {
             Log.info(applied.isEmpty ? "migrations up to date (\(files.count))" : "applied \(applied.count) migration(s)")
         }
         let model = try ModelReflector.reflect(admin, schema: options.schema)
+        let users = (try? Users.count(admin)) ?? 0
         admin.close()
+        if !options.listensOnLoopback && users == 0 && !options.insecureNoAuth {
+            throw Refusal(description: """
+                refusing to listen on \(options.listenHost) without authentication: anyone who can reach it could read and change the data.
+                Create a user first (authentication is then required of every session):
+                  recordsd user add admin --role admin --database ...
+                or, if a firewall really stands in front, pass --insecure-no-auth.
+                """)
+        }
+        if options.insecureNoAuth {
+            Log.warning("--insecure-no-auth: serving \(options.listenHost) WITHOUT AUTHENTICATION; anyone who reaches it can read and change everything")
+        }
         Log.info("serving \(model.entities.count) entities from schema \(options.schema)"
                  + (model.unserved.isEmpty ? "" : "; not served: " + model.unserved.map { "\($0.name) (\($0.reason))" }.joined(separator: ", ")))
 
         var limits = Limits()
         limits.maxLineLength = options.maxLineLength
         limits.maxPendingChanges = options.maxPendingChanges
-        let context = ServerContext(model: model, databaseDescription: database.description, limits: limits)
+        let context = ServerContext(model: model, databaseDescription: database.description, limits: limits,
+                                    throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0)
+        context.authenticationDisabled = options.insecureNoAuth
         let pool = ConnectionPool(conninfo: database.conninfo, size: options.poolSize,
                                   setup: ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO"])
         var configuration = Server.Configuration()
@@ -74,6 +93,7 @@ struct ServeCommand {
         configuration.idleTimeout = options.idleTimeout
         configuration.maxReplyBytes = options.maxReplyBytes
         configuration.shutdownGrace = options.shutdownGrace
+        configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
         let server = try Server(configuration: configuration, context: context, pool: pool)
         try server.bind()
         let watcher = ModelWatcher(conninfo: database.conninfo, schema: options.schema, context: context)
@@ -122,5 +142,69 @@ struct MigrateCommand {
         }
         let applied = try Migrator.migrate(files, connection: connection)
         print(applied.isEmpty ? "up to date: \(files.count) migration(s) applied before" : "applied \(applied.count) migration(s): " + applied.map { String(format: "%04d_", $0.version) + $0.name }.joined(separator: ", "))
+    }
+}
+
+/// `recordsd user add|passwd|remove|list`.
+struct UserCommandLine {
+    var options: Options
+    var arguments: [String]
+
+    func run(environment: [String: String]) throws {
+        var database = try Database.resolve(options, environment: environment)
+        defer { database.embedded?.stop() }
+        let connection = try database.connect()
+        // The server's own schema (users, pgcrypto) comes with the migrations bootstrap.
+        _ = try Migrator.migrate(try Migrator.load(directory: options.migrations), connection: connection)
+        do {
+            switch arguments {
+            case ["list"]:
+                let accounts = try Users.list(connection)
+                if accounts.isEmpty { print("no users: authentication is off (loopback only)") }
+                for account in accounts { print("\(account.name)  \(account.role.name)  created \(account.createdAt)") }
+            case let args where args.count == 2 && args[0] == "add":
+                guard let role = options.role else { throw UsageError(description: "user add needs --role reader|writer|admin") }
+                try Users.add(args[1], role: role, password: try readPassword(confirm: true), connection)
+                print("user \(args[1]) added (\(role.name)); authentication is now required")
+            case let args where args.count == 2 && args[0] == "passwd":
+                try Users.setPassword(args[1], password: try readPassword(confirm: true), connection)
+                print("password of \(args[1]) changed")
+            case let args where args.count == 2 && args[0] == "remove":
+                try Users.remove(args[1], connection)
+                print("user \(args[1]) removed")
+            default:
+                throw UsageError(description: "user takes: add NAME --role ROLE | passwd NAME | remove NAME | list")
+            }
+        } catch let error as UserError {
+            throw UsageError(description: error.description)
+        }
+    }
+
+    /// From a prompt without echo on a terminal, else the first line of stdin.
+    private func readPassword(confirm: Bool) throws -> String {
+        guard isatty(STDIN_FILENO) == 1 else {
+            guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+                throw UsageError(description: "no password on stdin")
+            }
+            return line
+        }
+        let first = try prompt("password: ")
+        if confirm, try prompt("again: ") != first { throw UsageError(description: "the passwords differ") }
+        return first
+    }
+
+    private func prompt(_ text: String) throws -> String {
+        FileHandle.standardError.write(text.data(using: .utf8)!)
+        var original = termios()
+        tcgetattr(STDIN_FILENO, &original)
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSANOW, &original)
+            FileHandle.standardError.write("\n".data(using: .utf8)!)
+        }
+        guard let line = readLine(strippingNewline: true) else { throw UsageError(description: "no password given") }
+        return line
     }
 }

@@ -24,12 +24,24 @@ struct Options {
     var idleTimeout = 0
     var maxReplyBytes = 64 << 20
     var shutdownGrace = 10
+    var insecureNoAuth = false
+    var throttle = LoginThrottle.Policy()
+    /// `user add` / `user passwd`: the role, and a password read from stdin instead of a prompt.
+    var role: Role?
 
     static let usage = """
         usage: recordsd [serve] [options]        run the server (applies pending migrations first)
                recordsd migrate [options]        apply pending migrations and exit
                recordsd migrate status [options] list migrations and whether each is applied
+               recordsd user add NAME --role reader|writer|admin [options]
+               recordsd user passwd NAME | user remove NAME | user list [options]
+                                                 manage users; the password is asked without echo,
+                                                 or read from stdin when it is not a terminal
                recordsd --help | --version
+
+        authentication: once any user exists, every session must AUTH first. Listening on an
+        address other than loopback requires it: create an admin with `recordsd user add`, or
+        pass --insecure-no-auth (RECORDSD_INSECURE_NO_AUTH=1) to serve without (dangerous).
 
         options (each also set by the environment variable shown):
           --listen HOST:PORT       address to listen on (RECORDSD_LISTEN; default 127.0.0.1:7878)
@@ -49,6 +61,11 @@ struct Options {
                                    (RECORDSD_MAX_REPLY_BYTES; default 67108864)
           --shutdown-grace SECONDS how long in-flight commands may finish on SIGTERM/SIGINT
                                    (RECORDSD_SHUTDOWN_GRACE; default 10)
+          --auth-delay SECONDS     wait after a failed AUTH, doubling with each further one
+                                   (RECORDSD_AUTH_DELAY; default 0.5)
+          --auth-lock-after N      failures of one user from one address before a lock (default 5)
+          --auth-lock-seconds S    how long that lock lasts (RECORDSD_AUTH_LOCK_SECONDS; default 300)
+          --insecure-no-auth       serve without authentication, even off loopback
 
         examples:
           recordsd                                        embedded PostgreSQL, listens on 127.0.0.1:7878
@@ -73,6 +90,9 @@ struct Options {
         if let value = environment["RECORDSD_IDLE_TIMEOUT"] { idleTimeout = try count(value, "RECORDSD_IDLE_TIMEOUT") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
+        if let value = environment["RECORDSD_INSECURE_NO_AUTH"], ["1", "true", "yes"].contains(value.lowercased()) { insecureNoAuth = true }
+        if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
+        if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
 
         var rest: [String] = []
         var index = 0
@@ -106,6 +126,14 @@ struct Options {
             case "--idle-timeout": idleTimeout = try count(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
+            case "--insecure-no-auth": insecureNoAuth = true
+            case "--auth-delay": throttle.baseDelay = try seconds(try value(), flag)
+            case "--auth-lock-after": throttle.lockAfter = try positive(try value(), flag)
+            case "--auth-lock-seconds": throttle.lockSeconds = try seconds(try value(), flag)
+            case "--role":
+                let name = try value()
+                guard let parsed = Role(name: name) else { throw UsageError(description: "--role takes reader, writer or admin, not '\(name)'") }
+                role = parsed
             default:
                 if argument.hasPrefix("-") { throw UsageError(description: "unknown option \(argument)") }
                 rest.append(argument)
@@ -134,6 +162,16 @@ struct Options {
     private func positive(_ text: String, _ name: String) throws -> Int {
         guard let value = Int(text), value > 0 else { throw UsageError(description: "\(name) takes a whole number above 0, not '\(text)'") }
         return value
+    }
+
+    private func seconds(_ text: String, _ name: String) throws -> Double {
+        guard let value = Double(text), value >= 0 else { throw UsageError(description: "\(name) takes seconds, 0 or more, not '\(text)'") }
+        return value
+    }
+
+    /// Loopback addresses: the only ones served without authentication by default.
+    var listensOnLoopback: Bool {
+        listenHost == "localhost" || listenHost == "::1" || listenHost.hasPrefix("127.")
     }
 
     private func count(_ text: String, _ name: String) throws -> Int {

@@ -31,6 +31,8 @@ do {
         try MigrateCommand(options: options, statusOnly: false).run(environment: environment)
     case ["migrate", "status"]:
         try MigrateCommand(options: options, statusOnly: true).run(environment: environment)
+    case let args where args.first == "user":
+        try UserCommandLine(options: options, arguments: Array(args.dropFirst())).run(environment: environment)
     default:
         throw UsageError(description: "unknown command '\(arguments.joined(separator: " "))'")
     }

@@ -86,6 +86,11 @@ public enum Migrator {
                 applied_at timestamptz NOT NULL DEFAULT now()
             );
             """)
+        do {
+            try Users.ensureSchema(connection)
+        } catch {
+            Log.warning("authentication unavailable: cannot create records.users with pgcrypto (\(error))")
+        }
         let applied = try appliedMigrations(connection)
         for file in files {
             guard let record = applied[file.version] else { continue }

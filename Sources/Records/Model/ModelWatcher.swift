@@ -56,7 +56,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             if stop { break }
             if connection == nil || !(connection!.isHealthy) {
                 connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
-                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel)")) != nil {
+                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel)")) != nil {
                     if reconnected { reload = true }  // a change may have come while we were away
                     reconnected = true
                 } else {
@@ -69,7 +69,11 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
             _ = poll(&descriptor, 1, 500)
             do {
-                if !(try db.drainNotifications()).isEmpty { reload = true }
+                let notes = try db.drainNotifications()
+                if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
+                if notes.contains(where: { $0.channel == Users.channel }) || reload {
+                    context.authenticationRequired = try Users.count(db) > 0
+                }
                 if reload {
                     let model = try ModelReflector.reflect(db, schema: schema)
                     context.model = model

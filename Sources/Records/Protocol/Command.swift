@@ -48,6 +48,14 @@ public struct FetchRequest: Equatable, Sendable {
     public var after: String?
 }
 
+/// USER subcommands (admin).
+public enum UserCommand: Equatable, Sendable {
+    case list
+    case add(name: String, role: Role, password: String)
+    case passwd(name: String, password: String)
+    case remove(name: String)
+}
+
 /// A parsed request line.
 public enum Command: Equatable, Sendable {
     case help(String?)
@@ -71,6 +79,8 @@ public enum Command: Equatable, Sendable {
     case count(entity: String, predicate: Predicate?, estimate: Bool)
     /// EXPLAIN FIND / COUNT / GET: the SQL, its parameters, and PostgreSQL's plan.
     case explain(FetchRequest)
+    case auth(name: String, password: String)
+    case user(UserCommand)
 
     public var verb: Verb {
         switch self {
@@ -94,6 +104,8 @@ public enum Command: Equatable, Sendable {
         case .find: .find
         case .count: .count
         case .explain: .explain
+        case .auth: .auth
+        case .user: .user
         }
     }
 }

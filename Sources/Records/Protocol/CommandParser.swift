@@ -2,6 +2,8 @@
 /// checked against the model when the command runs.
 public enum CommandParser {
     public static func parse(_ line: String) throws(CommandError) -> Command {
+        let first = line.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true).first.map { $0.uppercased() }
+        if first == "AUTH" || first == "USER" { return try parseCredentials(line) }
         var tokens = try TokenStream(line: line)
         guard let verbWord = tokens.peek.word else {
             if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }
@@ -87,6 +89,8 @@ public enum CommandParser {
                 t = parser.tokens
             }
             return .count(entity: entity, predicate: predicate, estimate: t.consumeWord("ESTIMATE"))
+        case .auth, .user:
+            return try parseCredentials(t.line)
         case .explain:
             if t.consumeWord("FIND") { return .explain(try fetchRequest(&t)) }
             if t.consumeWord("COUNT") {
@@ -128,6 +132,43 @@ public enum CommandParser {
             }
             request.include = try include(&t)
             return request
+    }
+
+    /// AUTH and USER take raw words, as people type passwords: split on spaces, a
+    /// double-quoted word unescaped as a string.
+    private static func parseCredentials(_ line: String) throws(CommandError) -> Command {
+        var words: [String] = []
+        var rest = Substring(line)
+        while true {
+            rest = rest.drop { $0 == " " || $0 == "\t" }
+            guard let head = rest.first else { break }
+            if head == "\"" {
+                var lexer = Lexer(String(rest))
+                guard case .string(let text) = try lexer.next().kind else { throw CommandError(.syntax, "malformed quoted word") }
+                words.append(text)
+                rest = rest.dropFirst(lexer.consumed)
+            } else {
+                let word = rest.prefix { $0 != " " && $0 != "\t" }
+                words.append(String(word))
+                rest = rest.dropFirst(word.count)
+            }
+        }
+        let usage = CommandError(.syntax, "usage: \(Verb.auth.syntax) | \(Verb.user.syntax)")
+        switch (words.first?.uppercased(), words.count) {
+        case ("AUTH"?, 3): return .auth(name: words[1], password: words[2])
+        case ("AUTH"?, _): throw CommandError(.syntax, "usage: \(Verb.auth.syntax) (quote a password that has spaces)")
+        case ("USER"?, _):
+            switch (words.count > 1 ? words[1].uppercased() : "", words.count) {
+            case ("LIST", 2): return .user(.list)
+            case ("ADD", 5):
+                guard let role = Role(name: words[3]) else { throw CommandError(.syntax, "unknown role '\(words[3])': reader, writer or admin") }
+                return .user(.add(name: words[2], role: role, password: words[4]))
+            case ("PASSWD", 4): return .user(.passwd(name: words[2], password: words[3]))
+            case ("REMOVE", 3): return .user(.remove(name: words[2]))
+            default: throw CommandError(.syntax, "usage: \(Verb.user.syntax)")
+            }
+        default: throw usage
+        }
     }
 
     private static func recordID(_ t: inout TokenStream) throws(CommandError) -> RecordID {

@@ -62,6 +62,9 @@ public struct Lexer {
         }
     }
 
+    /// Characters consumed so far (for callers that lex only a prefix).
+    var consumed: Int { String(decoding: bytes[0..<position], as: UTF8.self).count }
+
     /// The 1-based character column of a byte offset, for error messages.
     public static func column(of offset: Int, in line: String) -> Int {
         let utf8 = Array(line.utf8)

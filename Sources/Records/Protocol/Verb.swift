@@ -7,6 +7,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case changes = "CHANGES", save = "SAVE", rollback = "ROLLBACK"
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
     case get = "GET", find = "FIND", count = "COUNT", explain = "EXPLAIN"
+    case auth = "AUTH", user = "USER"
 
     public var syntax: String {
         switch self {
@@ -30,6 +31,8 @@ public enum Verb: String, CaseIterable, Sendable {
         case .find: "FIND entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel], ...]"
         case .count: "COUNT entity [WHERE predicate] [ESTIMATE]"
         case .explain: "EXPLAIN FIND ... | EXPLAIN COUNT ..."
+        case .auth: "AUTH name password"
+        case .user: "USER LIST | USER ADD name role password | USER PASSWD name password | USER REMOVE name"
         }
     }
 
@@ -55,6 +58,8 @@ public enum Verb: String, CaseIterable, Sendable {
         case .find: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page"
         case .count: "how many records match; ESTIMATE asks the planner instead of counting"
         case .explain: "the SQL and parameters a FIND or COUNT runs, and PostgreSQL's plan for it"
+        case .auth: "sign in; roles: reader (reads), writer (+ edits and SAVE), admin (+ USER)"
+        case .user: "manage users (admin): roles reader, writer, admin"
         }
     }
 
@@ -80,6 +85,8 @@ public enum Verb: String, CaseIterable, Sendable {
         case .find: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10"
         case .count: "COUNT employee WHERE department == nil"
         case .explain: "EXPLAIN FIND employee WHERE department.name BEGINSWITH[c] \"sa\""
+        case .auth: "AUTH alice \"correct horse battery\""
+        case .user: "USER ADD bob writer \"s3cret-pass\""
         }
     }
 }

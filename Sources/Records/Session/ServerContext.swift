@@ -16,15 +16,30 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     /// Where the data lives, with any password removed.
     public let databaseDescription: String
     public let limits: Limits
+    public let throttle: LoginThrottle
     private let lock = NSLock()
+    private var requiresAuthentication = false
     private var currentModel: Model
     private var statusProvider: @Sendable () -> (sessions: Int, pool: ConnectionPool.Statistics?) = { (0, nil) }
 
-    public init(model: Model, databaseDescription: String, limits: Limits = Limits()) {
+    public init(model: Model, databaseDescription: String, limits: Limits = Limits(),
+                throttle: LoginThrottle = LoginThrottle(), authenticationRequired: Bool = false) {
         self.currentModel = model
         self.databaseDescription = databaseDescription
         self.limits = limits
+        self.throttle = throttle
+        self.requiresAuthentication = authenticationRequired
     }
+
+    /// True once any user exists (unless the operator chose --insecure-no-auth): sessions that
+    /// start then must AUTH. Updated when users are added or removed, by any server.
+    public var authenticationRequired: Bool {
+        get { lock.lock(); defer { lock.unlock() }; return requiresAuthentication }
+        set { lock.lock(); requiresAuthentication = newValue; lock.unlock() }
+    }
+
+    /// Set with --insecure-no-auth: never require authentication.
+    public var authenticationDisabled = false
 
     /// The model a command runs against; a reload replaces it for later commands only.
     public var model: Model {

@@ -139,14 +139,14 @@ extension Session {
         return .database { [self] connection, _ in
             switch SaveRunner.save(changes, policy: policy, model: model, connection: connection) {
             case .failure(let error):
-                Log.info("save failed: \(error.code.rawValue) \(error.message)", session: id)
+                Log.info("save failed (\(who)): \(error.code.rawValue) \(error.message)", session: id)
                 return error.reply
             case .success(let saved):
                 unit.saved()
                 let o = saved.outcome
                 let summary = "saved: \(o.inserted) inserted, \(o.updated) updated, \(o.deleted) deleted, \(o.cascaded) cascaded, \(o.nullified) nullified"
                     + (saved.attempts > 1 ? " (\(saved.attempts) attempts)" : "")
-                Log.info(summary, session: id)
+                Log.info("\(summary) (\(who))", session: id)
                 let lines = o.assigned.map { "#\($0.ref) \($0.entity) \($0.id)" } + o.notes
                 return .ok(summary, lines: lines)
             }

@@ -25,12 +25,27 @@ public final class Session {
 
     public let id: Int
     let context: ServerContext
+    /// The client's address, for login throttling and logs.
+    public let peer: String
     public internal(set) var unit = UnitOfWork()
+    /// Whether this session must AUTH before anything but HELP, PING, AUTH and QUIT: decided
+    /// when it starts (a user added later does not lock out sessions already open).
+    public let mustAuthenticate: Bool
+    /// The signed-in user, nil before AUTH.
+    public internal(set) var user: (name: String, role: Role)?
 
-    public init(id: Int, context: ServerContext) {
+    public init(id: Int, context: ServerContext, peer: String = "-") {
         self.id = id
         self.context = context
+        self.peer = peer
+        self.mustAuthenticate = context.authenticationRequired && !context.authenticationDisabled
     }
+
+    /// The role commands run with: the user's, or admin when no authentication is in force.
+    var role: Role? { user?.role ?? (mustAuthenticate ? nil : .admin) }
+
+    /// Who a log line is about.
+    var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
     /// The count shown in prompts: pending changes in the innermost scratchpad.
     public var pendingCount: Int { unit.current.count }
@@ -43,7 +58,15 @@ public final class Session {
             return .reply(error.reply)
         }
         let model = context.model  // one model for the whole command, even across a reload
-        do {
+        do throws(CommandError) {
+            if let needed = command.verb.requiredRole {
+                guard let role else {
+                    throw CommandError(.auth, "sign in first: AUTH name password (before it, only HELP, PING, AUTH and QUIT)")
+                }
+                guard role >= needed else {
+                    throw CommandError(.forbidden, "\(command.verb.rawValue) needs the \(needed.name) role; \(user?.name ?? "this session") is \(role.name)")
+                }
+            }
             return try execute(command, model: model)
         } catch {
             return .reply(error.reply)
@@ -83,6 +106,8 @@ public final class Session {
         case .find(let request): return try find(request, model: model)
         case .count(let entity, let predicate, let estimate): return try count(entity, predicate: predicate, estimate: estimate, model: model)
         case .explain(let request): return try explain(request, model: model)
+        case .auth(let name, let password): return authenticate(name, password: password, model: model)
+        case .user(let command): return manageUsers(command, model: model)
         }
     }
 

@@ -28,9 +28,18 @@ final class LineClient {
     /// Keeps the server this client talks to alive as long as the client.
     var owner: AnyObject?
 
-    init(port: Int, host: String = "127.0.0.1", timeout: Int = 20, readBanner: Bool = true) throws {
+    /// - Parameter source: a loopback address to connect from (127.0.0.2 ...), to be another client host.
+    init(port: Int, host: String = "127.0.0.1", source: String? = nil, timeout: Int = 20, readBanner: Bool = true) throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, source, &local.sin_addr)
+            _ = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -47,8 +47,8 @@ final class TestServer {
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    func client() throws -> LineClient {
-        let client = try LineClient(port: port)
+    func client(from source: String? = nil) throws -> LineClient {
+        let client = try LineClient(port: port, source: source)
         client.owner = self
         return client
     }
@@ -76,7 +76,7 @@ final class TestServer {
 }
 
 /// Runs `recordsd` with arguments to completion (migrate, migrate status, --help).
-func runRecordsd(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String, error: String) {
+func runRecordsd(_ arguments: [String], environment: [String: String] = [:], input: String? = nil) throws -> (status: Int32, output: String, error: String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
     process.arguments = arguments
@@ -84,10 +84,15 @@ func runRecordsd(_ arguments: [String], environment: [String: String] = [:]) thr
     env["DATABASE_URL"] = nil
     for (key, value) in environment { env[key] = value }
     process.environment = env
-    let out = Pipe(), err = Pipe()
+    let out = Pipe(), err = Pipe(), stdin = Pipe()
     process.standardOutput = out
     process.standardError = err
+    process.standardInput = input == nil ? FileHandle.nullDevice : stdin
     try process.run()
+    if let input {
+        stdin.fileHandleForWriting.write(input.data(using: .utf8)!)
+        try stdin.fileHandleForWriting.close()
+    }
     let outData = out.fileHandleForReading.readDataToEndOfFile()
     let errData = err.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()

@@ -1,0 +1,90 @@
+import Postgres
+
+public struct UserError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// Users live in the server's own schema, `records.users`, never served as entities. Passwords
+/// are hashed by pgcrypto's bcrypt (`crypt(password, gen_salt('bf', 10))`): salted and slow,
+/// and only the hash is stored. Passwords travel to PostgreSQL as parameters, never in SQL text
+/// (set log_statement to 'none' or 'ddl' on servers that log statements with their parameters).
+public enum Users {
+    public static let channel = "records_users"
+
+    /// Creates what authentication needs; run under the migration lock. pgcrypto is a trusted
+    /// extension (PostgreSQL 13+): the database owner may create it.
+    static func ensureSchema(_ connection: Connection) throws {
+        try connection.execute("""
+            CREATE EXTENSION IF NOT EXISTS pgcrypto;
+            CREATE TABLE IF NOT EXISTS records.users (
+                name          text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_.@-]{1,64}$'),
+                role          text NOT NULL CHECK (role IN ('reader', 'writer', 'admin')),
+                password_hash text NOT NULL,
+                created_at    timestamptz NOT NULL DEFAULT now()
+            );
+            """)
+    }
+
+    public struct Account: Sendable, Equatable {
+        public var name: String
+        public var role: Role
+        public var createdAt: String
+    }
+
+    public static func count(_ connection: Connection) throws -> Int {
+        guard try connection.query("SELECT to_regclass('records.users') IS NOT NULL").bool(0, 0) == true else { return 0 }
+        return try connection.query("SELECT count(*) FROM records.users").int(0, 0) ?? 0
+    }
+
+    public static func add(_ name: String, role: Role, password: String, _ connection: Connection) throws {
+        try validate(name: name, password: password)
+        let result = try connection.query("""
+            INSERT INTO records.users (name, role, password_hash) VALUES ($1, $2, crypt($3, gen_salt('bf', 10)))
+            ON CONFLICT (name) DO NOTHING
+            """, [name, role.name, password])
+        guard result.affectedRows == 1 else { throw UserError(description: "user \(name) already exists") }
+        try connection.execute("NOTIFY \(channel)")
+    }
+
+    public static func setPassword(_ name: String, password: String, _ connection: Connection) throws {
+        try validate(name: name, password: password)
+        let result = try connection.query("UPDATE records.users SET password_hash = crypt($2, gen_salt('bf', 10)) WHERE name = $1", [name, password])
+        guard result.affectedRows == 1 else { throw UserError(description: "no user \(name)") }
+    }
+
+    public static func remove(_ name: String, _ connection: Connection) throws {
+        let result = try connection.query("DELETE FROM records.users WHERE name = $1", [name])
+        guard result.affectedRows == 1 else { throw UserError(description: "no user \(name)") }
+        try connection.execute("NOTIFY \(channel)")
+    }
+
+    public static func list(_ connection: Connection) throws -> [Account] {
+        guard try count(connection) > 0 else { return [] }
+        let result = try connection.query("SELECT name, role, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM records.users ORDER BY name")
+        return (0..<result.rowCount).map { Account(name: result.string($0, 0)!, role: Role(name: result.string($0, 1)!) ?? .reader, createdAt: result.string($0, 2)!) }
+    }
+
+    /// The user's role when the password matches, else nil. An unknown name costs the same
+    /// bcrypt work as a known one, so timing does not tell whether a user exists.
+    public static func verify(_ name: String, password: String, _ connection: Connection) throws -> Role? {
+        let result = try connection.query("""
+            SELECT u.role, u.password_hash = crypt($2, u.password_hash)
+            FROM (SELECT 1) AS one LEFT JOIN records.users u ON u.name = $1
+            """, [name, password])
+        guard let roleName = result.string(0, 0) else {
+            _ = try connection.query("SELECT crypt($1, $2)", [password, dummyHash])
+            return nil
+        }
+        return result.bool(0, 1) == true ? Role(name: roleName) : nil
+    }
+
+    /// A bcrypt hash of nothing in particular, cost 10, for unknown names.
+    private static let dummyHash = "$2a$10$CwTycUXWue0Thq9StjUM0uJ8DPLKXt1FYlwYpQW9rVUZ0mL8p/5sS"
+
+    static func validate(name: String, password: String) throws {
+        guard name.range(of: "^[A-Za-z0-9_.@-]{1,64}$", options: .regularExpression) != nil else {
+            throw UserError(description: "user names are 1 to 64 letters, digits or _ . @ -")
+        }
+        guard password.count >= 8 else { throw UserError(description: "passwords have at least 8 characters") }
+    }
+}

@@ -1,0 +1,108 @@
+import Foundation
+import Postgres
+import Testing
+
+/// Hostile input in every position of every verb, and a bounded protocol fuzzer.
+@Suite struct HostileInputTests {
+    static let payloads = [
+        "'", "\"", "';--", "\"; DROP TABLE employee; --", "$1", "$$", "/*", "*/", "\\\\", "%", "_", "\\u0000",
+        "\\u202e", "ünïcødé", "🙂", "NULL", "nil", "1; DELETE FROM game", "99999999999999999999999999",
+        "-0", "1e309", "(SELECT 1)", "pg_sleep(10)", "records.users", "public.game", "\"quoted\"", "#ref", "AS", "WHERE",
+    ]
+
+    @Test func injectionInEveryPositionChangesNothingElse() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("INSERT INTO game (name) VALUES ('Go'); INSERT INTO department (name, number) VALUES ('Sales', 1)")
+        let client = try server.client()
+        var sent = 0
+        for payload in Self.payloads {
+            let quoted = "\"" + payload.replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            let lines = [
+                "INSERT game name=\(quoted)",
+                "INSERT \(payload) name=\"x\"",
+                "INSERT game \(payload)=\"x\"",
+                "UPDATE game 1 name=\(quoted)",
+                "UPDATE game \(payload) name=\"x\"",
+                "DELETE game \(payload)",
+                "DELETE \(payload) 1",
+                "UPSERT game ON name name=\(quoted)",
+                "UPSERT game ON \(payload) name=\"x\"",
+                "GET game \(payload)",
+                "GET \(payload) 1",
+                "FIND game WHERE name == \(quoted)",
+                "FIND game WHERE \(payload) == 1",
+                "FIND game ORDER BY \(payload)",
+                "FIND game INCLUDE \(payload)",
+                "FIND game LIMIT \(payload)",
+                "COUNT \(payload)",
+                "COUNT game WHERE name BEGINSWITH \(quoted)",
+                "DESCRIBE \(payload)",
+                "EXPLAIN FIND game WHERE name MATCHES \(quoted)",
+                "HELP \(payload)",
+                "PING \(payload)",
+            ]
+            for line in lines {
+                let reply = try client.send(line)
+                sent += 1
+                #expect(reply.status.hasPrefix("+OK") || reply.status.hasPrefix("-ERR "), "\(line) -> \(reply)")
+                #expect(!reply.status.hasPrefix("-ERR INTERNAL"), "\(line) -> \(reply)")
+            }
+            try client.ok("ROLLBACK")
+        }
+        #expect(sent == Self.payloads.count * 22)
+        // Nothing beyond the data itself: same tables, same rows, no new roles.
+        #expect(try db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").string(0, 0) == "11")
+        #expect(try db.query("SELECT string_agg(name, ',') FROM game").string(0, 0) == "Go")
+        #expect(try db.query("SELECT count(*) FROM department").string(0, 0) == "1")
+        #expect(try db.query("SELECT count(*) FROM pg_roles WHERE rolname NOT LIKE 'pg\\_%'").string(0, 0) == "1")
+        // Stored verbatim when saved: the value is data, never SQL.
+        for payload in ["'; DROP TABLE game; --", "$1", "\\u0000x"] {
+            let quoted = "\"" + payload + "\""
+            let reply = try client.send("INSERT game name=\(quoted)")
+            if payload.contains("u0000") {
+                #expect(reply.status.hasPrefix("-ERR SYNTAX"))  // NUL is refused
+            } else {
+                try client.ok("SAVE")
+                #expect(try db.query("SELECT count(*) FROM game WHERE name = $1", [payload]).string(0, 0) == "1")
+            }
+        }
+    }
+
+    @Test func fuzzedLinesEachGetExactlyOneStatusLine() throws {
+        let server = try TestServer(arguments: ["--max-line-length", "2048"])
+        var random = SplitMix(seed: 6)
+        let verbs = ["PING", "HELP", "INFO", "ENTITIES", "DESCRIBE", "INSERT", "UPDATE", "DELETE", "UPSERT", "CHANGES",
+                     "SAVE", "ROLLBACK", "NEST", "MERGE", "DISCARD", "GET", "FIND", "COUNT", "EXPLAIN", "AUTH", "USER", "BOGUS"]
+        let words = ["game", "employee", "department", "name=\"x\"", "age=3", "WHERE", "ORDER", "BY", "LIMIT", "AFTER", "c00",
+                     "INCLUDE", "employees", "==", "(", ")", "{", "}", ",", "#r", "AS", "ON", "1", "-1", "\"", "'", "[c]",
+                     "ANY", "@count", "nil", "true", "\u{0}", "\u{FF}", "é", "\t", "FORCE", "LIST", "ADD"]
+        var tried = 0
+        for _ in 0..<15 {
+            let client = try server.client()
+            var batch: [UInt8] = []
+            var complete = 0
+            for _ in 0..<200 {
+                var line = verbs[Int(random.next() % UInt64(verbs.count))]
+                for _ in 0..<Int(random.next() % 8) { line += " " + words[Int(random.next() % UInt64(words.count))] }
+                var bytes = Array(line.utf8)
+                if random.next() % 10 == 0 {  // binary junk
+                    bytes = (0..<Int(random.next() % 64)).map { _ in UInt8(truncatingIfNeeded: random.next()) }.filter { $0 != 10 }
+                }
+                batch += bytes + [random.next() % 4 == 0 ? 13 : 32].filter { $0 == 13 } + [10]
+                complete += 1
+            }
+            batch += Array("PING half-line-without-newline".utf8)  // never completed: no reply owed
+            try client.writeBytes(batch)
+            var statuses = 0
+            while statuses < complete {
+                _ = try client.readReply()
+                statuses += 1
+            }
+            tried += complete
+            #expect(statuses == complete)
+        }
+        #expect(tried == 3000)
+        #expect(try server.client().send("PING alive").status == "+OK alive")
+    }
+}

@@ -192,6 +192,48 @@ public final class Connection {
         return try check(last)
     }
 
+    // MARK: - COPY
+
+    /// `COPY ... FROM STDIN`: sends `data` in chunks and returns the rows loaded. On a bad row
+    /// PostgreSQL rejects the whole COPY; the error's `context` names the line.
+    /// See https://www.postgresql.org/docs/15/libpq-copy.html
+    public func copyIn(_ sql: String, data: [UInt8]) throws(PostgresError) -> Int {
+        let conn = try open()
+        guard let start = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        let status = PQresultStatus(start)
+        if status != PGRES_COPY_IN {
+            _ = try check(start)
+            PQclear(start)
+            throw PostgresError(kind: .unexpected, message: "COPY did not start")
+        }
+        PQclear(start)
+        var offset = 0
+        let chunk = 1 << 20
+        var sendFailed = false
+        data.withUnsafeBytes { raw in
+            while offset < data.count {
+                let length = min(chunk, data.count - offset)
+                let base = raw.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self)
+                if PQputCopyData(conn, base, Int32(length)) != 1 { sendFailed = true; return }
+                offset += length
+            }
+        }
+        if sendFailed || PQputCopyEnd(conn, nil) != 1 { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        var rows = 0
+        var failure: PostgresError?
+        while let raw = PQgetResult(conn) {
+            let result = QueryResult(owning: raw)
+            if PQresultStatus(raw) == PGRES_COMMAND_OK {
+                rows = result.affectedRows
+            } else if failure == nil {
+                failure = Self.error(from: raw, connection: conn)
+                failure?.context = PQresultErrorField(raw, CLibPQ_DIAG_CONTEXT).map { String(cString: $0) }
+            }
+        }
+        if let failure { throw failure }
+        return rows
+    }
+
     // MARK: - Pipeline
 
     /// A statement of a pipeline failed; the ones after it were not run.

@@ -20,6 +20,8 @@ public struct PostgresError: Error, CustomStringConvertible, CustomDebugStringCo
     public var table: String?
     public var column: String?
     public var constraint: String?
+    /// Where the error happened (e.g. "COPY employee, line 5000").
+    public var context: String?
 
     public init(
         kind: Kind, sqlState: SQLState? = nil, message: String, detail: String? = nil,

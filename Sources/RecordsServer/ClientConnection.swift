@@ -20,6 +20,22 @@ final class ClientConnection {
     var closed = false
     var lastActivity: UInt64
     var interest: UInt32 = 0
+    /// An IMPORT gathering its lines up to `.`.
+    var importing: (job: ImportJob, lines: [String], bytes: Int, failure: Reply?)?
+    /// Change events not yet pushed (only between replies), oldest first, bounded.
+    var events: [String] = []
+    var eventsDropped = 0
+    static let maxQueuedEvents = 10_000
+
+    func queue(events new: [String]) {
+        events.append(contentsOf: new)
+        if events.count > Self.maxQueuedEvents {
+            let excess = events.count - Self.maxQueuedEvents
+            events.removeFirst(excess)
+            eventsDropped += excess
+        }
+    }
+
     /// A line taken from the framer but not yet run (it ended a batch of reads).
     var pushedBack: LineFramer.Event?
     /// A streaming step waiting for the output to drain below the high-water mark.

@@ -19,6 +19,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         public var idleTimeout = 0
         /// A reply held in memory (all but streamed FIND records) may not exceed this.
         public var maxReplyBytes = 64 << 20
+        /// The data one IMPORT may send.
+        public var maxImportBytes = 1 << 30
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
         /// Shown in the banner of sessions that need no AUTH.
@@ -47,6 +49,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         self.context = context
         self.pool = pool
         self.loop = try EventLoop()
+        context.onChanges { [weak self] events in
+            self?.loop.post { self?.deliver(events) }
+        }
         context.setStatusProvider { [weak self] in
             guard let self else { return (0, nil) }
             self.countLock.lock()
@@ -152,6 +157,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 progressed = true
                 budget -= 1
                 connection.lastActivity = now()
+                if connection.importing != nil {
+                    gather(event, for: connection)
+                    continue
+                }
                 switch event {
                 case .tooLong(let length):
                     connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(configuration.maxLineLength))"))
@@ -168,6 +177,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         if budget == 0 && !connection.busy {
             loop.post { [self] in if !connection.closed { service(connection) } }  // more lines wait: next turn
         }
+        if !connection.busy && !connection.events.isEmpty { pushEvents(connection) }
         if let sink = connection.waitingSink, connection.pendingOutput < configuration.outputHighWater {
             connection.waitingSink = nil
             sink.release(gone: false)
@@ -206,6 +216,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         case .close(let reply):
             connection.append(bytes: encoded(reply))
             connection.closeAfterFlush = true
+        case .collect(let job):
+            connection.importing = (job, [], 0, nil)
         case .database(let work):
             connection.busy = true
             let sink = StreamSink(server: self, connection: connection)
@@ -229,6 +241,83 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         service(connection)
     }
 
+    // MARK: - IMPORT and WATCH
+
+    /// One line of an IMPORT's data; the line `.` ends it and runs the job.
+    private func gather(_ event: LineFramer.Event, for connection: ClientConnection) {
+        guard var state = connection.importing else { return }
+        switch event {
+        case .line(".") :
+            connection.importing = nil
+            if let failure = state.failure { return connection.append(failure) }
+            connection.busy = true
+            let lines = state.lines
+            pool.submit { [loop] result in
+                let reply: Reply
+                switch result {
+                case .success(let db): reply = state.job.run(lines: lines, on: db)
+                case .failure(let error): reply = Self.unavailable(error)
+                }
+                let bytes = self.encoded(reply)
+                loop.post { [self] in self.completed(connection, bytes: bytes) }
+            }
+            return
+        case .line(let line):
+            state.bytes += line.utf8.count + 1
+            if state.failure == nil && state.bytes > configuration.maxImportBytes {
+                state.failure = .error(.limit, "IMPORT too large (over \(configuration.maxImportBytes) bytes): nothing was imported; split the file")
+                state.lines = []
+            }
+            // Dot-stuffing: a data line starting with . has one more in front.
+            if state.failure == nil { state.lines.append(line.hasPrefix(".") ? String(line.dropFirst()) : line) }
+        case .tooLong(let length):
+            state.failure = state.failure ?? .error(.limit, "IMPORT line \(state.lines.count + 1) too long (\(length)+ bytes): nothing was imported")
+        case .invalid(let reason):
+            state.failure = state.failure ?? .error(.syntax, "IMPORT line \(state.lines.count + 1): \(reason): nothing was imported")
+        }
+        connection.importing = state
+    }
+
+    /// On the loop: committed changes for the sessions that WATCH them.
+    private func deliver(_ events: [ChangeFeed.Event]) {
+        for connection in connections.values {
+            for event in events {
+                switch connection.session.delivery(of: event) {
+                case .none: continue
+                case .lines(let lines): connection.queue(events: lines)
+                case .filter(let sql, let parameters):
+                    // The predicate needs PostgreSQL; the session's own commands are not held up.
+                    pool.submit { [loop] result in
+                        guard case .success(let db) = result, let ids = try? db.query(sql, parameters).column(0).compactMap({ $0 }) else { return }
+                        let lines = Session.lines(event.entity, event.operation, ids)
+                        loop.post { [self] in
+                            guard !connection.closed else { return }
+                            connection.queue(events: lines)
+                            if !connection.busy { service(connection) }
+                        }
+                    }
+                }
+            }
+            if !connection.events.isEmpty && !connection.busy { service(connection) }
+        }
+    }
+
+    /// Pushes queued events while the output has room; a session that falls behind has its
+    /// oldest events dropped and is told how many.
+    private func pushEvents(_ connection: ClientConnection) {
+        if connection.eventsDropped > 0 {
+            connection.push("overflow \(connection.eventsDropped) events dropped")
+            connection.eventsDropped = 0
+        }
+        var pushed = 0
+        for event in connection.events {
+            if connection.pendingOutput >= configuration.outputHighWater { break }
+            connection.push(event)
+            pushed += 1
+        }
+        connection.events.removeFirst(pushed)
+    }
+
     /// A read and the reads pipelined right behind it: one pool job runs them in order on one
     /// connection (the session is the worker's meanwhile) and hands back their replies at once,
     /// or ahead of a FIND's streamed records.
@@ -250,6 +339,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 let reply: Reply
                 switch session.handle(line) {
                 case .reply(let immediate), .close(let immediate): reply = immediate
+                case .collect: reply = .error(.internal, "IMPORT in a batch of reads")
                 case .database(let work):
                     switch result {
                     case .success(let db): reply = work(db, batchSink)

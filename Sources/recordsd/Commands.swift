@@ -57,7 +57,7 @@ struct ServeCommand {
         let admin = try database.connect()
         if options.migrate {
             let files = try Migrator.load(directory: options.migrations)
-            let applied = try Migrator.migrate(files, connection: admin)
+            let applied = try Migrator.migrate(files, connection: admin, schema: options.schema)
             Log.info(applied.isEmpty ? "migrations up to date (\(files.count))" : "applied \(applied.count) migration(s)")
         }
         let model = try ModelReflector.reflect(admin, schema: options.schema)

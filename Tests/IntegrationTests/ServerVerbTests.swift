@@ -16,9 +16,9 @@ import Testing
         let server = try TestServer()
         let client = try server.client()
         let help = try client.send("HELP")
-        #expect(help.status == "+OK 22 verbs; HELP <verb> for one, with an example")
+        #expect(help.status == "+OK 26 verbs; HELP <verb> for one, with an example")
         for verb in ["HELP", "PING", "QUIT", "INFO", "ENTITIES", "DESCRIBE", "INSERT", "UPDATE", "DELETE", "UPSERT",
-                     "CHANGES", "SAVE", "ROLLBACK", "NEST", "MERGE", "DISCARD", "GET", "FIND", "COUNT", "EXPLAIN", "AUTH", "USER"] {
+                     "CHANGES", "SAVE", "ROLLBACK", "NEST", "MERGE", "DISCARD", "GET", "FIND", "COUNT", "EXPLAIN", "AUTH", "USER", "WATCH", "UNWATCH", "EXPORT", "IMPORT"] {
             #expect(help.lines.contains { $0.hasPrefix(verb + " ") || $0 == verb || $0.hasPrefix(verb + "  ") }, "HELP lacks \(verb)")
         }
         let insert = try client.send("help insert")

@@ -17,8 +17,8 @@ extension Verb {
     public var requiredRole: Role? {
         switch self {
         case .help, .ping, .quit, .auth: nil
-        case .info, .entities, .describe, .get, .find, .count, .explain: .reader
-        case .insert, .update, .delete, .upsert, .changes, .save, .rollback, .nest, .merge, .discard: .writer
+        case .info, .entities, .describe, .get, .find, .count, .explain, .watch, .unwatch, .export: .reader
+        case .insert, .update, .delete, .upsert, .changes, .save, .rollback, .nest, .merge, .discard, .import: .writer
         case .user: .admin
         }
     }

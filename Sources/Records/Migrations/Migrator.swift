@@ -74,7 +74,7 @@ public enum Migrator {
     }
 
     /// Applies what is pending; returns the files applied (empty when up to date).
-    public static func migrate(_ files: [MigrationFile], connection: Connection) throws -> [MigrationFile] {
+    public static func migrate(_ files: [MigrationFile], connection: Connection, schema: String = "public") throws -> [MigrationFile] {
         try connection.query("SELECT pg_advisory_lock($1::bigint)", [lockKey])
         defer { _ = try? connection.query("SELECT pg_advisory_unlock($1::bigint)", [lockKey]) }
         try connection.execute("""
@@ -113,6 +113,12 @@ public enum Migrator {
             }
             Log.info("applied migration \(label)")
             done.append(file)
+        }
+        // Change-feed triggers on every served table, new ones included.
+        do {
+            try ChangeFeed.install(connection, model: try ModelReflector.reflect(connection, schema: schema))
+        } catch {
+            Log.warning("WATCH unavailable: cannot install change triggers (\(error))")
         }
         if !done.isEmpty { try connection.execute("NOTIFY \(schemaChannel)") }
         return done

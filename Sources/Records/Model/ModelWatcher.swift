@@ -4,8 +4,9 @@ import Glibc
 import Foundation
 import Postgres
 
-/// Keeps the served model current: LISTENs on the schema channel (every `recordsd migrate`
-/// NOTIFYs it) and reloads on request (SIGHUP), on its own thread and connection.
+/// The server's one listening connection: keeps the served model current (every `recordsd
+/// migrate` NOTIFYs; SIGHUP asks), follows users being added, and hands committed changes to
+/// the server for WATCH, on its own thread.
 public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`stopped` guarded by `lock`
     private let conninfo: String
     private let schema: String
@@ -56,7 +57,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             if stop { break }
             if connection == nil || !(connection!.isHealthy) {
                 connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
-                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel)")) != nil {
+                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil {
                     if reconnected { reload = true }  // a change may have come while we were away
                     reconnected = true
                 } else {
@@ -70,6 +71,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             _ = poll(&descriptor, 1, 500)
             do {
                 let notes = try db.drainNotifications()
+                let changes = notes.filter { $0.channel == ChangeFeed.channel }.compactMap { ChangeFeed.parse($0.payload) }
+                if !changes.isEmpty { context.changesReceived(changes) }
                 if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
                 if notes.contains(where: { $0.channel == Users.channel }) || reload {
                     context.authenticationRequired = try Users.count(db) > 0

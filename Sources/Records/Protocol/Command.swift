@@ -79,6 +79,10 @@ public enum Command: Equatable, Sendable {
     case count(entity: String, predicate: Predicate?, estimate: Bool)
     /// EXPLAIN FIND / COUNT / GET: the SQL, its parameters, and PostgreSQL's plan.
     case explain(FetchRequest)
+    case watch(entity: String, predicate: Predicate?)
+    case unwatch(entity: String?)
+    case export(FetchRequest)
+    case importData(entity: String, columns: [String]?)
     case auth(name: String, password: String)
     case user(UserCommand)
 
@@ -104,6 +108,10 @@ public enum Command: Equatable, Sendable {
         case .find: .find
         case .count: .count
         case .explain: .explain
+        case .watch: .watch
+        case .unwatch: .unwatch
+        case .export: .export
+        case .importData: .import
         case .auth: .auth
         case .user: .user
         }

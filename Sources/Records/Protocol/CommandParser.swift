@@ -91,6 +91,30 @@ public enum CommandParser {
             return .count(entity: entity, predicate: predicate, estimate: t.consumeWord("ESTIMATE"))
         case .auth, .user:
             return try parseCredentials(t.line)
+        case .watch:
+            let entity = try t.name("an entity name")
+            var predicate: Predicate?
+            if t.consumeWord("WHERE") {
+                var parser = PredicateParser(tokens: t)
+                predicate = try parser.parse()
+                t = parser.tokens
+            }
+            return .watch(entity: entity, predicate: predicate)
+        case .unwatch:
+            return .unwatch(entity: t.atEnd ? nil : try t.name("an entity name"))
+        case .export:
+            let request = try fetchRequest(&t)
+            guard request.limit == nil, request.offset == nil, request.after == nil, request.include.isEmpty else {
+                throw CommandError(.syntax, "EXPORT takes WHERE and ORDER BY only")
+            }
+            return .export(request)
+        case .import:
+            let entity = try t.name("an entity name")
+            guard t.consumeSymbol("(") else { return .importData(entity: entity, columns: nil) }
+            var columns: [String] = []
+            repeat { columns.append(try t.name("a column name")) } while t.consumeSymbol(",")
+            try t.expectSymbol(")", "expected ')' after the columns")
+            return .importData(entity: entity, columns: columns)
         case .explain:
             if t.consumeWord("FIND") { return .explain(try fetchRequest(&t)) }
             if t.consumeWord("COUNT") {

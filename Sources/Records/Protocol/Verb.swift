@@ -7,6 +7,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case changes = "CHANGES", save = "SAVE", rollback = "ROLLBACK"
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
     case get = "GET", find = "FIND", count = "COUNT", explain = "EXPLAIN"
+    case watch = "WATCH", unwatch = "UNWATCH", export = "EXPORT", `import` = "IMPORT"
     case auth = "AUTH", user = "USER"
 
     public var syntax: String {
@@ -31,6 +32,10 @@ public enum Verb: String, CaseIterable, Sendable {
         case .find: "FIND entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel], ...]"
         case .count: "COUNT entity [WHERE predicate] [ESTIMATE]"
         case .explain: "EXPLAIN FIND ... | EXPLAIN COUNT ..."
+        case .watch: "WATCH entity [WHERE predicate]"
+        case .unwatch: "UNWATCH [entity]"
+        case .export: "EXPORT entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...]"
+        case .import: "IMPORT entity [(column, ...)], then CSV lines, then a line with a single ."
         case .auth: "AUTH name password"
         case .user: "USER LIST | USER ADD name role password | USER PASSWD name password | USER REMOVE name"
         }
@@ -58,6 +63,10 @@ public enum Verb: String, CaseIterable, Sendable {
         case .find: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page"
         case .count: "how many records match; ESTIMATE asks the planner instead of counting"
         case .explain: "the SQL and parameters a FIND or COUNT runs, and PostgreSQL's plan for it"
+        case .watch: "push '! entity id inserted|updated|deleted' lines after every committed change, by anyone"
+        case .unwatch: "stop the pushed changes of one entity, or of all"
+        case .export: "the records as CSV with a header line; lines starting with . + - ! get one more . in front"
+        case .import: "load CSV (a header line first unless columns are given) in one transaction: all rows or none"
         case .auth: "sign in; roles: reader (reads), writer (+ edits and SAVE), admin (+ USER)"
         case .user: "manage users (admin): roles reader, writer, admin"
         }
@@ -85,6 +94,10 @@ public enum Verb: String, CaseIterable, Sendable {
         case .find: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10"
         case .count: "COUNT employee WHERE department == nil"
         case .explain: "EXPLAIN FIND employee WHERE department.name BEGINSWITH[c] \"sa\""
+        case .watch: "WATCH employee WHERE department.name == \"Sales\""
+        case .unwatch: "UNWATCH employee"
+        case .export: "EXPORT employee WHERE age > 30 ORDER BY id"
+        case .import: "IMPORT game"
         case .auth: "AUTH alice \"correct horse battery\""
         case .user: "USER ADD bob writer \"s3cret-pass\""
         }

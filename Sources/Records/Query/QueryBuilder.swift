@@ -73,6 +73,18 @@ struct QueryBuilder {
         return (sql, builder.parameters)
     }
 
+    /// The keys among `ids` whose records match `predicate` now (WATCH ... WHERE).
+    static func matching(_ entityName: String, predicate: Predicate, ids: [String], model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
+        var builder = QueryBuilder(model: model)
+        let entity = try builder.entity(entityName)
+        let condition = try builder.compile(predicate, entity: entity, alias: "t0")
+        let key = "t0.\(SQL.identifier(entity.primaryKey.name))"
+        let list = builder.bind(SQL.arrayLiteral(ids.map { Optional($0) }))
+        let sql = "SELECT \(key)::text FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined()
+            + " WHERE \(key) = ANY(\(list)::\(entity.primaryKey.sqlType)[]) AND \(condition)"
+        return (sql, builder.parameters)
+    }
+
     /// The keyset condition "comes after these sort-key values", with each key's direction
     /// and PostgreSQL's nil placement (last when ascending, first when descending).
     private mutating func after(_ keys: [(sql: String, ascending: Bool)], _ values: [String?]) -> String {

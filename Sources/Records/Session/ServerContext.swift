@@ -47,6 +47,22 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         set { lock.lock(); currentModel = newValue; lock.unlock() }
     }
 
+    private var changeHandler: (@Sendable ([ChangeFeed.Event]) -> Void)?
+
+    /// Where committed changes go (the server fans them out to watching sessions).
+    public func onChanges(_ handler: @escaping @Sendable ([ChangeFeed.Event]) -> Void) {
+        lock.lock()
+        changeHandler = handler
+        lock.unlock()
+    }
+
+    func changesReceived(_ events: [ChangeFeed.Event]) {
+        lock.lock()
+        let handler = changeHandler
+        lock.unlock()
+        handler?(events)
+    }
+
     public func setStatusProvider(_ provider: @escaping @Sendable () -> (sessions: Int, pool: ConnectionPool.Statistics?)) {
         lock.lock()
         statusProvider = provider

@@ -21,6 +21,8 @@ public final class Session {
         case database((Connection, LineSink) -> Reply)
         /// Answer, then close the connection.
         case close(Reply)
+        /// Take the following lines, up to one holding a single `.`, as data for the job (IMPORT).
+        case collect(ImportJob)
     }
 
     public let id: Int
@@ -33,6 +35,8 @@ public final class Session {
     public let mustAuthenticate: Bool
     /// The signed-in user, nil before AUTH.
     public internal(set) var user: (name: String, role: Role)?
+    /// WATCHed entities, with the predicate their changes must match (nil: all).
+    public internal(set) var watches: [String: Predicate?] = [:]
 
     public init(id: Int, context: ServerContext, peer: String = "-") {
         self.id = id
@@ -106,6 +110,10 @@ public final class Session {
         case .find(let request): return try find(request, model: model)
         case .count(let entity, let predicate, let estimate): return try count(entity, predicate: predicate, estimate: estimate, model: model)
         case .explain(let request): return try explain(request, model: model)
+        case .watch(let entity, let predicate): return .reply(try watch(entity, predicate: predicate, model: model))
+        case .unwatch(let entity): return .reply(try unwatch(entity, model: model))
+        case .export(let request): return try export(request, model: model)
+        case .importData(let entity, let columns): return .collect(try importJob(entity, columns: columns, model: model))
         case .auth(let name, let password): return authenticate(name, password: password, model: model)
         case .user(let command): return manageUsers(command, model: model)
         }

@@ -1,0 +1,140 @@
+import Postgres
+
+// MARK: - WATCH, UNWATCH, EXPORT, IMPORT
+
+extension Session {
+    func watch(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> Reply {
+        let entity = try entity(entityName, model)
+        if let predicate { _ = try QueryBuilder.count(entity.name, predicate: predicate, model: model) }  // checked now
+        watches[entity.name] = .some(predicate)
+        return .ok("watching \(entity.name)" + (predicate == nil ? "" : " where the predicate matches"))
+    }
+
+    /// What a change event means for this session: nothing (not watched), its pushed lines,
+    /// or a query whose keys are the inserted or updated records that match the WATCH's
+    /// predicate now (deleted records are gone, so their events always pass).
+    public enum EventDelivery {
+        case none
+        case lines([String])
+        case filter(sql: String, parameters: [String?])
+    }
+
+    public func delivery(of event: ChangeFeed.Event) -> EventDelivery {
+        guard let watch = watches[event.entity] else { return .none }
+        if let predicate = watch, event.operation != "deleted" {
+            guard let query = try? QueryBuilder.matching(event.entity, predicate: predicate, ids: event.ids, model: context.model) else { return .none }
+            return .filter(sql: query.sql, parameters: query.parameters)
+        }
+        return .lines(Self.lines(event.entity, event.operation, event.ids))
+    }
+
+    public static func lines(_ entity: String, _ operation: String, _ ids: [String]) -> [String] {
+        ids.map { "\(entity) \($0) \(operation)" }
+    }
+
+    func unwatch(_ entityName: String?, model: Model) throws(CommandError) -> Reply {
+        guard let entityName else {
+            let count = watches.count
+            watches.removeAll()
+            return .ok("stopped watching \(count) entit\(count == 1 ? "y" : "ies")")
+        }
+        let entity = try entity(entityName, model)
+        guard watches.removeValue(forKey: entity.name) != nil else { throw CommandError(.notFound, "not watching \(entity.name)") }
+        return .ok("stopped watching \(entity.name)")
+    }
+
+    /// The records as CSV, a header of column names first, streamed like FIND. Dot-stuffed:
+    /// a physical line starting with `.`, `+`, `-` or `!` gets one more `.` in front, which
+    /// readers drop. Binary columns are PostgreSQL's hex (`\\x0aff`), as COPY writes them.
+    func export(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
+        let entity = try entity(request.entity, model)
+        let columns = entity.columns.map(\.column)
+        var select = try QueryBuilder.select(request, model: model)
+        select.sql = "SELECT " + columns.map { "t0.\(SQL.identifier($0))::text" }.joined(separator: ", ")
+            + select.sql[select.sql.range(of: " FROM ")!.lowerBound...]
+        let sql = select.sql, parameters = select.parameters
+        return streaming(model) { connection, sink in
+            var batch: [UInt8] = []
+            CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch)
+            var count = 0
+            var gone = false
+            try connection.stream(sql, parameters) { result in
+                for row in 0..<result.rowCount {
+                    CSV.appendRow(result, row: row, columns: columns.count, to: &batch)
+                    count += 1
+                    if batch.count >= Self.streamBatch {
+                        gone = !sink.send(batch)
+                        batch.removeAll(keepingCapacity: true)
+                        if gone { return false }
+                    }
+                }
+                return true
+            }
+            if !batch.isEmpty { _ = sink.send(batch) }
+            return .ok("exported \(count) record\(count == 1 ? "" : "s")")
+        }
+    }
+
+    func importJob(_ entityName: String, columns: [String]?, model: Model) throws(CommandError) -> ImportJob {
+        let entity = try entity(entityName, model)
+        if let columns { _ = try ImportJob.check(columns, entity: entity) }
+        return ImportJob(entity: entity, table: model.table(entity), columns: columns, model: model, session: id)
+    }
+}
+
+/// An IMPORT waiting for its data: the server gathers the lines up to `.` and runs it.
+public struct ImportJob: Sendable {
+    let entity: Entity
+    let table: String
+    let columns: [String]?
+    let model: Model
+    let session: Int
+
+    /// Column names checked against the model: attributes and foreign-key columns.
+    static func check(_ names: [String], entity: Entity) throws(CommandError) -> [String] {
+        try names.map { (name: String) throws(CommandError) -> String in
+            let trimmed = name.trimmingCharacters(in: .whitespaces)
+            if let column = entity.columns.first(where: { $0.column.lowercased() == trimmed.lowercased() }) { return column.column }
+            if let relationship = entity.toOneRelationships.first(where: { $0.name.lowercased() == trimmed.lowercased() }) { return relationship.column }
+            throw CommandError(.unknown, "IMPORT: \(entity.name) has no column '\(trimmed)'")
+        }
+    }
+
+    /// Loads `lines` (dot-stuffing already removed) with COPY in one transaction.
+    public func run(lines: [String], on connection: Connection) -> Reply {
+        var data = lines[...]
+        let columns: [String]
+        do {
+            if let given = self.columns {
+                columns = try Self.check(given, entity: entity)
+            } else {
+                guard let header = data.popFirst() else { return .error(.validation, "IMPORT: no header line (the column names)") }
+                columns = try Self.check(CSV.split(header), entity: entity)
+            }
+        } catch {
+            return error.reply
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(data.reduce(0) { $0 + $1.utf8.count + 1 })
+        for line in data {
+            bytes.append(contentsOf: line.utf8)
+            bytes.append(10)
+        }
+        let sql = "COPY \(table) (\(columns.map(SQL.identifier).joined(separator: ", "))) FROM STDIN WITH (FORMAT csv)"
+        do {
+            let rows = try connection.copyIn(sql, data: bytes)
+            Log.info("imported \(rows) \(entity.name) records", session: session)
+            return .ok("imported \(rows) record\(rows == 1 ? "" : "s")")
+        } catch {
+            // COPY counts its own lines from 1; the client's include the header.
+            let offset = self.columns == nil ? 1 : 0
+            var message = error.message
+            if let context = error.context, let range = context.range(of: "line "),
+               let line = Int(context[range.upperBound...].prefix { $0.isNumber }) {
+                message = "line \(line + offset): \(message)"
+            }
+            if error.isUnavailable { return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported") }
+            return .error(.validation, "IMPORT failed, nothing was imported: \(message)")
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import Postgres
+
+/// CSV as PostgreSQL's COPY reads and writes it: NULL is an empty unquoted field, an empty
+/// string is `""`, fields with commas, quotes or line breaks are quoted with `""` for `"`.
+enum CSV {
+    static func appendRow(_ result: QueryResult, row: Int, columns: Int, to out: inout [UInt8]) {
+        let start = out.count
+        for column in 0..<columns {
+            if column > 0 { out.append(UInt8(ascii: ",")) }
+            if let bytes = result.bytes(row, column) { appendField(bytes, to: &out) }
+        }
+        out.append(10)
+        dotStuff(from: start, in: &out)
+    }
+
+    static func appendLine(_ fields: [[UInt8]], to out: inout [UInt8]) {
+        let start = out.count
+        for (index, field) in fields.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            field.withUnsafeBufferPointer { appendField($0, to: &out) }
+        }
+        out.append(10)
+        dotStuff(from: start, in: &out)
+    }
+
+    static func appendField(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
+        let needsQuotes = bytes.isEmpty || bytes.contains { $0 == 44 || $0 == 34 || $0 == 10 || $0 == 13 }
+            || bytes.first == 32 || bytes.last == 32
+        guard needsQuotes else { return out.append(contentsOf: bytes) }
+        out.append(34)
+        for byte in bytes {
+            if byte == 34 { out.append(34) }
+            out.append(byte)
+        }
+        out.append(34)
+    }
+
+    /// One more `.` before every physical line (from `start`) that begins with `.`, `+`, `-` or `!`.
+    static func dotStuff(from start: Int, in out: inout [UInt8]) {
+        var index = start
+        while index < out.count {
+            let byte = out[index]
+            if byte == 46 || byte == 43 || byte == 45 || byte == 33 {
+                out.insert(46, at: index)
+                index += 1
+            }
+            guard let newline = out[index...].firstIndex(of: 10) else { return }
+            index = newline + 1
+        }
+    }
+
+    /// The fields of one CSV line (a header), unquoting as needed.
+    static func split(_ line: String) -> [String] {
+        var fields: [String] = []
+        var field = ""
+        var quoted = false
+        var iterator = Array(line).makeIterator()
+        var pending: Character? = nil
+        while let ch = pending ?? iterator.next() {
+            pending = nil
+            if quoted {
+                if ch == "\"" {
+                    if let next = iterator.next() {
+                        if next == "\"" { field.append("\"") } else { quoted = false; pending = next }
+                    } else { quoted = false }
+                } else { field.append(ch) }
+            } else if ch == "\"" {
+                quoted = true
+            } else if ch == "," {
+                fields.append(field)
+                field = ""
+            } else {
+                field.append(ch)
+            }
+        }
+        fields.append(field)
+        return fields
+    }
+}

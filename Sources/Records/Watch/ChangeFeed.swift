@@ -1,0 +1,58 @@
+import Postgres
+
+/// Committed changes to served tables, as PostgreSQL reports them: statement-level triggers
+/// (installed by the server, under the migration lock) send the keys of the rows each statement
+/// inserted, updated or deleted with `pg_notify`, in payloads under NOTIFY's 8,000-byte limit.
+/// Notifications are delivered at COMMIT only, so a rolled-back save never shows; cascaded
+/// deletes fire the triggers of the tables they reach; SQL written directly to PostgreSQL is
+/// reported like a save. See https://www.postgresql.org/docs/15/sql-notify.html
+public enum ChangeFeed {
+    public static let channel = "records_changes"
+
+    public struct Event: Sendable, Equatable {
+        public var entity: String
+        /// inserted, updated or deleted.
+        public var operation: String
+        public var ids: [String]
+    }
+
+    /// `employee updated 4,5,6` -> an event.
+    public static func parse(_ payload: String) -> Event? {
+        let parts = payload.split(separator: " ", maxSplits: 2)
+        guard parts.count == 3 else { return nil }
+        return Event(entity: String(parts[0]), operation: String(parts[1]), ids: parts[2].split(separator: ",").map(String.init))
+    }
+
+    /// The trigger function and, on every served table, its three triggers (transition tables
+    /// allow one event per trigger). Idempotent.
+    static func install(_ connection: Connection, model: Model) throws {
+        try connection.execute("""
+            CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
+            DECLARE
+                operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+                rows_name text := CASE TG_OP WHEN 'DELETE' THEN 'old_rows' ELSE 'new_rows' END;
+            BEGIN
+                -- Keys in groups of under 7,000 bytes, one notification per group.
+                EXECUTE format(
+                    'SELECT pg_notify(%L, %L || string_agg(k, %L)) FROM '
+                    '(SELECT k, (sum(length(k) + 1) OVER (ORDER BY k ROWS UNBOUNDED PRECEDING) / 7000)::int AS g '
+                    ' FROM (SELECT %I::text AS k FROM %I) keys) grouped GROUP BY g',
+                    '\(channel)', TG_TABLE_NAME || ' ' || operation || ' ', ',', TG_ARGV[0], rows_name);
+                RETURN NULL;
+            END
+            $body$;
+            """)
+        for entity in model.entities {
+            let table = model.table(entity)
+            let key = "'" + entity.primaryKey.name.replacingOccurrences(of: "'", with: "''") + "'"
+            try connection.execute("""
+                CREATE OR REPLACE TRIGGER records_notify_insert AFTER INSERT ON \(table)
+                    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));
+                CREATE OR REPLACE TRIGGER records_notify_update AFTER UPDATE ON \(table)
+                    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));
+                CREATE OR REPLACE TRIGGER records_notify_delete AFTER DELETE ON \(table)
+                    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));
+                """)
+        }
+    }
+}

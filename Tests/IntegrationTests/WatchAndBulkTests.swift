@@ -1,0 +1,119 @@
+import Foundation
+import Postgres
+import Testing
+
+@Suite struct WatchAndBulkTests {
+    /// Pushed lines until `count` arrived (other lines are not expected meanwhile).
+    private func events(_ client: LineClient, _ count: Int) throws -> [String] {
+        var lines: [String] = []
+        while lines.count < count, let line = try client.readLine() {
+            if line.hasPrefix("! ") { lines.append(String(line.dropFirst(2))) }
+        }
+        return lines
+    }
+
+    @Test func watchSeesCommittedChangesFromAnotherServer() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let a = try TestServer(databaseURL: url), b = try TestServer(databaseURL: url)
+        let watcher = try b.client()
+        #expect(try watcher.send("WATCH employee").status == "+OK watching employee")
+        try watcher.ok("WATCH department")
+        let editor = try a.client()
+        try editor.ok("INSERT department AS #d name=\"Ops\" number=1")
+        try editor.ok("INSERT employee AS #x first_name=\"X\" last_name=\"Y\" gender=1 department=#d")
+        try editor.ok("INSERT employee AS #z first_name=\"Z\" last_name=\"W\" gender=2 department=#d")
+        let ids = try editor.send("SAVE").lines.map { $0.split(separator: " ")[2] }
+        #expect(Set(try events(watcher, 3)) == ["department \(ids[0]) inserted", "employee \(ids[1]) inserted", "employee \(ids[2]) inserted"])
+        // Nothing from a unit rolled back or a save that failed.
+        try editor.ok("INSERT employee first_name=\"Never\" last_name=\"Saved\" gender=1")
+        try editor.ok("ROLLBACK")
+        try editor.ok("INSERT employee first_name=\"Bad\" gender=1")
+        #expect(try editor.send("SAVE").status.hasPrefix("-ERR VALIDATION"))
+        try editor.ok("ROLLBACK")
+        try editor.ok("UPDATE employee \(ids[1]) age=40")
+        try editor.ok("SAVE")
+        #expect(try events(watcher, 1) == ["employee \(ids[1]) updated"])
+        // A cascade reports the records it reaches; SQL written directly is seen too.
+        try editor.ok("DELETE department \(ids[0])")
+        try editor.ok("SAVE")
+        #expect(Set(try events(watcher, 3)) == ["department \(ids[0]) deleted", "employee \(ids[1]) deleted", "employee \(ids[2]) deleted"])
+        try a.database().execute("INSERT INTO employee (id, first_name, last_name, gender) VALUES (4242, 'Direct', 'Sql', 1)")
+        #expect(try events(watcher, 1) == ["employee 4242 inserted"])
+        #expect(try watcher.send("UNWATCH").status == "+OK stopped watching 2 entities")
+        try a.database().execute("DELETE FROM employee")
+        #expect(try watcher.send("PING").lines.isEmpty)
+        #expect(watcher.pushed.isEmpty)
+    }
+
+    @Test func watchWithAPredicate() throws {
+        let server = try TestServer()
+        let watcher = try server.client()
+        try watcher.ok("WATCH employee WHERE age > 50")
+        let db = try server.database()
+        try db.execute("INSERT INTO employee (id, first_name, last_name, gender, age) VALUES (1, 'Young', 'A', 1, 30), (2, 'Old', 'B', 1, 60)")
+        #expect(try events(watcher, 1) == ["employee 2 inserted"])
+        try db.execute("UPDATE employee SET age = 70 WHERE id = 1")
+        #expect(try events(watcher, 1) == ["employee 1 updated"])
+        #expect(try watcher.send("WATCH employee WHERE salary > 3").status.hasPrefix("-ERR UNKNOWN"))
+    }
+
+    @Test func aWatcherThatDoesNotReadLosesTheOldestEventsAndIsTold() throws {
+        let server = try TestServer()
+        let watcher = try server.client()
+        try watcher.ok("WATCH game")
+        try server.database().execute("INSERT INTO game (name) SELECT 'g' || i FROM generate_series(1, 300000) i")
+        usleep(1_500_000)
+        var received = 0
+        var dropped = 0
+        try watcher.write("PING done\n")
+        while let line = try watcher.readLine() {
+            if line == "+OK done" { break }
+            if line.hasPrefix("! overflow ") { dropped += Int(line.split(separator: " ")[2])! } else if line.hasPrefix("! game ") { received += 1 }
+        }
+        #expect(dropped > 0)
+        #expect(received + dropped == 300_000)
+    }
+
+    @Test func exportThenImportIntoAnEmptyDatabaseIsIdentical() throws {
+        let source = try TestServer()
+        try source.database().execute("""
+            INSERT INTO friend (first_name, last_name, status, photo) VALUES
+              ('Ann', 'Lee', NULL, '\\x00ff0a0d2c22'), ('', 'Comma, "Quoted"', 'line1
+            line2', NULL), ('-dash', '.dot', '!bang', ''::bytea);
+            INSERT INTO journal_entry (date, location, rating) VALUES ('2024-05-31 06:00:00+00', '+plus', 3);
+            """)
+        let exporter = try source.client()
+        let friends = try exporter.send("EXPORT friend ORDER BY id")
+        #expect(friends.status == "+OK exported 3 records")
+        #expect(friends.lines[0] == "id,first_name,last_name,status,photo")
+        #expect(friends.lines.contains(".-dash,..dot,!bang,\"\"") == false)  // the id leads each line
+        let journal = try exporter.send("EXPORT journal_entry")
+        let target = try TestServer()
+        let importer = try target.client()
+        for (entity, reply) in [("friend", friends), ("journal_entry", journal)] {
+            try importer.write("IMPORT \(entity)\n" + reply.lines.joined(separator: "\n") + "\n.\n")
+            let imported = try importer.readReply()
+            #expect(imported.status == "+OK imported \(entity == "friend" ? "3 records" : "1 record")", "\(imported) for \(reply.lines)")
+        }
+        let query = "SELECT id, first_name, last_name, status, encode(photo, 'hex') FROM friend ORDER BY id"
+        let before = try source.database().query(query), after = try target.database().query(query)
+        #expect(before.rowCount == 3 && after.rowCount == 3)
+        for row in 0..<3 { for column in 0..<5 { #expect(before.string(row, column) == after.string(row, column), "row \(row) column \(column)") } }
+        #expect(try target.database().query("SELECT date = '2024-05-31 06:00:00+00' AND location = '+plus' FROM journal_entry").bool(0, 0) == true)
+    }
+
+    @Test func aBadLineLeavesTheTableUnchanged() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        var data = "number,key,value\n"
+        for i in 1...6000 { data += i == 4999 ? "oops,bad,1\n" : "\(i),k\(i),\(i)\n" }
+        try client.write("IMPORT setting\n" + data + ".\n")
+        let reply = try client.readReply()
+        #expect(reply.status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 5000: invalid input syntax for type integer: \"oops\""))
+        #expect(try server.database().query("SELECT count(*) FROM setting").string(0, 0) == "0")
+        #expect(try client.send("IMPORT setting (nope)").status == "-ERR UNKNOWN IMPORT: setting has no column 'nope'")
+        try client.write("IMPORT setting (number, value)\n1,10\n2,20\n.\n")
+        #expect(try client.readReply().status == "+OK imported 2 records")
+        #expect(try client.send("COUNT setting").status == "+OK 2")
+    }
+}

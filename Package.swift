@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Dependencies point one way: recordsd / records -> RecordsServer -> Records -> Postgres -> CLibPQ.
+// Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ.
+// The CLI, records, speaks only the protocol: it depends on libedit, not on the server's code.
 let package = Package(
     name: "recordsd",
     platforms: [.macOS(.v13)],
@@ -15,12 +16,17 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        .systemLibrary(
+            name: "CLibEdit",
+            pkgConfig: "libedit",
+            providers: [.apt(["libedit-dev"])]
+        ),
         .target(name: "CSystem"),
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "Records", dependencies: ["Postgres"]),
         .target(name: "RecordsServer", dependencies: ["Records", "CSystem"]),
         .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres"]),
-        .executableTarget(name: "records", dependencies: ["Records"]),
+        .executableTarget(name: "records", dependencies: ["CLibEdit"]),
         .testTarget(name: "RecordsTests", dependencies: ["Records"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
     ],

@@ -1,1 +1,90 @@
-print("x")
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+
+// records: the companion CLI of recordsd. Exit status: 0 success, 1 a command failed,
+// 2 usage error, 3 could not connect or sign in.
+signal(SIGPIPE, SIG_IGN)
+setvbuf(stdout, nil, _IOLBF, 0)
+let environment = ProcessInfo.processInfo.environment
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.contains("-h") || arguments.contains("--help") {
+    print(CLIOptions.usage)
+    exit(0)
+}
+
+let options: CLIOptions
+do {
+    options = try CLIOptions.parse(arguments, environment: environment)
+} catch {
+    FileHandle.standardError.write("records: \(error)\n\n\(CLIOptions.usage)\n".data(using: .utf8)!)
+    exit(2)
+}
+let printer = Printer(format: options.format, environment: environment)
+
+let connection: ServerConnection
+do {
+    connection = try ServerConnection(host: options.host, port: options.port)
+    if let user = options.user {
+        let password = try environment["RECORDS_PASSWORD"] ?? askPassword("password for \(user)@\(options.host): ")
+        let quoted = "\"" + password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        let reply = try connection.send("AUTH \(user) \(quoted)")
+        guard reply.ok else { throw ConnectError(description: "could not sign in as \(user): \(reply.message)") }
+    }
+} catch {
+    printer.note("records: \(error)")
+    exit(3)
+}
+
+do {
+    switch options.mode {
+    case .shell:
+        exit(Shell(connection: connection, printer: printer, options: options).run())
+    case .command(let command):
+        let started = Date()
+        let reply = try connection.send(command)
+        printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+        exit(reply.ok ? 0 : 1)
+    case .script(let path):
+        let text: String
+        if let path {
+            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw UsageError(description: "cannot read \(path)") }
+            text = contents
+        } else {
+            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+        }
+        var lines = text.components(separatedBy: "\n")
+        if lines.last == "" { lines.removeLast() }
+        exit(try ScriptRunner(connection: connection, printer: printer, keepGoing: options.keepGoing)
+            .run(lines: lines.map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }, name: path ?? "stdin"))
+    case .export(let entity, let predicate):
+        exit(try Bulk(connection: connection, printer: printer).export(entity: entity, predicate: predicate))
+    case .importFile(let entity, let path):
+        exit(try Bulk(connection: connection, printer: printer).importFile(entity: entity, path: path))
+    }
+} catch let error as UsageError {
+    FileHandle.standardError.write("records: \(error)\n".data(using: .utf8)!)
+    exit(2)
+} catch {
+    printer.note("records: \(error)")
+    exit(3)
+}
+
+/// A password from the terminal without echo.
+func askPassword(_ prompt: String) throws -> String {
+    FileHandle.standardError.write(prompt.data(using: .utf8)!)
+    var original = termios()
+    let terminal = tcgetattr(STDIN_FILENO, &original) == 0
+    if terminal {
+        var silent = original
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+    }
+    defer {
+        if terminal { tcsetattr(STDIN_FILENO, TCSANOW, &original) }
+        FileHandle.standardError.write("\n".data(using: .utf8)!)
+    }
+    guard let line = readLine(strippingNewline: true) else { throw ConnectError(description: "no password given") }
+    return line
+}

@@ -1,0 +1,113 @@
+import Foundation
+
+/// `records export` and `records import`, with a progress bar on a terminal's stderr.
+struct Bulk {
+    let connection: ServerConnection
+    let printer: Printer
+
+    func export(entity: String, predicate: String?) throws -> Int32 {
+        let progress = Progress(total: nil)
+        var rows = -1  // the header is not a record
+        var bytes = 0
+        let out = FileHandle.standardOutput
+        var buffer = Data()
+        try connection.write("EXPORT \(entity)" + (predicate.map { " WHERE " + $0 } ?? "") + "\n")
+        let reply = try connection.readReply { line in
+            // Dot-stuffing: a line starting with . had one more put in front.
+            let text = line.hasPrefix(".") ? String(line.dropFirst()) : line
+            buffer.append(contentsOf: text.utf8)
+            buffer.append(10)
+            rows += 1
+            bytes += text.utf8.count + 1
+            if buffer.count > 1 << 16 {
+                out.write(buffer)
+                buffer.removeAll(keepingCapacity: true)
+                progress.show(rows: rows, bytes: bytes)
+            }
+        }
+        out.write(buffer)
+        progress.finish(rows: max(rows, 0), bytes: bytes)
+        guard reply.ok else {
+            if reply.message.hasPrefix("UNKNOWN unknown verb") { printer.note("this server does not support EXPORT") }
+            printer.error(reply)
+            return 1
+        }
+        return 0
+    }
+
+    func importFile(entity: String, path: String) throws -> Int32 {
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw UsageError(description: "cannot read \(path)") }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
+        let progress = Progress(total: size)
+        try connection.write("IMPORT \(entity)\n")
+        var carry = Data()
+        var rows = -1
+        var sent = 0
+        while true {
+            let chunk = handle.readData(ofLength: 1 << 20)
+            if chunk.isEmpty { break }
+            carry.append(chunk)
+            guard let last = carry.lastIndex(of: 10) else { continue }
+            let complete = carry[carry.startIndex...last]
+            carry = Data(carry[(last + 1)...])
+            var out = ""
+            for line in String(decoding: complete, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
+                let text = line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
+                out += (text.hasPrefix(".") ? "." : "") + text + "\n"
+                rows += 1
+            }
+            try connection.write(out)
+            sent += complete.count
+            progress.show(rows: rows, bytes: sent)
+        }
+        if !carry.isEmpty {
+            let text = String(decoding: carry, as: UTF8.self)
+            try connection.write((text.hasPrefix(".") ? "." : "") + text + "\n")
+            rows += 1
+        }
+        try connection.write(".\n")
+        let reply = try connection.readReply()
+        progress.finish(rows: max(rows, 0), bytes: size ?? sent)
+        guard reply.ok else {
+            if reply.message.hasPrefix("UNKNOWN unknown verb") { printer.note("this server does not support IMPORT") }
+            printer.error(reply)
+            return 1
+        }
+        printer.note(reply.message)
+        return 0
+    }
+}
+
+/// rows, rate, bytes and, when the size is known, ETA; on stderr, only when it is a terminal.
+final class Progress {
+    let total: Int?
+    let started = Date()
+    let visible = isatty(STDERR_FILENO) == 1
+    private var last = Date.distantPast
+
+    init(total: Int?) { self.total = total }
+
+    func show(rows: Int, bytes: Int) {
+        guard visible, Date().timeIntervalSince(last) > 0.1 else { return }
+        last = Date()
+        draw(rows: rows, bytes: bytes, done: false)
+    }
+
+    func finish(rows: Int, bytes: Int) {
+        guard visible else { return }
+        draw(rows: rows, bytes: bytes, done: true)
+        FileHandle.standardError.write("\n".data(using: .utf8)!)
+    }
+
+    private func draw(rows: Int, bytes: Int, done: Bool) {
+        let elapsed = max(Date().timeIntervalSince(started), 0.001)
+        var text = "\r\(rows) rows  \(Int(Double(rows) / elapsed)) rows/s  \(bytes / 1024) KiB"
+        if let total, total > 0 {
+            let fraction = min(1, Double(bytes) / Double(total))
+            let bar = String(repeating: "█", count: Int(fraction * 20)) + String(repeating: "░", count: 20 - Int(fraction * 20))
+            let eta = done ? 0 : Int(elapsed / max(fraction, 0.0001) * (1 - fraction))
+            text = "\r\(bar) \(Int(fraction * 100))%  " + text.dropFirst() + (done ? "" : "  ETA \(eta)s")
+        }
+        FileHandle.standardError.write((text + "   ").data(using: .utf8)!)
+    }
+}

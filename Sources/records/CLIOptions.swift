@@ -1,0 +1,101 @@
+import Foundation
+
+struct UsageError: Error, CustomStringConvertible { var description: String }
+
+/// What to do, parsed from the command line and RECORDS_URL.
+struct CLIOptions {
+    enum Format: String { case table, json, csv }
+    enum Mode {
+        case shell
+        case command(String)
+        case script(path: String?)
+        case export(entity: String, predicate: String?)
+        case importFile(entity: String, path: String)
+    }
+
+    var host = "localhost"
+    var port = 7878
+    var user: String?
+    var format: Format?
+    var mode = Mode.shell
+    var keepGoing = false
+
+    static let usage = """
+        usage: records [options]                         interactive shell
+               records [options] -c 'COMMAND'            run one command
+               records [options] -f script.rec           run a script (also: records < script.rec)
+               records [options] export ENTITY [--where PREDICATE] > file.csv
+               records [options] import ENTITY file.csv
+
+        options:
+          -H, --host HOST        server host (default localhost)
+          -p, --port PORT        server port (default 7878)
+          -u, --user NAME        sign in as NAME; the password is asked without echo
+                                 (or taken from RECORDS_PASSWORD)
+          --format FORMAT        table (default on a terminal), json (one object a line) or csv
+          --continue             in scripts, go on after a failed command
+          -h, --help             this help
+
+        RECORDS_URL=records://user@host:port sets host, port and user at once.
+        exit status: 0 success, 1 a command failed, 2 usage error, 3 could not connect or sign in
+
+        examples:
+          records -c 'FIND employee WHERE age > 30 ORDER BY last_name LIMIT 10'
+          records --format csv -c 'FIND department' > departments.csv
+          records -u alice -H db.example.com
+          records export employee --where 'department.name == "Sales"' > sales.csv
+          records import employee sales.csv
+        """
+
+    static func parse(_ arguments: [String], environment: [String: String]) throws -> CLIOptions {
+        var options = CLIOptions()
+        if let url = environment["RECORDS_URL"], let parsed = URLComponents(string: url), parsed.scheme == "records" {
+            if let host = parsed.host, !host.isEmpty { options.host = host }
+            if let port = parsed.port { options.port = port }
+            if let user = parsed.user, !user.isEmpty { options.user = user }
+        }
+        var rest: [String] = []
+        var index = 0
+        var script: String?
+        var command: String?
+        var predicate: String?
+        func value(_ flag: String) throws -> String {
+            guard index < arguments.count else { throw UsageError(description: "\(flag) needs a value") }
+            index += 1
+            return arguments[index - 1]
+        }
+        while index < arguments.count {
+            let argument = arguments[index]
+            index += 1
+            switch argument {
+            case "-H", "--host": options.host = try value(argument)
+            case "-p", "--port":
+                let text = try value(argument)
+                guard let port = Int(text), (1...65535).contains(port) else { throw UsageError(description: "--port takes a number from 1 to 65535, not '\(text)'") }
+                options.port = port
+            case "-u", "--user": options.user = try value(argument)
+            case "-c", "--command": command = try value(argument)
+            case "-f", "--file": script = try value(argument)
+            case "--where": predicate = try value(argument)
+            case "--continue": options.keepGoing = true
+            case "--format":
+                let text = try value(argument)
+                guard let format = Format(rawValue: text) else { throw UsageError(description: "--format takes table, json or csv, not '\(text)'") }
+                options.format = format
+            default:
+                if argument.hasPrefix("-") && argument.count > 1 { throw UsageError(description: "unknown option \(argument)") }
+                rest.append(argument)
+            }
+        }
+        switch (rest.first, rest.count) {
+        case ("export"?, 2): options.mode = .export(entity: rest[1], predicate: predicate)
+        case ("import"?, 3): options.mode = .importFile(entity: rest[1], path: rest[2])
+        case (nil, _):
+            if let command { options.mode = .command(command) } else if let script { options.mode = .script(path: script) } else if isatty(STDIN_FILENO) == 0 {
+                options.mode = .script(path: nil)
+            }
+        default: throw UsageError(description: "unexpected '\(rest.joined(separator: " "))'")
+        }
+        return options
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+
+/// Prints replies for people (aligned tables) or programs (JSON lines, CSV).
+struct Printer {
+    let format: CLIOptions.Format
+    let color: Bool
+    let errorColor: Bool
+    static let maxWidth = 32
+
+    init(format: CLIOptions.Format?, environment: [String: String]) {
+        let noColor = environment["NO_COLOR"] != nil
+        color = !noColor && isatty(STDOUT_FILENO) == 1
+        errorColor = !noColor && isatty(STDERR_FILENO) == 1
+        self.format = format ?? (isatty(STDOUT_FILENO) == 1 ? .table : .json)
+    }
+
+    func reply(_ reply: ServerReply, elapsed: Double) {
+        if !reply.ok {
+            error(reply)
+            return
+        }
+        let records = reply.lines.filter { $0.hasPrefix("{") }.map(JSONObject.parse)
+        if !records.isEmpty && records.count == reply.lines.count {
+            switch format {
+            case .json: reply.lines.forEach { print($0) }
+            case .csv: csv(records)
+            case .table:
+                table(records)
+                print(dim("(\(reply.message), \(String(format: "%.1f", elapsed * 1000)) ms)"))
+            }
+            return
+        }
+        reply.lines.forEach { print($0) }
+        if format == .table || reply.lines.isEmpty && !reply.message.isEmpty && format != .csv {
+            if !reply.message.isEmpty { print(dim(reply.message)) }
+        }
+    }
+
+    func error(_ reply: ServerReply) {
+        let text = (reply.lines + ["ERROR " + reply.message]).joined(separator: "\n")
+        FileHandle.standardError.write(((errorColor ? "\u{1B}[31m" + text + "\u{1B}[0m" : text) + "\n").data(using: .utf8)!)
+    }
+
+    func note(_ text: String) {
+        FileHandle.standardError.write(((errorColor ? "\u{1B}[2m" + text + "\u{1B}[0m" : text) + "\n").data(using: .utf8)!)
+    }
+
+    private func dim(_ text: String) -> String { color ? "\u{1B}[2m" + text + "\u{1B}[0m" : text }
+
+    /// nil is shown distinctly from an empty string.
+    private var nilText: String { color ? "\u{1B}[2m∅\u{1B}[0m" : "∅" }
+
+    private func table(_ records: [[(key: String, value: JSONObject.Value)]]) {
+        var keys: [String] = []
+        for record in records { for (key, _) in record where !keys.contains(key) { keys.append(key) } }
+        let rows = records.map { record in keys.map { key in record.first { $0.key == key }?.value } }
+        let widths = keys.indices.map { column in
+            min(Self.maxWidth, max(keys[column].count, rows.map { ($0[column]?.display ?? "∅").count }.max() ?? 0))
+        }
+        func cell(_ text: String, _ width: Int, isNil: Bool = false) -> String {
+            let cut = text.count > width ? String(text.prefix(width - 1)) + "…" : text
+            let padded = cut + String(repeating: " ", count: max(0, width - cut.count))
+            return isNil ? (color ? "\u{1B}[2m" + padded + "\u{1B}[0m" : padded) : padded
+        }
+        print(keys.indices.map { cell(keys[$0], widths[$0]) }.joined(separator: " │ "))
+        print(widths.map { String(repeating: "─", count: $0) }.joined(separator: "─┼─"))
+        for row in rows {
+            print(row.indices.map { i in
+                guard let value = row[i], value != .null else { return cell("∅", widths[i], isNil: true) }
+                return cell(value.display, widths[i])
+            }.joined(separator: " │ "))
+        }
+    }
+
+    private func csv(_ records: [[(key: String, value: JSONObject.Value)]]) {
+        guard let first = records.first else { return }
+        let keys = first.map(\.key)
+        print(keys.map(Self.csvField).joined(separator: ","))
+        for record in records {
+            print(keys.map { key in
+                guard let value = record.first(where: { $0.key == key })?.value, value != .null else { return "" }
+                return Self.csvField(value.display)
+            }.joined(separator: ","))
+        }
+    }
+
+    static func csvField(_ text: String) -> String {
+        guard text.isEmpty || text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}
+
+/// The top level of a JSON object with its keys in order (JSONSerialization loses the order).
+enum JSONObject {
+    enum Value: Equatable {
+        case null
+        case string(String)
+        /// Numbers, booleans, nested objects and arrays, as written.
+        case raw(String)
+
+        var display: String {
+            switch self {
+            case .null: "∅"
+            case .string(let s): s
+            case .raw(let r): r
+            }
+        }
+    }
+
+    static func parse(_ line: String) -> [(key: String, value: Value)] {
+        let chars = Array(line.utf8)
+        var i = 1
+        var pairs: [(String, Value)] = []
+        func skipSpace() { while i < chars.count, chars[i] == 32 { i += 1 } }
+        func stringEnd(_ from: Int) -> Int {
+            var j = from + 1
+            while j < chars.count, chars[j] != 34 { j += chars[j] == 92 ? 2 : 1 }
+            return j
+        }
+        func decode(_ range: Range<Int>) -> String {
+            let text = String(decoding: chars[range], as: UTF8.self)
+            return (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed)) as? String ?? text
+        }
+        while i < chars.count {
+            skipSpace()
+            guard i < chars.count, chars[i] == 34 else { break }
+            let keyEnd = stringEnd(i)
+            let key = decode(i..<(keyEnd + 1))
+            i = keyEnd + 1
+            skipSpace()
+            i += 1  // colon
+            skipSpace()
+            let start = i
+            var depth = 0
+            while i < chars.count {
+                let c = chars[i]
+                if c == 34 { i = stringEnd(i) + 1; continue }
+                if c == 123 || c == 91 { depth += 1 }
+                if c == 125 || c == 93 { if depth == 0 { break }; depth -= 1 }
+                if c == 44 && depth == 0 { break }
+                i += 1
+            }
+            let raw = String(decoding: chars[start..<i], as: UTF8.self)
+            let value: Value = raw == "null" ? .null : (raw.hasPrefix("\"") ? .string(decode(start..<i)) : .raw(raw))
+            pairs.append((key, value))
+            i += 1  // comma or closing brace
+        }
+        return pairs
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// Runs commands from a file or stdin, pipelined: lines go out together up to a SAVE (or
+/// AUTH, USER, QUIT), whose effect must not follow a failure, and replies are read in order.
+/// At the first failure it stops, saying where, unless told to go on.
+struct ScriptRunner {
+    let connection: ServerConnection
+    let printer: Printer
+    let keepGoing: Bool
+
+    static let barriers: Set<String> = ["SAVE", "AUTH", "USER", "QUIT"]
+
+    func run(lines: [String], name: String) throws -> Int32 {
+        connection.onPushed = { print($0) }
+        var failed = false
+        var index = 0
+        while index < lines.count {
+            // One segment: up to and including the next barrier, IMPORT data kept whole.
+            var segment: [(number: Int, text: String)] = []
+            var payload = ""
+            while index < lines.count {
+                let text = lines[index]
+                let number = index + 1
+                index += 1
+                let trimmed = text.trimmingCharacters(in: .whitespaces)
+                if trimmed.isEmpty || trimmed.hasPrefix("--") { continue }
+                let verb = trimmed.split(separator: " ").first.map { $0.uppercased() } ?? ""
+                payload += trimmed + "\n"
+                if verb == "IMPORT" {
+                    while index < lines.count {
+                        let data = lines[index]
+                        index += 1
+                        payload += data + "\n"
+                        if data == "." { break }
+                    }
+                }
+                segment.append((number, trimmed))
+                if Self.barriers.contains(verb) && !segment.isEmpty {
+                    // The barrier goes alone, after what precedes it succeeded.
+                    if segment.count > 1 {
+                        let barrier = segment.removeLast()
+                        payload = String(payload.dropLast(barrier.text.utf8.count + 1))
+                        index = barrier.number - 1
+                    }
+                    break
+                }
+            }
+            guard !segment.isEmpty else { continue }
+            try connection.write(payload)
+            for (number, text) in segment {
+                let started = Date()
+                let reply = try connection.readReply()
+                printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+                if !reply.ok {
+                    failed = true
+                    if !keepGoing {
+                        printer.note("stopped at \(name) line \(number): \(text)")
+                        return 1
+                    }
+                }
+            }
+        }
+        return failed ? 1 : 0
+    }
+}

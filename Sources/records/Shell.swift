@@ -1,0 +1,98 @@
+import CLibEdit
+import Foundation
+
+/// Names offered by tab completion; set before each line is read (libedit calls back into C).
+nonisolated(unsafe) private var completionWords: [String] = []
+nonisolated(unsafe) private var completionMatches: [String] = []
+
+/// The interactive shell: libedit line editing, persistent history, completion of verbs,
+/// entities and attributes, a prompt that shows the pending changes, and a warning before
+/// quitting with unsaved ones.
+struct Shell {
+    let connection: ServerConnection
+    let printer: Printer
+    let options: CLIOptions
+    static let verbs = ["HELP", "PING", "QUIT", "INFO", "ENTITIES", "DESCRIBE", "INSERT", "UPDATE", "DELETE", "UPSERT",
+                        "CHANGES", "SAVE", "ROLLBACK", "NEST", "MERGE", "DISCARD", "GET", "FIND", "COUNT", "EXPLAIN",
+                        "WATCH", "UNWATCH", "EXPORT", "IMPORT", "AUTH", "USER", "WHERE", "ORDER", "BY", "LIMIT", "INCLUDE"]
+
+    func run() -> Int32 {
+        let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"
+        using_history()
+        read_history(history)
+        rl_attempted_completion_function = { text, start, _ in
+            let prefix = text.map { String(cString: $0) } ?? ""
+            completionMatches = completionWords.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }
+            if start == 0 { completionMatches = completionMatches.filter { $0 == $0.uppercased() } }
+            guard !completionMatches.isEmpty else { return nil }
+            return rl_completion_matches(text) { _, state in
+                guard Int(state) < completionMatches.count else { return nil }
+                return strdup(completionMatches[Int(state)])
+            }
+        }
+        var entities: [String] = []
+        if let reply = try? connection.send("ENTITIES"), reply.ok {
+            entities = reply.lines.compactMap { $0.split(separator: " ").first.map(String.init) }
+        }
+        var attributes: [String: [String]] = [:]
+        connection.onPushed = { line in print(line) }
+        print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
+        var pending = 0
+        var warned = false
+        while true {
+            completionWords = Self.verbs + entities + attributes.values.flatMap { $0 }
+            let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
+            guard let raw = readline(prompt) else {
+                if pending > 0 && !warned {
+                    printer.note("\n\(pending) unsaved change(s) would be lost: SAVE them, or press Ctrl-D again to leave")
+                    warned = true
+                    continue
+                }
+                print("")
+                break
+            }
+            let line = String(cString: raw).trimmingCharacters(in: .whitespaces)
+            free(raw)
+            if line.isEmpty { continue }
+            add_history(line)
+            if line.uppercased() == "QUIT" || line.uppercased() == "EXIT" || line == "\\q" {
+                if pending > 0 && !warned {
+                    printer.note("\(pending) unsaved change(s) would be lost: SAVE them, or QUIT again to drop them")
+                    warned = true
+                    continue
+                }
+                _ = try? connection.send("QUIT")
+                break
+            }
+            warned = false
+            let started = Date()
+            guard let reply = try? connection.send(line) else {
+                printer.note("the connection to the server was lost")
+                write_history(history)
+                return 3
+            }
+            printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+            pending = Self.pendingCount(after: line, reply, previous: pending)
+            // Learn attribute names for completion from DESCRIBE-able entities mentioned.
+            let words = line.split(separator: " ")
+            if words.count > 1, let entity = entities.first(where: { $0.lowercased() == words[1].lowercased() }), attributes[entity] == nil,
+               let described = try? connection.send("DESCRIBE \(entity)"), described.ok {
+                attributes[entity] = described.lines.dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
+                    .filter { !["attribute", "relationship"].contains($0) }
+            }
+        }
+        write_history(history)
+        return 0
+    }
+
+    /// The pending count a reply implies: "(3 pending)", "saved", "rolled back" ...
+    static func pendingCount(after line: String, _ reply: ServerReply, previous: Int) -> Int {
+        let verb = line.split(separator: " ").first.map { $0.uppercased() } ?? ""
+        if reply.ok && (verb == "SAVE" || verb == "ROLLBACK") { return reply.message == "nothing to save" ? previous : 0 }
+        if let range = reply.message.range(of: #"(\d+) pending"#, options: .regularExpression) {
+            return Int(reply.message[range].split(separator: " ")[0]) ?? previous
+        }
+        if verb == "CHANGES" && reply.ok { return Int(reply.message.split(separator: " ").first ?? "") ?? 0 }
+        return previous
+    }
+}

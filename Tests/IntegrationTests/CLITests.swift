@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+
+/// The built `records` binary against a real server.
+@Suite struct CLITests {
+    static var binary: String { TestEnvironment.environment["RECORDS_BIN"] ?? TestEnvironment.root + "/.build/debug/records" }
+
+    private func records(_ arguments: [String], input: String? = nil, environment: [String: String] = [:]) throws -> (status: Int32, output: String, error: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = arguments
+        var env = ProcessInfo.processInfo.environment
+        env["NO_COLOR"] = "1"
+        env["RECORDS_URL"] = nil
+        for (key, value) in environment { env[key] = value }
+        process.environment = env
+        let out = Pipe(), err = Pipe(), stdin = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
+        try process.run()
+        if let input {
+            stdin.fileHandleForWriting.write(input.data(using: .utf8)!)
+            try stdin.fileHandleForWriting.close()
+        }
+        let output = out.fileHandleForReading.readDataToEndOfFile(), error = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: error, as: UTF8.self))
+    }
+
+    private func seeded() throws -> TestServer {
+        let server = try TestServer()
+        try server.database().execute("""
+            INSERT INTO department (id, name, number, phone) VALUES (1, 'Sales', 10, NULL), (2, 'A very long department name indeed, longer than a column', 20, '555');
+            SELECT setval('department_id_seq', 10);
+            """)
+        return server
+    }
+
+    @Test func oneShotCommandsInEachFormat() throws {
+        let server = try seeded()
+        let port = String(server.port)
+        let json = try records(["-p", port, "-c", "FIND department ORDER BY id"])
+        #expect(json.status == 0)
+        #expect(json.output == """
+            {"id":1,"name":"Sales","number":10,"phone":null}
+            {"id":2,"name":"A very long department name indeed, longer than a column","number":20,"phone":"555"}
+
+            """)
+        let csv = try records(["-p", port, "--format", "csv", "-c", "FIND department ORDER BY id"])
+        #expect(csv.output == "id,name,number,phone\n1,Sales,10,\n2,\"A very long department name indeed, longer than a column\",20,555\n")
+        let table = try records(["-p", port, "--format", "table", "-c", "FIND department ORDER BY id"])
+        let lines = table.output.split(separator: "\n").map(String.init)
+        #expect(lines[0] == "id │ name                             │ number │ phone")
+        #expect(lines[2] == "1  │ Sales                            │ 10     │ ∅    ")
+        #expect(lines[3] == "2  │ A very long department name ind… │ 20     │ 555  ")
+        #expect(lines[4].hasPrefix("(2 records, ") && lines[4].hasSuffix(" ms)"))
+        let failed = try records(["-p", port, "-c", "FIND nothing"])
+        #expect(failed.status == 1)
+        #expect(failed.error == "ERROR UNKNOWN unknown entity 'nothing': type ENTITIES for the list\n")
+    }
+
+    @Test func scriptsStopAtTheFirstErrorUnlessToldToGoOn() throws {
+        let server = try seeded()
+        let script = "INSERT game name=\"one\"\nINSERT game nme=\"typo\"\nSAVE\n"
+        let stopped = try records(["-p", String(server.port)], input: script)
+        #expect(stopped.status == 1)
+        #expect(stopped.error.contains("stopped at stdin line 2: INSERT game nme=\"typo\""))
+        #expect(try server.database().query("SELECT count(*) FROM game").string(0, 0) == "0")
+        let goneOn = try records(["-p", String(server.port), "--continue"], input: script)
+        #expect(goneOn.status == 1)
+        #expect(try server.database().query("SELECT count(*) FROM game").string(0, 0) == "1")
+        let path = NSTemporaryDirectory() + "script-\(UUID().uuidString).rec"
+        try "-- a comment\nINSERT game name=\"two\"\n\nSAVE\nCOUNT game\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let file = try records(["-p", String(server.port), "-f", path])
+        #expect(file.status == 0, "\(file.error)")
+        #expect(file.output.contains("#g1 game "))
+    }
+
+    @Test func exitStatusesForConnectAndUsage() throws {
+        let refused = try records(["-p", "1", "-c", "PING"])
+        #expect(refused.status == 3)
+        #expect(refused.error.contains("could not connect to localhost:1: connection refused — is recordsd running?"))
+        let usage = try records(["--format", "xml"])
+        #expect(usage.status == 2)
+        #expect(usage.error.contains("--format takes table, json or csv, not 'xml'"))
+        let help = try records(["--help"])
+        #expect(help.status == 0 && help.output.contains("RECORDS_URL=records://user@host:port"))
+    }
+
+    @Test func signsInWithAUserAndRefusesBadPasswords() throws {
+        let server = try seeded()
+        try server.client().ok("USER ADD alice writer \"alice-password\"")
+        let url = "records://alice@127.0.0.1:\(server.port)"
+        let ok = try records(["-c", "COUNT department"], environment: ["RECORDS_URL": url, "RECORDS_PASSWORD": "alice-password"])
+        #expect(ok.status == 0, "\(ok.error)")
+        let bad = try records(["-c", "COUNT department"], environment: ["RECORDS_URL": url, "RECORDS_PASSWORD": "wrong-one"])
+        #expect(bad.status == 3)
+        #expect(bad.error.contains("could not sign in as alice: AUTH invalid user name or password"))
+    }
+
+    @Test func exportAndImportRoundTrip() throws {
+        let server = try seeded()
+        let exported = try records(["-p", String(server.port), "export", "department"])
+        #expect(exported.status == 0)
+        #expect(exported.output.hasPrefix("id,name,number,phone\n"))
+        let path = NSTemporaryDirectory() + "departments-\(UUID().uuidString).csv"
+        try exported.output.write(toFile: path, atomically: true, encoding: .utf8)
+        let target = try TestServer()
+        let imported = try records(["-p", String(target.port), "import", "department", path])
+        #expect(imported.status == 0, "\(imported.error)")
+        #expect(imported.error.contains("imported 2 records"))
+        #expect(try target.database().query("SELECT string_agg(name, '|' ORDER BY id) FROM department").string(0, 0)
+                == "Sales|A very long department name indeed, longer than a column")
+    }
+
+    @Test func theShellShowsPendingChangesAndWarnsBeforeQuitting() throws {
+        let server = try seeded()
+        let home = NSTemporaryDirectory() + "records-home-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        // `script` gives the shell a pseudo-terminal, as a person's terminal would.
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qc", "\(Self.binary) -p \(server.port)", "/dev/null"]
+        process.environment = ["HOME": home, "NO_COLOR": "1", "TERM": "dumb", "PATH": "/usr/bin:/bin"]
+        let out = Pipe(), input = Pipe()
+        process.standardOutput = out
+        process.standardInput = input
+        try process.run()
+        input.fileHandleForWriting.write("INSERT game name=\"shell\"\nQUIT\nROLLBACK\nQUIT\n".data(using: .utf8)!)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let screen = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "\r", with: "")
+        #expect(screen.contains("localhost [0]> "))
+        #expect(screen.contains("#g1 pending insert game (1 pending)"))
+        #expect(screen.contains("localhost [1]> "))
+        #expect(screen.contains("1 unsaved change(s) would be lost: SAVE them, or QUIT again to drop them"))
+        #expect(try String(contentsOfFile: home + "/.records_history", encoding: .utf8).contains("INSERT\\040game\\040name=\"shell\""))
+    }
+}

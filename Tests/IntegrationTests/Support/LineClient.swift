@@ -43,7 +43,19 @@ final class LineClient {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
-        inet_pton(AF_INET, host, &address.sin_addr)
+        if inet_pton(AF_INET, host, &address.sin_addr) != 1 {
+            // A name (a compose service): its first IPv4 address.
+            var hints = addrinfo()
+            hints.ai_family = AF_INET
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var info: UnsafeMutablePointer<addrinfo>?
+            guard getaddrinfo(host, nil, &hints, &info) == 0, let first = info else {
+                Glibc.close(fd)
+                throw TestFailure("cannot resolve \(host)")
+            }
+            address.sin_addr = first.pointee.ai_addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { $0.pointee.sin_addr }
+            freeaddrinfo(info)
+        }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }

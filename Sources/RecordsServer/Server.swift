@@ -383,6 +383,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     private func closeConnection(_ connection: ClientConnection) {
         guard !connection.closed else { return }
         connection.closed = true
+        connection.session.close()
         connection.waitingSink?.release(gone: true)
         connection.waitingSink = nil
         loop.remove(connection.fd)

@@ -45,6 +45,23 @@ import Testing
         #expect(watcher.pushed.isEmpty)
     }
 
+    @Test func changesAreAnnouncedOnlyWhileSomeoneWatches() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let watched = "SELECT coalesce(string_agg(entity, ','), '') FROM records.watched"
+        #expect(try db.query(watched).string(0, 0) == "")
+        let client = try server.client()
+        try client.ok("WATCH game")
+        #expect(try db.query(watched).string(0, 0) == "game")
+        try client.ok("UNWATCH game")
+        var now = try db.query(watched).string(0, 0)
+        for _ in 0..<50 where now != "" {
+            usleep(100_000)
+            now = try db.query(watched).string(0, 0)
+        }
+        #expect(now == "")
+    }
+
     @Test func watchWithAPredicate() throws {
         let server = try TestServer()
         let watcher = try server.client()

@@ -52,6 +52,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     private func watch() {
         var connection: Connection?
         var reconnected = false
+        var registered: [String] = []
+        var lastRegistration = Date.distantPast
         while true {
             var (reload, stop) = take()
             if stop { break }
@@ -67,6 +69,14 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
             }
             guard let db = connection else { continue }
+            // Keep this server's watched entities registered (the triggers announce only those).
+            let watched = context.watchedEntities
+            if watched != registered || Date().timeIntervalSince(lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3 {
+                if (try? ChangeFeed.register(server: context.serverID, entities: watched, db)) != nil {
+                    registered = watched
+                    lastRegistration = Date()
+                }
+            }
             var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
             _ = poll(&descriptor, 1, 500)
             do {

@@ -48,6 +48,24 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     }
 
     private var changeHandler: (@Sendable ([ChangeFeed.Event]) -> Void)?
+    private var watchers: [String: Int] = [:]
+
+    /// Identifies this server in `records.watched`.
+    public let serverID = "recordsd-" + UUID().uuidString.prefix(8).lowercased()
+
+    /// Entities at least one session of this server watches.
+    public var watchedEntities: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return watchers.filter { $0.value > 0 }.map(\.key).sorted()
+    }
+
+    func watching(_ entity: String, _ delta: Int) {
+        lock.lock()
+        watchers[entity, default: 0] += delta
+        if watchers[entity]! <= 0 { watchers[entity] = nil }
+        lock.unlock()
+    }
 
     /// Where committed changes go (the server fans them out to watching sessions).
     public func onChanges(_ handler: @escaping @Sendable ([ChangeFeed.Event]) -> Void) {

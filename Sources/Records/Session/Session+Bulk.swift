@@ -3,11 +3,24 @@ import Postgres
 // MARK: - WATCH, UNWATCH, EXPORT, IMPORT
 
 extension Session {
-    func watch(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> Reply {
+    /// Registers the entity as watched before answering, so every change committed after the
+    /// reply is announced.
+    func watch(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> Step {
         let entity = try entity(entityName, model)
         if let predicate { _ = try QueryBuilder.count(entity.name, predicate: predicate, model: model) }  // checked now
+        if watches[entity.name] == nil { context.watching(entity.name, +1) }
         watches[entity.name] = .some(predicate)
-        return .ok("watching \(entity.name)" + (predicate == nil ? "" : " where the predicate matches"))
+        let context = self.context
+        return database(model) { connection in
+            try ChangeFeed.register(server: context.serverID, entities: context.watchedEntities, connection)
+            return .ok("watching \(entity.name)" + (predicate == nil ? "" : " where the predicate matches"))
+        }
+    }
+
+    /// The session ends: its watches end too.
+    public func close() {
+        for entity in watches.keys { context.watching(entity, -1) }
+        watches.removeAll()
     }
 
     /// What a change event means for this session: nothing (not watched), its pushed lines,
@@ -35,11 +48,12 @@ extension Session {
     func unwatch(_ entityName: String?, model: Model) throws(CommandError) -> Reply {
         guard let entityName else {
             let count = watches.count
-            watches.removeAll()
+            close()
             return .ok("stopped watching \(count) entit\(count == 1 ? "y" : "ies")")
         }
         let entity = try entity(entityName, model)
         guard watches.removeValue(forKey: entity.name) != nil else { throw CommandError(.notFound, "not watching \(entity.name)") }
+        context.watching(entity.name, -1)
         return .ok("stopped watching \(entity.name)")
     }
 

@@ -16,6 +16,16 @@ public enum ChangeFeed {
         public var ids: [String]
     }
 
+    /// Registers (or refreshes) this server's watched entities and forgets the others.
+    public static func register(server: String, entities: [String], _ connection: Connection) throws {
+        try connection.query("""
+            INSERT INTO records.watched (server, entity) SELECT $1, unnest($2::text[])
+            ON CONFLICT (server, entity) DO UPDATE SET seen = now()
+            """, [server, SQL.arrayLiteral(entities.map { Optional($0) })])
+        try connection.query("DELETE FROM records.watched WHERE server = $1 AND NOT entity = ANY($2::text[])",
+                             [server, SQL.arrayLiteral(entities.map { Optional($0) })])
+    }
+
     /// `employee updated 4,5,6` -> an event.
     public static func parse(_ payload: String) -> Event? {
         let parts = payload.split(separator: " ", maxSplits: 2)
@@ -23,15 +33,30 @@ public enum ChangeFeed {
         return Event(entity: String(parts[0]), operation: String(parts[1]), ids: parts[2].split(separator: ",").map(String.init))
     }
 
+    /// How long a server's registration of a watched entity lasts without a refresh.
+    public static let registrationSeconds = 90
+
     /// The trigger function and, on every served table, its three triggers (transition tables
-    /// allow one event per trigger). Idempotent.
+    /// allow one event per trigger). Idempotent. Changes are announced only while some server
+    /// has a session watching the table (`records.watched`): PostgreSQL serializes the commits
+    /// of transactions that NOTIFY, which measured here cut single-insert throughput by four.
     static func install(_ connection: Connection, model: Model) throws {
         try connection.execute("""
+            CREATE TABLE IF NOT EXISTS records.watched (
+                server text NOT NULL,
+                entity text NOT NULL,
+                seen   timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (server, entity)
+            );
             CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
             DECLARE
                 operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
                 rows_name text := CASE TG_OP WHEN 'DELETE' THEN 'old_rows' ELSE 'new_rows' END;
             BEGIN
+                IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
+                               AND seen > now() - interval '\(registrationSeconds) seconds') THEN
+                    RETURN NULL;
+                END IF;
                 -- Keys in groups of under 7,000 bytes, one notification per group.
                 EXECUTE format(
                     'SELECT pg_notify(%L, %L || string_agg(k, %L)) FROM '

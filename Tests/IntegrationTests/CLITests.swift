@@ -6,26 +6,7 @@ import Testing
     static var binary: String { TestEnvironment.environment["RECORDS_BIN"] ?? TestEnvironment.root + "/.build/debug/records" }
 
     private func records(_ arguments: [String], input: String? = nil, environment: [String: String] = [:]) throws -> (status: Int32, output: String, error: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        env["NO_COLOR"] = "1"
-        env["RECORDS_URL"] = nil
-        for (key, value) in environment { env[key] = value }
-        process.environment = env
-        let out = Pipe(), err = Pipe(), stdin = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input == nil ? FileHandle.nullDevice : stdin
-        try process.run()
-        if let input {
-            stdin.fileHandleForWriting.write(input.data(using: .utf8)!)
-            try stdin.fileHandleForWriting.close()
-        }
-        let output = out.fileHandleForReading.readDataToEndOfFile(), error = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self), String(decoding: error, as: UTF8.self))
+        try runProcess(Self.binary, arguments, environment: ["NO_COLOR": "1", "RECORDS_URL": nil].merging(environment.mapValues { Optional($0) }) { $1 }, input: input)
     }
 
     private func seeded() throws -> TestServer {

@@ -82,24 +82,13 @@ public enum CommandParser {
             return .find(try fetchRequest(&t))
         case .count:
             let entity = try t.name("an entity name")
-            var predicate: Predicate?
-            if t.consumeWord("WHERE") {
-                var parser = PredicateParser(tokens: t)
-                predicate = try parser.parse()
-                t = parser.tokens
-            }
+            let predicate = try whereClause(&t)
             return .count(entity: entity, predicate: predicate, estimate: t.consumeWord("ESTIMATE"))
         case .auth, .user:
             return try parseCredentials(t.line)
         case .watch:
             let entity = try t.name("an entity name")
-            var predicate: Predicate?
-            if t.consumeWord("WHERE") {
-                var parser = PredicateParser(tokens: t)
-                predicate = try parser.parse()
-                t = parser.tokens
-            }
-            return .watch(entity: entity, predicate: predicate)
+            return .watch(entity: entity, predicate: try whereClause(&t))
         case .unwatch:
             return .unwatch(entity: t.atEnd ? nil : try t.name("an entity name"))
         case .export:
@@ -129,11 +118,7 @@ public enum CommandParser {
 
     private static func fetchRequest(_ t: inout TokenStream) throws(CommandError) -> FetchRequest {
             var request = FetchRequest(entity: try t.name("an entity name"))
-            if t.consumeWord("WHERE") {
-                var parser = PredicateParser(tokens: t)
-                request.predicate = try parser.parse()
-                t = parser.tokens
-            }
+            request.predicate = try whereClause(&t)
             if t.consumeWord("ORDER") {
                 guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
                 repeat {
@@ -193,6 +178,15 @@ public enum CommandParser {
             }
         default: throw usage
         }
+    }
+
+    /// `WHERE predicate`, when present.
+    private static func whereClause(_ t: inout TokenStream) throws(CommandError) -> Predicate? {
+        guard t.consumeWord("WHERE") else { return nil }
+        var parser = PredicateParser(tokens: t)
+        let predicate = try parser.parse()
+        t = parser.tokens
+        return predicate
     }
 
     private static func recordID(_ t: inout TokenStream) throws(CommandError) -> RecordID {

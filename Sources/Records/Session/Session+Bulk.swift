@@ -68,23 +68,14 @@ extension Session {
             + select.sql[select.sql.range(of: " FROM ")!.lowerBound...]
         let sql = select.sql, parameters = select.parameters
         return streaming(model) { connection, sink in
-            var batch: [UInt8] = []
-            CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch)
+            var header: [UInt8] = []
+            CSV.appendLine(columns.map { Array($0.utf8) }, to: &header)
             var count = 0
-            var gone = false
-            try connection.stream(sql, parameters) { result in
-                for row in 0..<result.rowCount {
-                    CSV.appendRow(result, row: row, columns: columns.count, to: &batch)
-                    count += 1
-                    if batch.count >= Self.streamBatch {
-                        gone = !sink.send(batch)
-                        batch.removeAll(keepingCapacity: true)
-                        if gone { return false }
-                    }
-                }
+            try Self.stream(sql, parameters, on: connection, to: sink, prefix: header) { result, row, batch in
+                CSV.appendRow(result, row: row, columns: columns.count, to: &batch)
+                count += 1
                 return true
             }
-            if !batch.isEmpty { _ = sink.send(batch) }
             return .ok("exported \(count) record\(count == 1 ? "" : "s")")
         }
     }

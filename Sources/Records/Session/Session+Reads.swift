@@ -53,31 +53,20 @@ extension Session {
         let select = try QueryBuilder.select(request, model: model)
         return streaming(model) { [self] connection, sink in
             try withPendingChanges(model, connection) { _ in
-                var batch: [UInt8] = []
-                batch.reserveCapacity(Self.streamBatch + 4096)
                 var count = 0
                 var more = false
                 var lastKeys: [String?] = []
-                var gone = false
                 let keyStart = select.encoder.count
-                try connection.stream(select.sql, select.parameters) { result in
-                    for row in 0..<result.rowCount {
-                        if let limit = request.limit, count == limit {
-                            more = true  // the extra row LIMIT n+1 fetched: another page follows
-                            return false
-                        }
-                        select.encoder.append(result, row: row, to: &batch)
-                        count += 1
-                        if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(row, keyStart + $0) } }
-                        if batch.count >= Self.streamBatch {
-                            gone = !sink.send(batch)
-                            batch.removeAll(keepingCapacity: true)
-                            if gone { return false }
-                        }
+                try Self.stream(select.sql, select.parameters, on: connection, to: sink) { result, row, batch in
+                    if let limit = request.limit, count == limit {
+                        more = true  // the extra row LIMIT n+1 fetched: another page follows
+                        return false
                     }
+                    select.encoder.append(result, row: row, to: &batch)
+                    count += 1
+                    if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(row, keyStart + $0) } }
                     return true
                 }
-                if !batch.isEmpty { _ = sink.send(batch) }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 if more { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }
                 return .ok(message)
@@ -87,6 +76,27 @@ extension Session {
 
     /// Bytes handed to the event loop at a time.
     static let streamBatch = 64 * 1024
+
+    /// Runs `sql` through the prefetching cursor, letting `encode` write each row into a batch
+    /// (false: stop), and hands the batches to the sink as they fill.
+    static func stream(_ sql: String, _ parameters: [String?], on connection: Connection, to sink: LineSink,
+                       prefix: [UInt8] = [], encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
+        var batch = prefix
+        batch.reserveCapacity(streamBatch + 4096)
+        var gone = false
+        try connection.stream(sql, parameters) { result in
+            for row in 0..<result.rowCount {
+                guard encode(result, row, &batch) else { return false }
+                if batch.count >= streamBatch {
+                    gone = !sink.send(batch)
+                    batch.removeAll(keepingCapacity: true)
+                    if gone { return false }
+                }
+            }
+            return true
+        }
+        if !batch.isEmpty && !gone { _ = sink.send(batch) }
+    }
 
     func count(_ entityName: String, predicate: Predicate?, estimate: Bool, model: Model) throws(CommandError) -> Step {
         let query = try QueryBuilder.count(entityName, predicate: predicate, model: model)

@@ -77,11 +77,15 @@ final class TestServer {
 
 /// Runs `recordsd` with arguments to completion (migrate, migrate status, --help).
 func runRecordsd(_ arguments: [String], environment: [String: String] = [:], input: String? = nil) throws -> (status: Int32, output: String, error: String) {
+    try runProcess(TestEnvironment.recordsdBinary, arguments, environment: ["DATABASE_URL": nil].merging(environment.mapValues { Optional($0) }) { $1 }, input: input)
+}
+
+/// Runs a program to completion with stdin from `input`; `environment` values of nil unset.
+func runProcess(_ binary: String, _ arguments: [String], environment: [String: String?] = [:], input: String? = nil) throws -> (status: Int32, output: String, error: String) {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
+    process.executableURL = URL(fileURLWithPath: binary)
     process.arguments = arguments
     var env = ProcessInfo.processInfo.environment
-    env["DATABASE_URL"] = nil
     for (key, value) in environment { env[key] = value }
     process.environment = env
     let out = Pipe(), err = Pipe(), stdin = Pipe()

@@ -14,7 +14,7 @@ pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 export PATH="$pgbin:$PATH"
 as_pg=()
 if [ "$(id -u)" = 0 ]; then chown postgres:postgres "$BENCH_TMP"; as_pg=(runuser -u postgres --); fi
-PGPORT_BENCH=$(( 40000 + RANDOM % 10000 ))
+PGPORT_BENCH=$(( 20000 + RANDOM % 10000 ))
 bench_cleanup() {
   [ -n "${RECORDSD_PID:-}" ] && kill "$RECORDSD_PID" 2>/dev/null && wait "$RECORDSD_PID" 2>/dev/null || true
   "${as_pg[@]}" "$pgbin/pg_ctl" -D "$BENCH_TMP/data" -m fast -w stop >/dev/null 2>&1 || true

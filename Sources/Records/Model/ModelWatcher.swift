@@ -52,7 +52,6 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     private func watch() {
         var connection: Connection?
         var reconnected = false
-        var registered: [String] = []
         var lastRegistration = Date.distantPast
         while true {
             var (reload, stop) = take()
@@ -70,11 +69,12 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             }
             guard let db = connection else { continue }
             // Keep this server's watched entities registered (the triggers announce only those).
-            let watched = context.watchedEntities
-            if watched != registered || Date().timeIntervalSince(lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3 {
+            let due = Date().timeIntervalSince(lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3
+            if let watched = context.watchedEntitiesIfChanged(always: due) {
                 if (try? ChangeFeed.register(server: context.serverID, entities: watched, db)) != nil {
-                    registered = watched
                     lastRegistration = Date()
+                } else {
+                    lastRegistration = .distantPast  // try again next turn
                 }
             }
             var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)

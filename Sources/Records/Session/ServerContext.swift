@@ -60,11 +60,23 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         return watchers.filter { $0.value > 0 }.map(\.key).sorted()
     }
 
+    private var watchesChanged = false
+
     func watching(_ entity: String, _ delta: Int) {
         lock.lock()
         watchers[entity, default: 0] += delta
         if watchers[entity]! <= 0 { watchers[entity] = nil }
+        watchesChanged = true
         lock.unlock()
+    }
+
+    /// The watched entities, when they changed since the last call (or `always`).
+    func watchedEntitiesIfChanged(always: Bool) -> [String]? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard watchesChanged || always else { return nil }
+        watchesChanged = false
+        return watchers.filter { $0.value > 0 }.map(\.key).sorted()
     }
 
     /// Where committed changes go (the server fans them out to watching sessions).

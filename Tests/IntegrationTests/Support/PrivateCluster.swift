@@ -7,10 +7,10 @@ import Foundation
 /// cluster must stay up for the others). Run as the `postgres` user when the tests run as root.
 final class PrivateCluster {
     let directory: String
-    let port: Int
     private let binaries: String
 
-    var url: String { "postgresql://postgres@127.0.0.1:\(port)/postgres" }
+    /// A unix socket in the cluster's own directory: no TCP port to collide with anything.
+    var url: String { "postgresql:///postgres?host=\(directory)&user=postgres" }
 
     init() throws {
         let environment = ProcessInfo.processInfo.environment
@@ -25,14 +25,13 @@ final class PrivateCluster {
         if getuid() == 0, let user = getpwnam("postgres") {
             chown(directory, user.pointee.pw_uid, user.pointee.pw_gid)
         }
-        port = 30000 + Int.random(in: 0..<20000)
         try run("initdb", ["-D", directory + "/data", "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-locale"])
         try start()
     }
 
     func start() throws {
         try run("pg_ctl", ["-D", directory + "/data", "-l", directory + "/log", "-w", "-o",
-                           "-c listen_addresses=127.0.0.1 -c port=\(port) -c unix_socket_directories=\(directory) -c fsync=off", "start"])
+                           "-c listen_addresses='' -c unix_socket_directories=\(directory) -c fsync=off", "start"])
     }
 
     func stop() throws {

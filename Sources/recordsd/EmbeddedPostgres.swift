@@ -81,38 +81,38 @@ struct EmbeddedPostgres {
         _ = try? run("pg_ctl", ["-D", dataPath, "-m", "fast", "-w", "stop"], what: "pg_ctl stop", quiet: true)
     }
 
+    /// Runs a PostgreSQL tool to completion, its output captured through a file (the
+    /// postmaster that pg_ctl starts would hold a pipe open for its whole life). posix_spawn and
+    /// waitpid, not Foundation's Process: measured here, Process never reaped `runuser` once
+    /// pg_ctl had left the postmaster running, and waited forever.
     @discardableResult
     private func run(_ tool: String, _ arguments: [String], what: String, quiet: Bool = false) throws -> String {
-        let process = Process()
         let executable = binaries + "/" + tool
-        if let user = runAs {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", user, "--", executable] + arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = arguments
-        }
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        // Output goes through a file, not a pipe: the postmaster that pg_ctl starts would hold
-        // a pipe open for its whole life.
+        // As the postgres user, start in the cluster's directory: it may not reach ours.
+        let argv = (runAs.map { ["/usr/sbin/runuser", "-u", $0, "--", "/usr/bin/env", "-C", directory] } ?? []) + [executable] + arguments
         let capturePath = directory + "/.tool-output"
-        FileManager.default.createFile(atPath: capturePath, contents: nil)
         defer { try? FileManager.default.removeItem(atPath: capturePath) }
-        let capture = try FileHandle(forWritingTo: URL(fileURLWithPath: capturePath))
-        process.standardOutput = capture
-        process.standardError = capture
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try? capture.close()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, capturePath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let cArguments = argv.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, cArguments, environ)
+        guard spawned == 0 else { throw Failure(description: "\(what): cannot run \(argv[0]): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let output = (try? String(contentsOfFile: capturePath, encoding: .utf8)) ?? ""
-        guard process.terminationStatus == 0 else {
+        guard status == 0 else {
             if quiet { throw Failure(description: output) }
-            var message = "\(what) failed (status \(process.terminationStatus)): \(output.trimmingCharacters(in: .whitespacesAndNewlines))"
+            var message = "\(what) failed (status \(status >> 8)): \(output.trimmingCharacters(in: .whitespacesAndNewlines))"
             if let log = try? String(contentsOfFile: logPath, encoding: .utf8), tool == "pg_ctl" {
                 message += "\nlast lines of \(logPath):\n" + log.split(separator: "\n").suffix(10).joined(separator: "\n")
             }
-            if runAs != nil { message += "\n(the \(runAs!) user needs to reach \(directory): every parent directory must be searchable by it)" }
+            if let user = runAs { message += "\n(the \(user) user needs to reach \(directory): every parent directory must be searchable by it)" }
             throw Failure(description: message)
         }
         return output

@@ -1,0 +1,118 @@
+"""EXPORT and IMPORT of 1,000,000 employees against psql \\copy, and WATCH latency from COMMIT
+to the pushed line with 100 watching sessions."""
+import os
+import selectors
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+from client import Client
+
+PGURL = os.environ["PGURL"]
+PORT = int(os.environ["RECORDSD_PORT"])
+ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
+WATCHERS = int(os.environ.get("BENCH_WATCHERS", "100"))
+
+
+def psql(*statements, capture=False):
+    command = ["psql", PGURL, "-qX", "-v", "ON_ERROR_STOP=1"]
+    for sql in statements:
+        command += ["-c", sql]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
+
+
+def export_recordsd(path):
+    start = time.perf_counter()
+    sock = socket.create_connection(("127.0.0.1", PORT))
+    reader = sock.makefile("rb", buffering=1 << 20)
+    reader.readline()
+    sock.sendall(b"EXPORT employee\n")
+    with open(path, "wb") as out:
+        for line in reader:
+            if line.startswith(b"+OK") or line.startswith(b"-ERR"):
+                assert line.startswith(b"+OK exported"), line
+                break
+            out.write(line[1:] if line.startswith(b".") else line)
+    return time.perf_counter() - start
+
+
+def import_recordsd(path):
+    start = time.perf_counter()
+    sock = socket.create_connection(("127.0.0.1", PORT))
+    reader = sock.makefile("rb")
+    reader.readline()
+    sock.sendall(b"IMPORT employee\n")
+    with open(path, "rb") as data:
+        while True:
+            chunk = data.read(1 << 20)
+            if not chunk:
+                break
+            sock.sendall(chunk)  # no line of this data starts with "."
+    sock.sendall(b".\n")
+    status = reader.readline()
+    assert status.startswith(b"+OK imported"), status
+    return time.perf_counter() - start
+
+
+def watch_latency(samples=200):
+    selector = selectors.DefaultSelector()
+    watchers = []
+    for _ in range(WATCHERS):
+        c = Client(PORT)
+        c.send("WATCH game")
+        c.sock.setblocking(False)
+        selector.register(c.sock, selectors.EVENT_READ)
+        watchers.append(c)
+    editor = Client(PORT)
+    latencies = []
+    for i in range(samples):
+        name = f"latency-{time.time_ns()}-{i}"
+        editor.sock.sendall(f'INSERT game name="{name}"\nSAVE\n'.encode())
+        editor.reply()
+        _, status = editor.reply()
+        committed = time.perf_counter()  # the SAVE reply comes after COMMIT returned
+        assert status.startswith("+OK saved"), status
+        seen, first = 0, None
+        while seen < WATCHERS:
+            for key, _ in selector.select(timeout=5):
+                data = key.fileobj.recv(65536)
+                seen += data.count(b"! game ")
+                if first is None:
+                    first = time.perf_counter()
+        latencies.append((time.perf_counter() - committed) * 1000)
+    return latencies
+
+
+def main():
+    print(f"== loading {ROWS} employees", flush=True)
+    psql("TRUNCATE employee, department RESTART IDENTITY CASCADE",
+         "INSERT INTO employee (first_name, last_name, gender, age) SELECT 'First' || i, 'Last, \"' || i || '\"', 1 + i % 2, i % 90 "
+         f"FROM generate_series(1, {ROWS}) i")
+    tmp = tempfile.mkdtemp()
+    ours, theirs = os.path.join(tmp, "recordsd.csv"), os.path.join(tmp, "psql.csv")
+    export_ours = export_recordsd(ours)
+    start = time.perf_counter()
+    psql(f"\\copy employee TO '{theirs}' WITH (FORMAT csv, HEADER true)")
+    export_psql = time.perf_counter() - start
+    psql("TRUNCATE employee RESTART IDENTITY CASCADE")
+    import_ours = import_recordsd(ours)
+    count = int(psql("SELECT count(*) FROM employee").strip())
+    assert count == ROWS, count
+    psql("TRUNCATE employee RESTART IDENTITY CASCADE")
+    start = time.perf_counter()
+    psql(f"\\copy employee FROM '{theirs}' WITH (FORMAT csv, HEADER true)")
+    import_psql = time.perf_counter() - start
+    print(f"{ROWS} employees, CSV; PostgreSQL with fsync on")
+    print(f"  EXPORT  recordsd {ROWS / export_ours:9.0f} rows/s ({export_ours:.2f} s)   psql \\copy {ROWS / export_psql:9.0f} rows/s ({export_psql:.2f} s)   ratio {export_psql / export_ours:.2f} (target >= 0.8)")
+    print(f"  IMPORT  recordsd {ROWS / import_ours:9.0f} rows/s ({import_ours:.2f} s)   psql \\copy {ROWS / import_psql:9.0f} rows/s ({import_psql:.2f} s)   ratio {import_psql / import_ours:.2f} (target >= 0.8)")
+    latencies = watch_latency()
+    latencies.sort()
+    p99 = latencies[int(len(latencies) * 0.99) - 1]
+    print(f"WATCH with {WATCHERS} watching sessions, {len(latencies)} saves: from the SAVE's reply (after COMMIT) to the line "
+          f"pushed to all {WATCHERS}: median {statistics.median(latencies):.1f} ms, p99 {p99:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,7 @@ WATCHERS = int(os.environ.get("BENCH_WATCHERS", "100"))
 
 
 def psql(*statements, capture=False):
-    command = ["psql", PGURL, "-qX", "-v", "ON_ERROR_STOP=1"]
+    command = ["psql", PGURL, "-qtAX", "-v", "ON_ERROR_STOP=1"]
     for sql in statements:
         command += ["-c", sql]
     return subprocess.run(command, check=True, capture_output=True, text=True).stdout

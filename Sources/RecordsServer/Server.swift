@@ -243,39 +243,42 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     // MARK: - IMPORT and WATCH
 
-    /// One line of an IMPORT's data; the line `.` ends it and runs the job.
+    /// One line of an IMPORT's data; the line `.` ends it and runs the job. The state is
+    /// changed in place: a copy per line would make an import of n lines cost O(n²).
     private func gather(_ event: LineFramer.Event, for connection: ClientConnection) {
-        guard var state = connection.importing else { return }
+        guard connection.importing != nil else { return }
         switch event {
-        case .line(".") :
+        case .line("."):
+            let state = connection.importing!
             connection.importing = nil
             if let failure = state.failure { return connection.append(failure) }
             connection.busy = true
-            let lines = state.lines
             pool.submit { [loop] result in
                 let reply: Reply
                 switch result {
-                case .success(let db): reply = state.job.run(lines: lines, on: db)
+                case .success(let db): reply = state.job.run(lines: state.lines, on: db)
                 case .failure(let error): reply = Self.unavailable(error)
                 }
                 let bytes = self.encoded(reply)
                 loop.post { [self] in self.completed(connection, bytes: bytes) }
             }
-            return
         case .line(let line):
-            state.bytes += line.utf8.count + 1
-            if state.failure == nil && state.bytes > configuration.maxImportBytes {
-                state.failure = .error(.limit, "IMPORT too large (over \(configuration.maxImportBytes) bytes): nothing was imported; split the file")
-                state.lines = []
+            connection.importing!.bytes += line.utf8.count + 1
+            if connection.importing!.failure == nil && connection.importing!.bytes > configuration.maxImportBytes {
+                connection.importing!.failure = .error(.limit, "IMPORT too large (over \(configuration.maxImportBytes) bytes): nothing was imported; split the file")
+                connection.importing!.lines = []
             }
             // Dot-stuffing: a data line starting with . has one more in front.
-            if state.failure == nil { state.lines.append(line.hasPrefix(".") ? String(line.dropFirst()) : line) }
+            if connection.importing!.failure == nil {
+                connection.importing!.lines.append(line.hasPrefix(".") ? String(line.dropFirst()) : line)
+            }
         case .tooLong(let length):
-            state.failure = state.failure ?? .error(.limit, "IMPORT line \(state.lines.count + 1) too long (\(length)+ bytes): nothing was imported")
+            let number = connection.importing!.lines.count + 1
+            connection.importing!.failure = connection.importing!.failure ?? .error(.limit, "IMPORT line \(number) too long (\(length)+ bytes): nothing was imported")
         case .invalid(let reason):
-            state.failure = state.failure ?? .error(.syntax, "IMPORT line \(state.lines.count + 1): \(reason): nothing was imported")
+            let number = connection.importing!.lines.count + 1
+            connection.importing!.failure = connection.importing!.failure ?? .error(.syntax, "IMPORT line \(number): \(reason): nothing was imported")
         }
-        connection.importing = state
     }
 
     /// On the loop: committed changes for the sessions that WATCH them.

@@ -51,9 +51,6 @@ public final class Session {
     /// Who a log line is about.
     var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
-    /// The count shown in prompts: pending changes in the innermost scratchpad.
-    public var pendingCount: Int { unit.current.count }
-
     public func handle(_ line: String) -> Step {
         let command: Command
         do {

@@ -70,13 +70,14 @@ import Testing
     }
 
     @Test func failedLoginsAreThrottledPerUserAndAddress() throws {
-        let server = try serverWithUsers(["--auth-delay", "0.3", "--auth-lock-after", "3", "--auth-lock-seconds", "2"])
+        // Delays of whole seconds, so that a loaded machine cannot blur them.
+        let server = try serverWithUsers(["--auth-delay", "1", "--auth-lock-after", "3", "--auth-lock-seconds", "2"])
         let attacker = try server.client()
         #expect(try attacker.send("AUTH carol guess-1").status == "-ERR AUTH invalid user name or password")
         #expect(try attacker.send("AUTH carol guess-2").status == "-ERR AUTH too many failed attempts: try again in 1 s")
-        usleep(350_000)
+        usleep(1_100_000)
         #expect(try attacker.send("AUTH carol guess-3").status == "-ERR AUTH invalid user name or password")
-        usleep(650_000)
+        usleep(2_100_000)
         #expect(try attacker.send("AUTH carol guess-4").status == "-ERR AUTH invalid user name or password")
         // Locked now, even with the right password, from this address...
         #expect(try attacker.send("AUTH carol carol-password").status == "-ERR AUTH too many failed attempts: try again in 2 s")

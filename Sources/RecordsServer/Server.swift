@@ -156,7 +156,6 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 guard let event = connection.nextEvent() else { break }
                 progressed = true
                 budget -= 1
-                connection.lastActivity = now()
                 if connection.importing != nil {
                     gather(event, for: connection)
                     continue
@@ -170,6 +169,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                     run(line, on: connection)
                 }
             }
+            if progressed { connection.lastActivity = now() }  // once per turn, not per line
             if connection.pendingOutput > 0, connection.flush() == .failed { return closeConnection(connection) }
             guard progressed, budget > 0, !connection.busy, !connection.closeAfterFlush,
                   connection.pendingOutput < configuration.outputHighWater else { break }
@@ -219,17 +219,28 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         case .collect(let job):
             connection.importing = (job, [], 0, nil)
         case .database(let work):
-            connection.busy = true
-            let sink = StreamSink(server: self, connection: connection)
-            pool.submit { [loop] result in
-                let reply: Reply
-                switch result {
-                case .success(let db): reply = work(db, sink)
-                case .failure(let error): reply = Self.unavailable(error)
-                }
-                let bytes = self.encoded(reply)
-                loop.post { [self] in self.completed(connection, bytes: bytes) }
-            }
+            onPool(connection) { [self] database, sink in encoded(Self.perform(work, database, sink)) }
+        }
+    }
+
+    /// Runs `job` on a pool worker, the session being the worker's until its reply bytes are
+    /// back on the loop; the connection reads nothing meanwhile, so replies stay in order.
+    private func onPool(_ connection: ClientConnection,
+                        _ job: @escaping (Result<Connection, PostgresError>, LineSink) -> [UInt8]) {
+        connection.busy = true
+        let sink = StreamSink(server: self, connection: connection)
+        pool.submit { [loop] database in
+            let bytes = job(database, sink)
+            loop.post { [self] in completed(connection, bytes: bytes) }
+        }
+    }
+
+    /// A database step with the pooled connection, or UNAVAILABLE when there is none.
+    private static func perform(_ work: (Connection, LineSink) -> Reply,
+                                _ database: Result<Connection, PostgresError>, _ sink: LineSink) -> Reply {
+        switch database {
+        case .success(let connection): work(connection, sink)
+        case .failure(let error): unavailable(error)
         }
     }
 
@@ -252,15 +263,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             let state = connection.importing!
             connection.importing = nil
             if let failure = state.failure { return connection.append(failure) }
-            connection.busy = true
-            pool.submit { [loop] result in
-                let reply: Reply
-                switch result {
-                case .success(let db): reply = state.job.run(lines: state.lines, on: db)
-                case .failure(let error): reply = Self.unavailable(error)
-                }
-                let bytes = self.encoded(reply)
-                loop.post { [self] in self.completed(connection, bytes: bytes) }
+            onPool(connection) { [self] database, sink in
+                encoded(Self.perform({ db, _ in state.job.run(lines: state.lines, on: db) }, database, sink))
             }
         case .line(let line):
             connection.importing!.bytes += line.utf8.count + 1
@@ -333,26 +337,19 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             }
             lines.append(line)
         }
-        connection.busy = true
         let session = connection.session
-        let sink = StreamSink(server: self, connection: connection)
-        pool.submit { [loop] result in
-            let batchSink = BatchSink(sink: sink)
+        onPool(connection) { [self] database, sink in
+            let batch = BatchSink(sink: sink)
             for line in lines {
                 let reply: Reply
                 switch session.handle(line) {
                 case .reply(let immediate), .close(let immediate): reply = immediate
                 case .collect: reply = .error(.internal, "IMPORT in a batch of reads")
-                case .database(let work):
-                    switch result {
-                    case .success(let db): reply = work(db, batchSink)
-                    case .failure(let error): reply = Self.unavailable(error)
-                    }
+                case .database(let work): reply = Self.perform(work, database, batch)
                 }
-                batchSink.pending += self.encoded(reply)
+                batch.pending += encoded(reply)
             }
-            let replies = batchSink.pending
-            loop.post { [self] in self.completed(connection, bytes: replies) }
+            return batch.pending
         }
     }
 
@@ -493,10 +490,10 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` is written be
 
 /// A batch's replies so far, sent ahead of any streamed records so the order holds.
 final class BatchSink: LineSink {
-    let sink: StreamSink
+    let sink: LineSink
     var pending: [UInt8] = []
 
-    init(sink: StreamSink) { self.sink = sink }
+    init(sink: LineSink) { self.sink = sink }
 
     func send(_ lines: [UInt8]) -> Bool {
         let bytes = pending + lines

@@ -48,7 +48,9 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     }
 
     private var changeHandler: (@Sendable ([ChangeFeed.Event]) -> Void)?
+    /// Entity -> sessions of this server watching it; an entity leaves at zero.
     private var watchers: [String: Int] = [:]
+    private var watchesChanged = false
 
     /// Identifies this server in `records.watched`.
     public let serverID = "recordsd-" + UUID().uuidString.prefix(8).lowercased()
@@ -57,10 +59,8 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     public var watchedEntities: [String] {
         lock.lock()
         defer { lock.unlock() }
-        return watchers.filter { $0.value > 0 }.map(\.key).sorted()
+        return watchers.keys.sorted()
     }
-
-    private var watchesChanged = false
 
     func watching(_ entity: String, _ delta: Int) {
         lock.lock()
@@ -76,7 +76,7 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         defer { lock.unlock() }
         guard watchesChanged || always else { return nil }
         watchesChanged = false
-        return watchers.filter { $0.value > 0 }.map(\.key).sorted()
+        return watchers.keys.sorted()
     }
 
     /// Where committed changes go (the server fans them out to watching sessions).

@@ -163,11 +163,7 @@ struct Saver {
     }
 
     /// Entities with pending inserts, parents before children.
-    private var insertOrder: [String] {
-        InsertOrder.sorted(orderedEntities(changes.inserts.map(\.entity))) { name in
-            model.entity(named: name)?.toOneRelationships.map(\.target) ?? []
-        }
-    }
+    private var insertOrder: [String] { dependencyOrder(changes.inserts.map(\.entity)) }
 
     /// Ids for pending inserts, allocated up front where a sequence backs the key: references
     /// resolve without a round trip per row, and multi-row INSERTs need no RETURNING order.
@@ -314,9 +310,7 @@ struct Saver {
     /// records does not fire.
     private func deleteWrites(_ keys: Set<RecordKey>) -> [Write] {
         let members = changes.deleteOrder.filter { keys.contains($0) }
-        let order = InsertOrder.sorted(orderedEntities(members.map(\.entity))) { name in
-            model.entity(named: name)?.toOneRelationships.map(\.target) ?? []
-        }.reversed()
+        let order = dependencyOrder(members.map(\.entity)).reversed()
         let byEntity = Dictionary(grouping: members, by: \.entity)
         return order.compactMap { name in
             guard let entity = model.entity(named: name), let doomed = byEntity[name] else { return nil }
@@ -345,6 +339,13 @@ struct Saver {
     private func grouped(_ keys: [RecordKey]) -> [(Entity, [RecordKey])] {
         orderedEntities(keys.map(\.entity)).compactMap { name in
             model.entity(named: name).map { entity in (entity, keys.filter { $0.entity == name }) }
+        }
+    }
+
+    /// The distinct entities of `names`, each after the entities it points at.
+    private func dependencyOrder(_ names: [String]) -> [String] {
+        InsertOrder.sorted(orderedEntities(names)) { name in
+            model.entity(named: name)?.toOneRelationships.map(\.target) ?? []
         }
     }
 

@@ -14,6 +14,8 @@ final class ClientConnection {
     private var outputStart = 0
     /// A database step is running on a pool worker: no new line is taken meanwhile.
     var busy = false
+    /// The running step has been slow: replies held behind it go out without waiting.
+    var flushHeldReplies = false
     /// The peer sent FIN: answer what it sent, then close.
     var peerClosed = false
     var closeAfterFlush = false

@@ -14,6 +14,8 @@ final class EventLoop: @unchecked Sendable {  // `posted` is guarded by `lock`; 
     private var handlers: [Int32: Handler] = [:]
     private let lock = NSLock()
     private var posted: [() -> Void] = []
+    /// The loop is in (or about to enter) epoll_wait: only then does `post` need the eventfd.
+    private var sleeping = false
 
     init() throws {
         epollFD = try syscall("epoll_create1") { csystem_epoll_create() }
@@ -57,7 +59,10 @@ final class EventLoop: @unchecked Sendable {  // `posted` is guarded by `lock`; 
     func post(_ work: @escaping () -> Void) {
         lock.lock()
         posted.append(work)
+        let wake = sleeping
+        sleeping = false
         lock.unlock()
+        guard wake else { return }  // an awake loop runs it at the end of this turn
         var one: UInt64 = 1
         _ = write(wakeFD, &one, 8)
     }
@@ -68,7 +73,14 @@ final class EventLoop: @unchecked Sendable {  // `posted` is guarded by `lock`; 
         var events = [epoll_event](repeating: epoll_event(), count: 256)
         var lastTick = DispatchTime.now().uptimeNanoseconds
         while !shouldStop() {
-            let count = epoll_wait(epollFD, &events, Int32(events.count), tickMilliseconds)
+            lock.lock()
+            let idle = posted.isEmpty
+            sleeping = idle
+            lock.unlock()
+            let count = epoll_wait(epollFD, &events, Int32(events.count), idle ? tickMilliseconds : 0)
+            lock.lock()
+            sleeping = false
+            lock.unlock()
             if count > 0 {
                 for i in 0..<Int(count) {
                     let fd = events[i].data.fd
@@ -85,14 +97,13 @@ final class EventLoop: @unchecked Sendable {  // `posted` is guarded by `lock`; 
         runPosted()
     }
 
+    /// Runs what was posted before this call; what that posts waits for the next turn, after
+    /// the sockets have had theirs (a session re-posting itself cannot starve the others).
     private func runPosted() {
-        while true {
-            lock.lock()
-            let work = posted
-            posted.removeAll()
-            lock.unlock()
-            if work.isEmpty { return }
-            work.forEach { $0() }
-        }
+        lock.lock()
+        let work = posted
+        posted.removeAll()
+        lock.unlock()
+        work.forEach { $0() }
     }
 }

@@ -170,8 +170,11 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 }
             }
             if progressed { connection.lastActivity = now() }  // once per turn, not per line
-            if connection.pendingOutput > 0, connection.flush() == .failed { return closeConnection(connection) }
-            guard progressed, budget > 0, !connection.busy, !connection.closeAfterFlush,
+            let held = connection.pendingOutput
+            if shouldFlush(connection), connection.flush() == .failed { return closeConnection(connection) }
+            // Room made by the flush lets buffered lines run even if none could this round.
+            let drained = connection.pendingOutput < held
+            guard progressed || drained, budget > 0, !connection.busy, !connection.closeAfterFlush,
                   connection.pendingOutput < configuration.outputHighWater else { break }
         }
         if budget == 0 && !connection.busy {
@@ -188,14 +191,27 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             if connection.peerClosed && budget > 0 { return closeConnection(connection) }
         }
         var interest: UInt32 = 0
-        let reading = !connection.busy && !connection.closeAfterFlush && !connection.peerClosed
+        let open = !connection.closeAfterFlush && !connection.peerClosed
             && connection.pendingOutput < configuration.outputHighWater
+        // While a step runs the session takes no new line, but its read interest stays armed
+        // until the peer sends more than it has: a request-and-reply client then costs no
+        // epoll_ctl per step, and one that pipelines is bounded by one read.
+        let reading = open && (!connection.busy
+            || (connection.interest & EventLoop.readable != 0 && connection.framer.bufferedByteCount == 0))
         if reading { interest |= EventLoop.readable }
-        if connection.pendingOutput > 0 { interest |= EventLoop.writable }
+        if connection.pendingOutput > 0 && shouldFlush(connection) { interest |= EventLoop.writable }
         if interest != connection.interest {
             connection.interest = interest
             loop.modify(connection.fd, events: interest)
         }
+    }
+
+    /// While a step runs, the replies before it wait to leave with its own (one write, one
+    /// wake-up of the client instead of two), unless they pile up or the step is slow, which
+    /// `tick` catches.
+    private func shouldFlush(_ connection: ClientConnection) -> Bool {
+        connection.pendingOutput > 0
+            && (!connection.busy || connection.pendingOutput >= configuration.outputHighWater / 2 || connection.flushHeldReplies)
     }
 
     /// Verbs that only read: consecutive ones run as one pool job.
@@ -228,6 +244,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     private func onPool(_ connection: ClientConnection,
                         _ job: @escaping (Result<Connection, PostgresError>, LineSink) -> [UInt8]) {
         connection.busy = true
+        connection.flushHeldReplies = false
         let sink = StreamSink(server: self, connection: connection)
         pool.submit { [loop] database in
             let bytes = job(database, sink)
@@ -404,6 +421,11 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 finished = true
             }
             return
+        }
+        // Replies held behind a step that has run for a tick go out now.
+        for connection in connections.values where connection.busy && connection.pendingOutput > 0 {
+            connection.flushHeldReplies = true
+            service(connection)
         }
         guard configuration.idleTimeout > 0 else { return }
         let limit = UInt64(configuration.idleTimeout) * 1_000_000_000

@@ -87,6 +87,23 @@ import Testing
         #expect(try client.send("PING").ok)
     }
 
+    /// Replies ahead of a step wait to leave with its reply, but not behind a step that blocks:
+    /// here a SAVE waits for a row lock that is released only once the earlier replies are read.
+    @Test func repliesAheadOfABlockedSaveStillArrive() throws {
+        let server = try TestServer()
+        let id = try server.database().query("INSERT INTO game (name) VALUES ('held') RETURNING id::text").string(0, 0)!
+        let holder = try server.database()
+        try holder.execute("BEGIN")
+        _ = try holder.query("SELECT id FROM game WHERE id = $1 FOR UPDATE", [id])
+        let client = try LineClient(port: server.port, timeout: 5)
+        try client.write("UPDATE game \(id) name=\"moved\"\nPING\nSAVE\n")
+        #expect(try client.readReply().status == "+OK pending update game \(id) (1 pending)")
+        #expect(try client.readReply().status == "+OK PONG")
+        try holder.execute("COMMIT")
+        #expect(try client.readReply().status == "+OK saved: 0 inserted, 1 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try server.database().query("SELECT name FROM game WHERE id = $1", [id]).string(0, 0) == "moved")
+    }
+
     @Test func shutdownLetsAnInFlightSaveFinishAndTellsEverySession() throws {
         let server = try TestServer()
         let idle = try server.client()

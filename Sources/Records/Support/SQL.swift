@@ -2,8 +2,15 @@
 /// they were checked against the reflected model; they are quoted all the same.
 public enum SQL {
     /// `"name"`, with embedded quotes doubled.
+    /// Called for every identifier of every statement, so it avoids Foundation's string search.
     public static func identifier(_ name: String) -> String {
-        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        var out = "\""
+        out.reserveCapacity(name.utf8.count + 2)
+        for ch in name.unicodeScalars {
+            if ch == "\"" { out += "\"" }
+            out.unicodeScalars.append(ch)
+        }
+        return out + "\""
     }
 
     /// A PostgreSQL array literal (`{"a","b",NULL}`) to bind as one text parameter.

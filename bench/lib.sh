@@ -26,10 +26,19 @@ trap bench_cleanup EXIT
 "${as_pg[@]}" "$pgbin/pg_ctl" -D "$BENCH_TMP/data" -l "$BENCH_TMP/postgres.log" -w \
   -o "-c listen_addresses=127.0.0.1 -c port=$PGPORT_BENCH -c unix_socket_directories=$BENCH_TMP -c max_connections=300 -c shared_buffers=512MB" start >/dev/null
 PGURL="postgresql://postgres@127.0.0.1:$PGPORT_BENCH/postgres"
+# The same database over its Unix socket: cheaper than loopback TCP, as a server placed next to
+# PostgreSQL would connect (pgbench gets the same socket where it is the reference).
+PGSOCKETURL="postgresql://postgres@/postgres?host=$BENCH_TMP&port=$PGPORT_BENCH"
 
-# start_recordsd [args...]: a release server on a free port, migrations applied.
+# build_loadgen: the C load generator (bench/loadgen.c) at $BENCH_TMP/loadgen.
+build_loadgen() {
+  "${CC:-clang}" -O2 -pthread -o "$BENCH_TMP/loadgen" "$root/bench/loadgen.c"
+}
+
+# start_recordsd [args...]: a release server on a free port, migrations applied
+# (RECORDSD_DATABASE picks the URL; $PGURL by default).
 start_recordsd() {
-  "$root/.build/release/recordsd" serve --listen 127.0.0.1:0 --database "$PGURL" --migrations "$root/migrations" --log-level warning "$@" \
+  "$root/.build/release/recordsd" serve --listen 127.0.0.1:0 --database "${RECORDSD_DATABASE:-$PGURL}" --migrations "$root/migrations" --log-level warning "$@" \
     >"$BENCH_TMP/recordsd.out" 2>"$BENCH_TMP/recordsd.err" &
   RECORDSD_PID=$!
   for _ in $(seq 1 100); do

@@ -8,9 +8,13 @@ import subprocess
 import tempfile
 import time
 
-from client import Client
+import threading
 
-PGURL = os.environ["PGURL"]
+from client import Client, rss_kib
+
+PGURL = os.environ["PGSOCKETURL"]
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
+PID = int(os.environ["RECORDSD_PID"])
 PORT = int(os.environ["RECORDSD_PORT"])
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
 WATCHERS = int(os.environ.get("BENCH_WATCHERS", "100"))
@@ -96,28 +100,59 @@ def watch_latency(samples=200):
     return latencies
 
 
+peak_kib = 0
+
+
+def timed(action):
+    """Seconds the action took; the server's peak resident memory meanwhile goes to peak_kib."""
+    global peak_kib
+    done = threading.Event()
+
+    def sample():
+        global peak_kib
+        while not done.wait(0.05):
+            peak_kib = max(peak_kib, rss_kib(PID))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    start = time.perf_counter()
+    action()
+    elapsed = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return elapsed
+
+
 def main():
     print(f"== loading {ROWS} employees", flush=True)
     psql("TRUNCATE employee, department RESTART IDENTITY CASCADE",
          "INSERT INTO employee (first_name, last_name, gender, age) SELECT 'First' || i, 'Last, \"' || i || '\"', 1 + i % 2, i % 90 "
          f"FROM generate_series(1, {ROWS}) i")
+    psql("VACUUM ANALYZE employee")  # hint bits set once, not by whichever export reads first
     tmp = tempfile.mkdtemp()
     ours, theirs = os.path.join(tmp, "recordsd.csv"), os.path.join(tmp, "psql.csv")
-    export_ours = export_recordsd(ours)
-    start = time.perf_counter()
-    psql(f"\\copy employee TO '{theirs}' WITH (FORMAT csv, HEADER true)")
-    export_psql = time.perf_counter() - start
-    psql("TRUNCATE employee RESTART IDENTITY CASCADE")
-    import_ours = import_recordsd(ours)
-    count = int(psql("SELECT count(*) FROM employee").strip())
-    assert count == ROWS, count
-    psql("TRUNCATE employee RESTART IDENTITY CASCADE")
-    start = time.perf_counter()
-    psql(f"\\copy employee FROM '{theirs}' WITH (FORMAT csv, HEADER true)")
-    import_psql = time.perf_counter() - start
-    print(f"{ROWS} employees, CSV; PostgreSQL with fsync on")
+    # Rounds alternate which side goes first; the median of each side is compared.
+    exports = {"recordsd": [], "psql": []}
+    for round in range(REPEAT):
+        sides = [("recordsd", lambda: export_recordsd(ours)),
+                 ("psql", lambda: psql(f"\\copy employee TO '{theirs}' WITH (FORMAT csv, HEADER true)"))]
+        for name, action in (sides if round % 2 == 0 else sides[::-1]):
+            exports[name].append(timed(action))
+    imports = {"recordsd": [], "psql": []}
+    for round in range(REPEAT):
+        sides = [("recordsd", lambda: import_recordsd(ours)),
+                 ("psql", lambda: psql(f"\\copy employee FROM '{theirs}' WITH (FORMAT csv, HEADER true)"))]
+        for name, action in (sides if round % 2 == 0 else sides[::-1]):
+            psql("TRUNCATE employee RESTART IDENTITY CASCADE")
+            imports[name].append(timed(action))
+            count = int(psql("SELECT count(*) FROM employee").strip())
+            assert count == ROWS, (name, count)
+    export_ours, export_psql = statistics.median(exports["recordsd"]), statistics.median(exports["psql"])
+    import_ours, import_psql = statistics.median(imports["recordsd"]), statistics.median(imports["psql"])
+    print(f"{ROWS} employees, CSV; PostgreSQL with fsync on; median of {REPEAT} alternating rounds; both over PostgreSQL's Unix socket")
     print(f"  EXPORT  recordsd {ROWS / export_ours:9.0f} rows/s ({export_ours:.2f} s)   psql \\copy {ROWS / export_psql:9.0f} rows/s ({export_psql:.2f} s)   ratio {export_psql / export_ours:.2f} (target >= 0.8)")
     print(f"  IMPORT  recordsd {ROWS / import_ours:9.0f} rows/s ({import_ours:.2f} s)   psql \\copy {ROWS / import_psql:9.0f} rows/s ({import_psql:.2f} s)   ratio {import_psql / import_ours:.2f} (target >= 0.8)")
+    print(f"  recordsd peak resident memory during all of them: {peak_kib / 1024:.1f} MiB (the data is {os.path.getsize(ours) / 2**20:.0f} MiB)")
     latencies = watch_latency()
     latencies.sort()
     p99 = latencies[int(len(latencies) * 0.99) - 1]

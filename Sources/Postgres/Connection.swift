@@ -194,10 +194,18 @@ public final class Connection {
 
     // MARK: - COPY
 
-    /// `COPY ... FROM STDIN`: sends `data` in chunks and returns the rows loaded. On a bad row
-    /// PostgreSQL rejects the whole COPY; the error's `context` names the line.
-    /// See https://www.postgresql.org/docs/15/libpq-copy.html
-    public func copyIn(_ sql: String, data: [UInt8]) throws(PostgresError) -> Int {
+    /// What feeds `copyIn` next: more data, the end, or an abort that loads nothing.
+    public enum CopyChunk {
+        case data([UInt8])
+        case end
+        case abort(String)
+    }
+
+    /// `COPY ... FROM STDIN` fed chunk by chunk by `next` until it says `.end` (or `.abort`),
+    /// so the data never needs to be whole in memory. Returns the rows loaded. On a bad row
+    /// PostgreSQL rejects the whole COPY: the error's `context` names the line
+    /// ("COPY t, line 5000: ..."). See https://www.postgresql.org/docs/15/libpq-copy.html
+    public func copyIn(_ sql: String, next: () -> CopyChunk) throws(PostgresError) -> Int {
         let conn = try open()
         guard let start = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         let status = PQresultStatus(start)
@@ -207,18 +215,25 @@ public final class Connection {
             throw PostgresError(kind: .unexpected, message: "COPY did not start")
         }
         PQclear(start)
-        var offset = 0
-        let chunk = 1 << 20
         var sendFailed = false
-        data.withUnsafeBytes { raw in
-            while offset < data.count {
-                let length = min(chunk, data.count - offset)
-                let base = raw.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self)
-                if PQputCopyData(conn, base, Int32(length)) != 1 { sendFailed = true; return }
-                offset += length
+        var abortReason: String?
+        feeding: while true {
+            switch next() {
+            case .data(let bytes):
+                // After a failed send the rest is still taken from `next`, so its producer is never left waiting.
+                guard !sendFailed, !bytes.isEmpty else { continue }
+                let sent = bytes.withUnsafeBytes { raw in
+                    PQputCopyData(conn, raw.baseAddress!.assumingMemoryBound(to: CChar.self), Int32(raw.count))
+                }
+                if sent != 1 { sendFailed = true }
+            case .end:
+                break feeding
+            case .abort(let reason):
+                abortReason = reason
+                break feeding
             }
         }
-        if sendFailed || PQputCopyEnd(conn, nil) != 1 { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        if sendFailed || PQputCopyEnd(conn, abortReason) != 1 { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         var rows = 0
         var failure: PostgresError?
         while let raw = PQgetResult(conn) {
@@ -232,6 +247,64 @@ public final class Connection {
         }
         if let failure { throw failure }
         return rows
+    }
+
+    /// `COPY (query) TO STDOUT`: hands each row's bytes (one record, newline-terminated) to
+    /// `row` as libpq delivers them. When `row` returns false the query is cancelled and the
+    /// rest discarded. Returns the rows delivered.
+    @discardableResult
+    public func copyOut(_ sql: String, row: (UnsafeRawBufferPointer) -> Bool) throws(PostgresError) -> Int {
+        let conn = try open()
+        guard let start = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        if PQresultStatus(start) != PGRES_COPY_OUT {
+            _ = try check(start)
+            PQclear(start)
+            throw PostgresError(kind: .unexpected, message: "COPY did not start")
+        }
+        PQclear(start)
+        var count = 0
+        var wanted = true
+        while true {
+            var buffer: UnsafeMutablePointer<CChar>?
+            let length = PQgetCopyData(conn, &buffer, 0)
+            if length < 0 { break }  // -1: done, the result follows; -2: broken
+            if let buffer {
+                if wanted {
+                    count += 1
+                    if !row(UnsafeRawBufferPointer(start: buffer, count: Int(length))) {
+                        wanted = false
+                        cancel()
+                    }
+                }
+                PQfreemem(buffer)
+            }
+        }
+        var failure: PostgresError?
+        while let raw = PQgetResult(conn) {
+            if PQresultStatus(raw) != PGRES_COMMAND_OK && failure == nil { failure = Self.error(from: raw, connection: conn) }
+            PQclear(raw)
+        }
+        if let failure, wanted { throw failure }
+        if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        return count
+    }
+
+    /// Asks PostgreSQL to cancel the statement running on this connection (best effort).
+    public func cancel() {
+        guard let handle, let token = PQgetCancel(handle) else { return }
+        var message = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(token, &message, Int32(message.count))
+        PQfreeCancel(token)
+    }
+
+    /// `text` as a safely quoted SQL literal (`PQescapeLiteral`: this connection's encoding and
+    /// settings decide the escaping), for statements that cannot take parameters, like COPY.
+    public func escapeLiteral(_ text: String) throws(PostgresError) -> String {
+        let conn = try open()
+        let escaped = text.withCString { PQescapeLiteral(conn, $0, strlen($0)) }
+        guard let escaped else { throw PostgresError(kind: .unexpected, message: Self.errorMessage(conn)) }
+        defer { PQfreemem(escaped) }
+        return String(cString: escaped)
     }
 
     // MARK: - Pipeline

@@ -22,8 +22,10 @@ final class ClientConnection {
     var closed = false
     var lastActivity: UInt64
     var interest: UInt32 = 0
-    /// An IMPORT gathering its lines up to `.`.
-    var importing: (job: ImportJob, lines: [String], bytes: Int, failure: Reply?)?
+    /// An IMPORT taking its lines up to `.`.
+    var importing: ImportState?
+    /// The IMPORT's COPY has not caught up with the data: read no more for now.
+    var importPaused: Bool { importing.map { $0.started && $0.feed.isFull } ?? false }
     /// Change events not yet pushed (only between replies), oldest first, bounded.
     var events: [String] = []
     var eventsDropped = 0
@@ -98,5 +100,23 @@ final class ClientConnection {
         output.removeAll(keepingCapacity: output.count <= 4096)
         outputStart = 0
         return .drained
+    }
+}
+
+/// An IMPORT in progress. Its data lines go to `feed` in chunks; the COPY starts once a chunk
+/// is full or the data is complete, so an import typed by hand never holds a pooled
+/// connection while its lines are typed, and a large one streams in flat memory.
+struct ImportState {
+    let job: ImportJob
+    let feed: ImportFeed
+    var header: String?
+    var chunk: [UInt8] = []
+    var lines = 0
+    var started = false
+    var failure: Reply?
+
+    init(job: ImportJob, feed: ImportFeed) {
+        self.job = job
+        self.feed = feed
     }
 }

@@ -19,8 +19,6 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         public var idleTimeout = 0
         /// A reply held in memory (all but streamed FIND records) may not exceed this.
         public var maxReplyBytes = 64 << 20
-        /// The data one IMPORT may send.
-        public var maxImportBytes = 1 << 30
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
         /// Shown in the banner of sessions that need no AUTH.
@@ -151,7 +149,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         var budget = Self.linesPerTurn
         while true {
             var progressed = false
-            while budget > 0 && !connection.busy && !connection.closeAfterFlush
+            while budget > 0 && !connection.busy && !connection.closeAfterFlush && !connection.importPaused
                     && connection.pendingOutput < configuration.outputHighWater {
                 guard let event = connection.nextEvent() else { break }
                 progressed = true
@@ -196,7 +194,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         // While a step runs the session takes no new line, but its read interest stays armed
         // until the peer sends more than it has: a request-and-reply client then costs no
         // epoll_ctl per step, and one that pipelines is bounded by one read.
-        let reading = open && (!connection.busy
+        let reading = open && (!connection.busy && !connection.importPaused
             || (connection.interest & EventLoop.readable != 0 && connection.framer.bufferedByteCount == 0))
         if reading { interest |= EventLoop.readable }
         if connection.pendingOutput > 0 && shouldFlush(connection) { interest |= EventLoop.writable }
@@ -233,7 +231,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             connection.append(bytes: encoded(reply))
             connection.closeAfterFlush = true
         case .collect(let job):
-            connection.importing = (job, [], 0, nil)
+            let feed = ImportFeed { [loop] in
+                loop.post { [self] in if !connection.closed && !connection.busy { service(connection) } }
+            }
+            connection.importing = ImportState(job: job, feed: feed)
         case .database(let work):
             onPool(connection) { [self] database, sink in encoded(Self.perform(work, database, sink)) }
         }
@@ -271,34 +272,72 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     // MARK: - IMPORT and WATCH
 
-    /// One line of an IMPORT's data; the line `.` ends it and runs the job. The state is
-    /// changed in place: a copy per line would make an import of n lines cost O(n²).
+    /// Bytes of IMPORT data handed to the COPY at a time.
+    private static let importChunk = 256 * 1024
+
+    /// One line of an IMPORT's data; the line `.` ends it. The state is changed in place: a
+    /// copy per line would make an import of n lines cost O(n²).
     private func gather(_ event: LineFramer.Event, for connection: ClientConnection) {
         guard connection.importing != nil else { return }
+        let number = connection.importing!.lines + 1
         switch event {
         case .line("."):
             let state = connection.importing!
             connection.importing = nil
-            if let failure = state.failure { return connection.append(failure) }
-            onPool(connection) { [self] database, sink in
-                encoded(Self.perform({ db, _ in state.job.run(lines: state.lines, on: db) }, database, sink))
-            }
+            if let failure = state.failure, !state.started { return connection.append(failure) }
+            state.feed.push(state.chunk)
+            state.feed.finish()
+            if !state.started { startImport(state, on: connection) }
+            connection.busy = true  // until the COPY's reply
         case .line(let line):
-            connection.importing!.bytes += line.utf8.count + 1
-            if connection.importing!.failure == nil && connection.importing!.bytes > configuration.maxImportBytes {
-                connection.importing!.failure = .error(.limit, "IMPORT too large (over \(configuration.maxImportBytes) bytes): nothing was imported; split the file")
-                connection.importing!.lines = []
-            }
+            connection.importing!.lines = number
+            guard connection.importing!.failure == nil else { return }
             // Dot-stuffing: a data line starting with . has one more in front.
-            if connection.importing!.failure == nil {
-                connection.importing!.lines.append(line.hasPrefix(".") ? String(line.dropFirst()) : line)
+            let data = line.utf8.first == UInt8(ascii: ".") ? line.utf8.dropFirst() : line.utf8[...]
+            if number == 1 && connection.importing!.job.takesHeader {
+                connection.importing!.header = String(data)
+                return
+            }
+            connection.importing!.chunk.append(contentsOf: data)
+            connection.importing!.chunk.append(10)
+            guard connection.importing!.chunk.count >= Self.importChunk else { return }
+            connection.importing!.feed.push(connection.importing!.chunk)
+            connection.importing!.chunk = []
+            connection.importing!.chunk.reserveCapacity(Self.importChunk + 4096)
+            if !connection.importing!.started {
+                connection.importing!.started = true
+                startImport(connection.importing!, on: connection)
             }
         case .tooLong(let length):
-            let number = connection.importing!.lines.count + 1
-            connection.importing!.failure = connection.importing!.failure ?? .error(.limit, "IMPORT line \(number) too long (\(length)+ bytes): nothing was imported")
+            failImport(connection, .error(.limit, "IMPORT line \(number) too long (\(length)+ bytes): nothing was imported"))
         case .invalid(let reason):
-            let number = connection.importing!.lines.count + 1
-            connection.importing!.failure = connection.importing!.failure ?? .error(.syntax, "IMPORT line \(number): \(reason): nothing was imported")
+            failImport(connection, .error(.syntax, "IMPORT line \(number): \(reason): nothing was imported"))
+        }
+    }
+
+    /// A bad line: the rest of the data is read and dropped, the COPY aborted, and `reply`
+    /// answers the `.`.
+    private func failImport(_ connection: ClientConnection, _ reply: Reply) {
+        connection.importing!.lines += 1
+        guard connection.importing!.failure == nil else { return }
+        connection.importing!.failure = reply
+        connection.importing!.chunk = []
+        connection.importing!.feed.fail(reply, reason: reply.statusLine)
+    }
+
+    /// Runs the COPY on a pool worker, fed as the lines arrive; its reply goes out only once
+    /// the client's `.` has been read, whatever happened to the COPY before.
+    private func startImport(_ state: ImportState, on connection: ClientConnection) {
+        let job = state.job, feed = state.feed, header = state.header
+        pool.submit { [self, loop] database in
+            let reply: Reply
+            switch database {
+            case .success(let db): reply = job.run(header: header, next: feed.next, on: db)
+            case .failure(let error): reply = Self.unavailable(error)
+            }
+            feed.drainToEnd()
+            let bytes = encoded(feed.failure ?? reply)
+            loop.post { [self] in completed(connection, bytes: bytes) }
         }
     }
 
@@ -403,6 +442,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         connection.session.close()
         connection.waitingSink?.release(gone: true)
         connection.waitingSink = nil
+        connection.importing?.feed.fail(nil, reason: "the client went away")
         loop.remove(connection.fd)
         close(connection.fd)
         connections[connection.fd] = nil

@@ -41,6 +41,8 @@ import Testing
                 "EXPLAIN FIND game WHERE name MATCHES \(quoted)",
                 "HELP \(payload)",
                 "PING \(payload)",
+                "EXPORT game WHERE name == \(quoted)",
+                "EXPORT game WHERE name BEGINSWITH \(quoted) ORDER BY \(payload)",
             ]
             for line in lines {
                 let reply = try client.send(line)
@@ -50,7 +52,7 @@ import Testing
             }
             try client.ok("ROLLBACK")
         }
-        #expect(sent == Self.payloads.count * 22)
+        #expect(sent == Self.payloads.count * 24)
         // Nothing beyond the data itself: same tables, same rows, no new roles.
         #expect(try db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").string(0, 0) == "11")
         #expect(try db.query("SELECT string_agg(name, ',') FROM game").string(0, 0) == "Go")
@@ -66,6 +68,23 @@ import Testing
                 try client.ok("SAVE")
                 #expect(try db.query("SELECT count(*) FROM game WHERE name = $1", [payload]).string(0, 0) == "1")
             }
+        }
+    }
+
+    /// EXPORT inlines a WHERE's values as literals (COPY takes no parameters): every payload
+    /// stored as a name must select exactly its own row.
+    @Test func exportInlinesEveryPayloadAsExactlyItsValue() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let stored = Self.payloads.filter { !$0.contains("u0000") }
+        for payload in stored { _ = try db.query("INSERT INTO game (name) VALUES ($1)", [payload]) }
+        let client = try server.client()
+        for payload in stored {
+            let quoted = "\"" + payload.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+            let reply = try client.send("EXPORT game WHERE name == \(quoted)")
+            #expect(reply.status == "+OK exported 1 record", "\(payload) -> \(reply)")
+            let id = try db.query("SELECT id::text FROM game WHERE name = $1", [payload]).string(0, 0)!
+            #expect(reply.lines.count == 2 && reply.lines[1].hasPrefix(id + ","), "\(payload) -> \(reply.lines)")
         }
     }
 

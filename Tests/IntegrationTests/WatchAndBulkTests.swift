@@ -71,6 +71,17 @@ import Testing
         #expect(try events(watcher, 1) == ["employee 2 inserted"])
         try db.execute("UPDATE employee SET age = 70 WHERE id = 1")
         #expect(try events(watcher, 1) == ["employee 1 updated"])
+        // Deletes are matched against the values the rows had, cascaded ones included.
+        try db.execute("""
+            INSERT INTO department (id, name, number) VALUES (1, 'Sales', 1);
+            INSERT INTO employee (id, first_name, last_name, gender, age, department_id) VALUES (3, 'Kid', 'C', 1, 20, 1), (4, 'Elder', 'D', 1, 65, 1)
+            """)
+        #expect(try events(watcher, 1) == ["employee 4 inserted"])
+        try db.execute("DELETE FROM employee WHERE id = 3")
+        try db.execute("DELETE FROM employee WHERE id = 1")
+        #expect(try events(watcher, 1) == ["employee 1 deleted"])
+        try db.execute("DELETE FROM department WHERE id = 1")
+        #expect(try events(watcher, 1) == ["employee 4 deleted"])
         #expect(try watcher.send("WATCH employee WHERE salary > 3").status.hasPrefix("-ERR UNKNOWN"))
     }
 
@@ -132,5 +143,31 @@ import Testing
         try client.write("IMPORT setting (number, value)\n1,10\n2,20\n.\n")
         #expect(try client.readReply().status == "+OK imported 2 records")
         #expect(try client.send("COUNT setting").status == "+OK 2")
+    }
+
+    /// An import larger than the server's in-memory feed (4 MiB) streams into COPY while the
+    /// client sends; a bad line near the end still leaves the table unchanged, and a client
+    /// that leaves mid-import gives its pooled connection back.
+    @Test func largeImportsStreamAllOrNothing() throws {
+        let server = try TestServer(arguments: ["--pool-size", "1"])
+        let client = try server.client()
+        func data(badAt: Int?) -> String {
+            var text = "number,key,value\n"
+            text.reserveCapacity(8_000_000)
+            for i in 1...300_000 { text += i == badAt ? "\(i),k,oops\n" : "\(i),key-number-\(i),\(i)\n" }
+            return text
+        }
+        try client.write("IMPORT setting\n" + data(badAt: 299_000) + ".\n")
+        #expect(try client.readReply().status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 299001: invalid input syntax for type integer: \"oops\""))
+        #expect(try client.send("COUNT setting").status == "+OK 0")
+        try client.write("IMPORT setting\n" + data(badAt: nil) + ".\n")
+        #expect(try client.readReply().status == "+OK imported 300000 records")
+        #expect(try server.database().query("SELECT count(*), sum(value) FROM setting").string(0, 1) == "45000150000")
+
+        let leaving = try server.client()
+        try leaving.write("IMPORT setting (number, value)\n" + String(repeating: "1,1\n", count: 200_000))
+        shutdown(leaving.fd, Int32(SHUT_RDWR))
+        usleep(300_000)
+        #expect(try client.send("COUNT setting").status == "+OK 300000")
     }
 }

@@ -71,7 +71,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             // Keep this server's watched entities registered (the triggers announce only those).
             let due = Date().timeIntervalSince(lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3
             if let watched = context.watchedEntitiesIfChanged(always: due) {
-                if (try? ChangeFeed.register(server: context.serverID, entities: watched, db)) != nil {
+                if (try? ChangeFeed.register(server: context.serverID, watches: watched, db)) != nil {
                     lastRegistration = Date()
                 } else {
                     lastRegistration = .distantPast  // try again next turn

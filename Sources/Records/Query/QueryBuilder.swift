@@ -74,13 +74,26 @@ struct QueryBuilder {
     }
 
     /// The keys among `ids` whose records match `predicate` now (WATCH ... WHERE).
-    static func matching(_ entityName: String, predicate: Predicate, ids: [String], model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
+    /// The keys among `ids` whose records match `predicate`: as stored, or, for `deleted`, as
+    /// they were when deleted (the rows the delete trigger kept in `records.deleted_rows`,
+    /// the latest per key, rebuilt as the table's row type so the predicate reads them alike).
+    static func matching(_ entityName: String, predicate: Predicate, ids: [String], deleted: Bool = false,
+                         model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(entityName)
         let condition = try builder.compile(predicate, entity: entity, alias: "t0")
         let key = "t0.\(SQL.identifier(entity.primaryKey.name))"
         let list = builder.bind(SQL.arrayLiteral(ids.map { Optional($0) }))
-        let sql = "SELECT \(key)::text FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined()
+        let table = model.table(entity)
+        let source: String
+        if deleted {
+            let name = builder.bind(entity.name)
+            source = "(SELECT (jsonb_populate_record(NULL::\(table), d.row)).* FROM (SELECT DISTINCT ON (key) row"
+                + " FROM records.deleted_rows WHERE entity = \(name) AND key = ANY(\(list)::text[]) ORDER BY key, seq DESC) AS d)"
+        } else {
+            source = table
+        }
+        let sql = "SELECT \(key)::text FROM \(source) AS t0" + builder.joins.map { " " + $0 }.joined()
             + " WHERE \(key) = ANY(\(list)::\(entity.primaryKey.sqlType)[]) AND \(condition)"
         return (sql, builder.parameters)
     }

@@ -48,35 +48,42 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     }
 
     private var changeHandler: (@Sendable ([ChangeFeed.Event]) -> Void)?
-    /// Entity -> sessions of this server watching it; an entity leaves at zero.
-    private var watchers: [String: Int] = [:]
+    /// Entity -> sessions of this server watching it (all, and those with a WHERE); an
+    /// entity leaves at zero.
+    private var watchers: [String: (sessions: Int, filtered: Int)] = [:]
     private var watchesChanged = false
 
     /// Identifies this server in `records.watched`.
     public let serverID = "recordsd-" + UUID().uuidString.prefix(8).lowercased()
 
     /// Entities at least one session of this server watches.
-    public var watchedEntities: [String] {
+    public var watchedEntities: [ChangeFeed.Watch] {
         lock.lock()
         defer { lock.unlock() }
-        return watchers.keys.sorted()
+        return currentWatches
     }
 
-    func watching(_ entity: String, _ delta: Int) {
+    func watching(_ entity: String, _ delta: Int, filtered: Bool) {
         lock.lock()
-        watchers[entity, default: 0] += delta
-        if watchers[entity]! <= 0 { watchers[entity] = nil }
+        var count = watchers[entity] ?? (0, 0)
+        count.sessions += delta
+        if filtered { count.filtered += delta }
+        watchers[entity] = count.sessions > 0 ? count : nil
         watchesChanged = true
         lock.unlock()
     }
 
     /// The watched entities, when they changed since the last call (or `always`).
-    func watchedEntitiesIfChanged(always: Bool) -> [String]? {
+    func watchedEntitiesIfChanged(always: Bool) -> [ChangeFeed.Watch]? {
         lock.lock()
         defer { lock.unlock() }
         guard watchesChanged || always else { return nil }
         watchesChanged = false
-        return watchers.keys.sorted()
+        return currentWatches
+    }
+
+    private var currentWatches: [ChangeFeed.Watch] {  // under `lock`
+        watchers.keys.sorted().map { ChangeFeed.Watch(entity: $0, filtered: watchers[$0]!.filtered > 0) }
     }
 
     /// Where committed changes go (the server fans them out to watching sessions).

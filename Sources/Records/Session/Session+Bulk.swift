@@ -8,24 +8,25 @@ extension Session {
     func watch(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> Step {
         let entity = try entity(entityName, model)
         if let predicate { _ = try QueryBuilder.count(entity.name, predicate: predicate, model: model) }  // checked now
-        if watches[entity.name] == nil { context.watching(entity.name, +1) }
+        if let previous = watches[entity.name] { context.watching(entity.name, -1, filtered: previous != nil) }
+        context.watching(entity.name, +1, filtered: predicate != nil)
         watches[entity.name] = .some(predicate)
         let context = self.context
         return database(model) { connection in
-            try ChangeFeed.register(server: context.serverID, entities: context.watchedEntities, connection)
+            try ChangeFeed.register(server: context.serverID, watches: context.watchedEntities, connection)
             return .ok("watching \(entity.name)" + (predicate == nil ? "" : " where the predicate matches"))
         }
     }
 
     /// The session ends: its watches end too.
     public func close() {
-        for entity in watches.keys { context.watching(entity, -1) }
+        for (entity, predicate) in watches { context.watching(entity, -1, filtered: predicate != nil) }
         watches.removeAll()
     }
 
     /// What a change event means for this session: nothing (not watched), its pushed lines,
-    /// or a query whose keys are the inserted or updated records that match the WATCH's
-    /// predicate now (deleted records are gone, so their events always pass).
+    /// or a query whose keys are the records that match the WATCH's predicate: as they are
+    /// now for inserts and updates, as they were for deletes.
     public enum EventDelivery {
         case none
         case lines([String])
@@ -34,8 +35,9 @@ extension Session {
 
     public func delivery(of event: ChangeFeed.Event) -> EventDelivery {
         guard let watch = watches[event.entity] else { return .none }
-        if let predicate = watch, event.operation != "deleted" {
-            guard let query = try? QueryBuilder.matching(event.entity, predicate: predicate, ids: event.ids, model: context.model) else { return .none }
+        if let predicate = watch {
+            guard let query = try? QueryBuilder.matching(event.entity, predicate: predicate, ids: event.ids,
+                                                         deleted: event.operation == "deleted", model: context.model) else { return .none }
             return .filter(sql: query.sql, parameters: query.parameters)
         }
         return .lines(Self.lines(event.entity, event.operation, event.ids))
@@ -52,30 +54,37 @@ extension Session {
             return .ok("stopped watching \(count) entit\(count == 1 ? "y" : "ies")")
         }
         let entity = try entity(entityName, model)
-        guard watches.removeValue(forKey: entity.name) != nil else { throw CommandError(.notFound, "not watching \(entity.name)") }
-        context.watching(entity.name, -1)
+        guard let previous = watches.removeValue(forKey: entity.name) else { throw CommandError(.notFound, "not watching \(entity.name)") }
+        context.watching(entity.name, -1, filtered: previous != nil)
         return .ok("stopped watching \(entity.name)")
     }
 
-    /// The records as CSV, a header of column names first, streamed like FIND. Dot-stuffed:
-    /// a physical line starting with `.`, `+`, `-` or `!` gets one more `.` in front, which
-    /// readers drop. Binary columns are PostgreSQL's hex (`\\x0aff`), as COPY writes them.
+    /// The records as CSV, a header of column names first, streamed by PostgreSQL's
+    /// `COPY (SELECT ...) TO STDOUT`. COPY takes no parameters, so a WHERE's values are
+    /// inlined as literals quoted by libpq. Dot-stuffed: a physical line starting with `.`,
+    /// `+`, `-` or `!` gets one more `.` in front, which readers drop. Binary columns are
+    /// PostgreSQL's hex (`\\x0aff`), as COPY writes them.
     func export(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let entity = try entity(request.entity, model)
         let columns = entity.columns.map(\.column)
-        var select = try QueryBuilder.select(request, model: model)
-        select.sql = "SELECT " + columns.map { "t0.\(SQL.identifier($0))::text" }.joined(separator: ", ")
+        let select = try QueryBuilder.select(request, model: model)
+        let query = "SELECT " + columns.map { "t0.\(SQL.identifier($0))" }.joined(separator: ", ")
             + select.sql[select.sql.range(of: " FROM ")!.lowerBound...]
-        let sql = select.sql, parameters = select.parameters
         return streaming(model) { connection, sink in
-            var header: [UInt8] = []
-            CSV.appendLine(columns.map { Array($0.utf8) }, to: &header)
-            var count = 0
-            try Self.stream(sql, parameters, on: connection, to: sink, prefix: header) { result, row, batch in
-                CSV.appendRow(result, row: row, columns: columns.count, to: &batch)
-                count += 1
-                return true
+            let sql = "COPY (" + (try SQL.inlining(query, select.parameters, literal: connection.escapeLiteral))
+                + ") TO STDOUT WITH (FORMAT csv)"
+            var batch: [UInt8] = []
+            batch.reserveCapacity(Self.streamBatch + 4096)
+            CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch)
+            var gone = false
+            let count = try connection.copyOut(sql) { record in
+                CSV.appendRecord(record, to: &batch)
+                guard batch.count >= Self.streamBatch else { return true }
+                gone = !sink.send(batch)
+                batch.removeAll(keepingCapacity: true)
+                return !gone
             }
+            if !batch.isEmpty && !gone { _ = sink.send(batch) }
             return .ok("exported \(count) record\(count == 1 ? "" : "s")")
         }
     }
@@ -105,29 +114,26 @@ public struct ImportJob: Sendable {
         }
     }
 
-    /// Loads `lines` (dot-stuffing already removed) with COPY in one transaction.
-    public func run(lines: [String], on connection: Connection) -> Reply {
-        var data = lines[...]
+    /// Whether the first data line is the header (no columns were named).
+    public var takesHeader: Bool { columns == nil }
+
+    /// Loads the data `next` hands over (dot-stuffing already removed, the header taken off)
+    /// with one COPY: all rows or none.
+    public func run(header: String?, next: () -> Connection.CopyChunk, on connection: Connection) -> Reply {
         let columns: [String]
         do {
             if let given = self.columns {
                 columns = try Self.check(given, entity: entity)
             } else {
-                guard let header = data.popFirst() else { return .error(.validation, "IMPORT: no header line (the column names)") }
+                guard let header else { return .error(.validation, "IMPORT: no header line (the column names)") }
                 columns = try Self.check(CSV.split(header), entity: entity)
             }
         } catch {
             return error.reply
         }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(data.reduce(0) { $0 + $1.utf8.count + 1 })
-        for line in data {
-            bytes.append(contentsOf: line.utf8)
-            bytes.append(10)
-        }
         let sql = "COPY \(table) (\(columns.map(SQL.identifier).joined(separator: ", "))) FROM STDIN WITH (FORMAT csv)"
         do {
-            let rows = try connection.copyIn(sql, data: bytes)
+            let rows = try connection.copyIn(sql, next: next)
             Log.info("imported \(rows) \(entity.name) records", session: session)
             return .ok("imported \(rows) record\(rows == 1 ? "" : "s")")
         } catch {

@@ -80,8 +80,8 @@ extension Session {
     /// Runs `sql` through the prefetching cursor, letting `encode` write each row into a batch
     /// (false: stop), and hands the batches to the sink as they fill.
     static func stream(_ sql: String, _ parameters: [String?], on connection: Connection, to sink: LineSink,
-                       prefix: [UInt8] = [], encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
-        var batch = prefix
+                       encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
+        var batch: [UInt8] = []
         batch.reserveCapacity(streamBatch + 4096)
         var gone = false
         try connection.stream(sql, parameters) { result in

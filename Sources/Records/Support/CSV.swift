@@ -1,18 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Postgres
 
 /// CSV as PostgreSQL's COPY reads and writes it: NULL is an empty unquoted field, an empty
 /// string is `""`, fields with commas, quotes or line breaks are quoted with `""` for `"`.
 enum CSV {
-    static func appendRow(_ result: QueryResult, row: Int, columns: Int, to out: inout [UInt8]) {
-        let start = out.count
-        for column in 0..<columns {
-            if column > 0 { out.append(UInt8(ascii: ",")) }
-            if let bytes = result.bytes(row, column) { appendField(bytes, to: &out) }
-        }
-        out.append(10)
-        dotStuff(from: start, in: &out)
-    }
-
     static func appendLine(_ fields: [[UInt8]], to out: inout [UInt8]) {
         let start = out.count
         for (index, field) in fields.enumerated() {
@@ -33,6 +26,20 @@ enum CSV {
             out.append(byte)
         }
         out.append(34)
+    }
+
+    /// One record as COPY wrote it (newline-terminated; quoted fields may hold more line
+    /// breaks), dot-stuffed onto `out`.
+    static func appendRecord(_ record: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard let base = record.baseAddress else { return }
+        var start = 0
+        while start < record.count {
+            let first = record[start]
+            if first == 46 || first == 43 || first == 45 || first == 33 { out.append(46) }
+            let end = memchr(base + start, 10, record.count - start).map { $0 - UnsafeMutableRawPointer(mutating: base) + 1 } ?? record.count
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[start..<end]))
+            start = end
+        }
     }
 
     /// One more `.` before every physical line (from `start`) that begins with `.`, `+`, `-` or `!`.

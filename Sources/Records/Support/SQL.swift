@@ -13,6 +13,44 @@ public enum SQL {
         return out + "\""
     }
 
+    /// `sql` with each `$n` outside quoted identifiers and strings replaced by
+    /// `literal(parameters[n - 1])` (`NULL` for nil), for the one statement that cannot take
+    /// parameters: COPY. An untyped literal is resolved from its context exactly as an untyped
+    /// parameter is, so the statement means the same; `literal` must quote safely
+    /// (libpq's `PQescapeLiteral`).
+    public static func inlining<E: Error>(_ sql: String, _ parameters: [String?],
+                                          literal: (String) throws(E) -> String) throws(E) -> String {
+        let bytes = Array(sql.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count + 16 * parameters.count)
+        var quote: UInt8? = nil  // the quote we are inside: " or '
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if let open = quote {
+                if byte == open { quote = nil }  // a doubled quote closes and reopens: same result
+            } else if byte == 34 || byte == 39 {
+                quote = byte
+            } else if byte == 36, index + 1 < bytes.count, (48...57).contains(bytes[index + 1]) {
+                var end = index + 1
+                var number = 0
+                while end < bytes.count, (48...57).contains(bytes[end]) {
+                    number = number * 10 + Int(bytes[end] - 48)
+                    end += 1
+                }
+                if number >= 1 && number <= parameters.count {
+                    let value = try parameters[number - 1].map(literal) ?? "NULL"
+                    out.append(contentsOf: value.utf8)
+                    index = end
+                    continue
+                }
+            }
+            out.append(byte)
+            index += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// A PostgreSQL array literal (`{"a","b",NULL}`) to bind as one text parameter.
     public static func arrayLiteral<S: Sequence>(_ elements: S) -> String where S.Element == String? {
         var out = "{"

@@ -16,15 +16,27 @@ public enum ChangeFeed {
         public var ids: [String]
     }
 
-    /// Registers (or refreshes) this server's watched entities and forgets the others.
-    public static func register(server: String, entities: [String], _ connection: Connection) throws {
-        try connection.query("""
-            INSERT INTO records.watched (server, entity) SELECT $1, unnest($2::text[])
-            ON CONFLICT (server, entity) DO UPDATE SET seen = now()
-            """, [server, SQL.arrayLiteral(entities.map { Optional($0) })])
-        try connection.query("DELETE FROM records.watched WHERE server = $1 AND NOT entity = ANY($2::text[])",
-                             [server, SQL.arrayLiteral(entities.map { Optional($0) })])
+    /// An entity some session of a server watches; `filtered` when one of them has a WHERE,
+    /// which makes deletes keep the deleted rows' values for the predicate to be tried on.
+    public struct Watch: Sendable, Equatable {
+        public var entity: String
+        public var filtered: Bool
     }
+
+    /// Registers (or refreshes) this server's watched entities and forgets the others.
+    public static func register(server: String, watches: [Watch], _ connection: Connection) throws {
+        let entities = SQL.arrayLiteral(watches.map { Optional($0.entity) })
+        try connection.query("""
+            INSERT INTO records.watched (server, entity, filtered)
+            SELECT $1, w.entity, w.filtered FROM unnest($2::text[], $3::boolean[]) AS w(entity, filtered)
+            ON CONFLICT (server, entity) DO UPDATE SET seen = now(), filtered = excluded.filtered
+            """, [server, entities, SQL.arrayLiteral(watches.map { Optional(String($0.filtered)) })])
+        try connection.query("DELETE FROM records.watched WHERE server = $1 AND NOT entity = ANY($2::text[])", [server, entities])
+    }
+
+    /// How long deleted rows are kept for filtered watches: events are delivered in
+    /// milliseconds; this only bounds the table.
+    public static let deletedRowsMinutes = 5
 
     /// `employee updated 4,5,6` -> an event.
     public static func parse(_ payload: String) -> Event? {
@@ -48,6 +60,16 @@ public enum ChangeFeed {
                 seen   timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (server, entity)
             );
+            ALTER TABLE records.watched ADD COLUMN IF NOT EXISTS filtered boolean NOT NULL DEFAULT false;
+            CREATE TABLE IF NOT EXISTS records.deleted_rows (
+                seq    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                entity text NOT NULL,
+                key    text NOT NULL,
+                row    jsonb NOT NULL,
+                at     timestamptz NOT NULL DEFAULT now()
+            );
+            CREATE INDEX IF NOT EXISTS deleted_rows_key ON records.deleted_rows (entity, key);
+            CREATE INDEX IF NOT EXISTS deleted_rows_at ON records.deleted_rows (at);
             CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
             DECLARE
                 operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
@@ -56,6 +78,13 @@ public enum ChangeFeed {
                 IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
                     RETURN NULL;
+                END IF;
+                -- A watch with a WHERE decides on deletes from the values the rows had.
+                IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME AND filtered
+                                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
+                    DELETE FROM records.deleted_rows WHERE at < now() - interval '\(deletedRowsMinutes) minutes';
+                    EXECUTE format('INSERT INTO records.deleted_rows (entity, key, row) SELECT %L, o.%I::text, to_jsonb(o) FROM old_rows o',
+                                   TG_TABLE_NAME, TG_ARGV[0]);
                 END IF;
                 -- Keys in groups of under 7,000 bytes, one notification per group.
                 EXECUTE format(

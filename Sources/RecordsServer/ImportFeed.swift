@@ -1,0 +1,106 @@
+import Foundation
+import Postgres
+import Records
+
+/// An IMPORT's data on its way from the event loop, which frames the client's lines, to the
+/// COPY running on a pool worker. Bounded: past `highWater` queued bytes the loop stops
+/// reading that client until the worker has taken enough (`onRoom`), so memory stays flat
+/// whatever the size of the import.
+final class ImportFeed: @unchecked Sendable {  // all state guarded by `condition`
+    static let highWater = 4 << 20
+    static let lowWater = 1 << 20
+
+    private let condition = NSCondition()
+    private var chunks: [[UInt8]] = []
+    private var head = 0
+    private var queued = 0
+    private var ended = false
+    private var wasFull = false
+    private var failureReply: Reply?
+    /// Called on the worker when a full feed has room again.
+    private let onRoom: @Sendable () -> Void
+
+    init(onRoom: @escaping @Sendable () -> Void) {
+        self.onRoom = onRoom
+    }
+
+    // MARK: - The loop's side
+
+    func push(_ chunk: [UInt8]) {
+        guard !chunk.isEmpty else { return }
+        condition.lock()
+        defer { condition.unlock() }
+        guard !ended else { return }
+        chunks.append(chunk)
+        queued += chunk.count
+        if queued >= Self.highWater { wasFull = true }
+        condition.signal()
+    }
+
+    var isFull: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return queued >= Self.highWater
+    }
+
+    /// The `.` line arrived: the data is complete.
+    func finish() {
+        condition.lock()
+        ended = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// The import cannot succeed (a bad line, the client gone): the COPY is aborted, and
+    /// `reply` (if any) answers the IMPORT in place of the COPY's own outcome.
+    func fail(_ reply: Reply?, reason: String) {
+        condition.lock()
+        if failureReply == nil && !ended { failureReply = reply ?? .error(.validation, reason) }
+        ended = true
+        chunks.removeAll()
+        queued = 0
+        condition.signal()
+        condition.unlock()
+    }
+
+    // MARK: - The worker's side
+
+    /// The next chunk for COPY, waiting for the loop when none is queued yet.
+    func next() -> Connection.CopyChunk {
+        condition.lock()
+        while head == chunks.count && !ended { condition.wait() }
+        if let failure = failureReply {
+            condition.unlock()
+            return .abort(failure.statusLine)
+        }
+        guard head < chunks.count else {
+            condition.unlock()
+            return .end
+        }
+        let chunk = chunks[head]
+        chunks[head] = []
+        head += 1
+        if head == chunks.count {
+            chunks.removeAll(keepingCapacity: true)
+            head = 0
+        }
+        queued -= chunk.count
+        let room = wasFull && queued < Self.lowWater
+        if room { wasFull = false }
+        condition.unlock()
+        if room { onRoom() }
+        return .data(chunk)
+    }
+
+    /// Takes everything up to the end, so the reply goes out only after the client's `.`.
+    func drainToEnd() {
+        while case .data = next() {}
+    }
+
+    /// What answers the IMPORT instead of the COPY's outcome, if the loop failed it.
+    var failure: Reply? {
+        condition.lock()
+        defer { condition.unlock() }
+        return failureReply
+    }
+}

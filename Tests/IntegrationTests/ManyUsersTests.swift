@@ -104,6 +104,35 @@ import Testing
         #expect(try server.database().query("SELECT name FROM game WHERE id = $1", [id]).string(0, 0) == "moved")
     }
 
+    /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
+    @Test func aDeadlockedSaveIsRetried() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("INSERT INTO game (id, name) VALUES (1, 'one'), (2, 'two')")
+        let client = try LineClient(port: server.port, timeout: 30)
+        try client.ok("UPDATE game 1 name=\"uno\"")
+        try client.ok("UPDATE game 2 name=\"dos\"")
+        // The holder locks 2; the SAVE locks 1, then waits for 2; the holder then asks for 1.
+        // The SAVE waited first, so its deadlock check runs first: it is the victim.
+        let holder = try server.database()
+        try holder.execute("BEGIN")
+        _ = try holder.query("SELECT id FROM game WHERE id = 2 FOR UPDATE")
+        try client.write("SAVE\n")
+        var waiting = "0"
+        for _ in 0..<200 where waiting == "0" {  // until the SAVE waits for the lock on 2
+            usleep(50_000)
+            waiting = try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0) ?? "0"
+        }
+        #expect(waiting == "1")
+        let second = Thread {
+            _ = try? holder.query("SELECT id FROM game WHERE id = 1 FOR UPDATE")
+            _ = try? holder.execute("COMMIT")
+        }
+        second.start()
+        #expect(try client.readReply().status == "+OK saved: 0 inserted, 2 updated, 0 deleted, 0 cascaded, 0 nullified (2 attempts)")
+        #expect(try db.query("SELECT string_agg(name, ',' ORDER BY id) FROM game").string(0, 0) == "uno,dos")
+    }
+
     @Test func shutdownLetsAnInFlightSaveFinishAndTellsEverySession() throws {
         let server = try TestServer()
         let idle = try server.client()

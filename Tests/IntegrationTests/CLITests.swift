@@ -52,7 +52,8 @@ import Testing
         #expect(goneOn.status == 1)
         #expect(try server.database().query("SELECT count(*) FROM game").string(0, 0) == "1")
         let path = NSTemporaryDirectory() + "script-\(UUID().uuidString).rec"
-        try "-- a comment\nINSERT game name=\"two\"\n\nSAVE\nCOUNT game\n".write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "-- a comment\nINSERT game name=\"two\"\n\nSAVE\nCOUNT game\n".write(toFile: path, atomically: false, encoding: .utf8)
         let file = try records(["-p", String(server.port), "-f", path])
         #expect(file.status == 0, "\(file.error)")
         #expect(file.output.contains("#g1 game "))
@@ -86,7 +87,8 @@ import Testing
         #expect(exported.status == 0)
         #expect(exported.output.hasPrefix("id,name,number,phone\n"))
         let path = NSTemporaryDirectory() + "departments-\(UUID().uuidString).csv"
-        try exported.output.write(toFile: path, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try exported.output.write(toFile: path, atomically: false, encoding: .utf8)
         let target = try TestServer()
         let imported = try records(["-p", String(target.port), "import", "department", path])
         #expect(imported.status == 0, "\(imported.error)")
@@ -98,6 +100,7 @@ import Testing
     @Test func theShellShowsPendingChangesAndWarnsBeforeQuitting() throws {
         let server = try seeded()
         let home = NSTemporaryDirectory() + "records-home-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: home) }
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         // `script` gives the shell a pseudo-terminal, as a person's terminal would.
         let process = Process()

@@ -27,9 +27,10 @@ import Testing
     @Test func aChangedAppliedFileStopsStartUp() throws {
         let url = try TestEnvironment.freshDatabase()
         let directory = try migrationsCopy()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         #expect(try runRecordsd(["migrate", "--database", url, "--migrations", directory]).status == 0)
         let file = directory + "/0001_sample_domain.sql"
-        try (try String(contentsOfFile: file, encoding: .utf8) + "\n-- edited\n").write(toFile: file, atomically: true, encoding: .utf8)
+        try (try String(contentsOfFile: file, encoding: .utf8) + "\n-- edited\n").write(toFile: file, atomically: false, encoding: .utf8)
         let serve = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--database", url, "--migrations", directory])
         #expect(serve.status == 1)
         #expect(serve.error.contains("migration 0001_sample_domain.sql was changed after it was applied"))
@@ -40,8 +41,9 @@ import Testing
     @Test func aFailingMigrationIsRolledBackAndNamed() throws {
         let url = try TestEnvironment.freshDatabase()
         let directory = try migrationsCopy()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         try "CREATE TABLE broken (id bigint PRIMARY KEY);\nSELECT no_such_function();\n"
-            .write(toFile: directory + "/0002_broken.sql", atomically: true, encoding: .utf8)
+            .write(toFile: directory + "/0002_broken.sql", atomically: false, encoding: .utf8)
         let result = try runRecordsd(["migrate", "--database", url, "--migrations", directory])
         #expect(result.status == 1)
         #expect(result.error.contains("migration 0002_broken.sql failed and was rolled back"))
@@ -74,11 +76,12 @@ import Testing
     @Test func theModelReloadsWhenAnotherProcessMigrates() throws {
         let url = try TestEnvironment.freshDatabase()
         let directory = try migrationsCopy()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try TestServer(databaseURL: url, arguments: ["--migrations", directory])
         let client = try server.client()
         #expect(try client.send("DESCRIBE ticket").status.hasPrefix("-ERR UNKNOWN"))
         try "CREATE TABLE ticket (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, title text NOT NULL);\nCREATE TABLE log_line (message text);\n"
-            .write(toFile: directory + "/0002_ticket.sql", atomically: true, encoding: .utf8)
+            .write(toFile: directory + "/0002_ticket.sql", atomically: false, encoding: .utf8)
         #expect(try runRecordsd(["migrate", "--database", url, "--migrations", directory]).status == 0)
         var reply = try client.send("DESCRIBE ticket")
         for _ in 0..<50 where !reply.ok {

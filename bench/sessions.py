@@ -44,6 +44,29 @@ def open_sessions(n):
     return socks, time.perf_counter() - start
 
 
+def every_session_saves(socks):
+    """Each open session PINGs and SAVEs a one-insert unit, all at once; returns how many
+    got both replies right (the memory figure is taken before, with the sessions idle)."""
+    selector = selectors.DefaultSelector()
+    replies = {}
+    for i, s in enumerate(socks):
+        s.sendall(f'PING\nINSERT contact name="s{i}"\nSAVE\n'.encode())
+        selector.register(s, selectors.EVENT_READ)
+        replies[s] = b""
+    done, deadline = 0, time.time() + 120
+    while selector.get_map() and time.time() < deadline:
+        for key, _ in selector.select(timeout=10):
+            data = key.fileobj.recv(4096)
+            replies[key.fileobj] += data
+            if not data or replies[key.fileobj].count(b"\n") >= 4:
+                selector.unregister(key.fileobj)
+    for text in replies.values():
+        lines = text.split(b"\n")
+        if len(lines) >= 4 and lines[0] == b"+OK PONG" and lines[1].startswith(b"+OK #") and lines[3].startswith(b"+OK saved: 1 inserted"):
+            done += 1
+    return done
+
+
 LOADGEN = os.path.join(os.environ["BENCH_TMP"], "loadgen")
 
 
@@ -78,21 +101,22 @@ def main():
         socks, connect = open_sessions(n)
         time.sleep(0.5)
         memory = rss_kib(PID)
+        saved = every_session_saves(socks)
         ping = ping_rate()
         # Each recordsd figure is paired with pgbench measured right next to it, so a machine
         # whose speed drifts moves both.
         s8, pg8 = save_rate(8), pgbench_rate(8)
         s64, pg64 = save_rate(64), pgbench_rate(64)
-        rows.append((n, connect, ping, s8, s64, memory, pg8, pg64))
-        print(f"{n:6d} sessions: connect {connect:6.2f} s, PING {ping:8.0f}/s, SAVE 8 clients {s8:6.0f}/s (pgbench {pg8:6.0f}), "
+        rows.append((n, connect, ping, s8, s64, memory, pg8, pg64, saved))
+        print(f"{n:6d} sessions: connect {connect:6.2f} s, all {saved} PINGed and SAVEd, PING {ping:8.0f}/s, SAVE 8 clients {s8:6.0f}/s (pgbench {pg8:6.0f}), "
               f"64 clients {s64:6.0f}/s (pgbench {pg64:6.0f}), resident {memory / 1024:7.1f} MiB", flush=True)
         for s in socks:
             s.close()
         time.sleep(1)
-    table = ["sessions  connect_s  ping_per_s  save8_per_s  pgbench8_tps  ratio8  save64_per_s  pgbench64_tps  ratio64  resident_MiB  KiB_per_session"]
-    for n, connect, ping, s8, s64, memory, pg8, pg64 in rows:
+    table = ["sessions  connect_s  all_saved  ping_per_s  save8_per_s  pgbench8_tps  ratio8  save64_per_s  pgbench64_tps  ratio64  resident_MiB  KiB_per_session"]
+    for n, connect, ping, s8, s64, memory, pg8, pg64, saved in rows:
         per = (memory - baseline) / n
-        table.append(f"{n:8d}  {connect:9.2f}  {ping:10.0f}  {s8:11.0f}  {pg8:12.0f}  {s8 / pg8:6.2f}  {s64:12.0f}  {pg64:13.0f}  {s64 / pg64:7.2f}  {memory / 1024:12.1f}  {per:15.1f}")
+        table.append(f"{n:8d}  {connect:9.2f}  {saved:9d}  {ping:10.0f}  {s8:11.0f}  {pg8:12.0f}  {s8 / pg8:6.2f}  {s64:12.0f}  {pg64:13.0f}  {s64 / pg64:7.2f}  {memory / 1024:12.1f}  {per:15.1f}")
     r64 = statistics.median(r[4] / r[7] for r in rows)
     r8 = statistics.median(r[3] / r[6] for r in rows)
     last = rows[-1]

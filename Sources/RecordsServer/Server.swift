@@ -333,7 +333,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             let reply: Reply
             switch database {
             case .success(let db): reply = job.run(header: header, next: feed.next, on: db)
-            case .failure(let error): reply = Self.unavailable(error)
+            case .failure(let error):
+                reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
             }
             feed.drainToEnd()
             let bytes = encoded(feed.failure ?? reply)

@@ -22,6 +22,8 @@ final class ClientConnection {
     var closed = false
     var lastActivity: UInt64
     var interest: UInt32 = 0
+    /// A refused IMPORT's data is being dropped, up to `.`.
+    var skippingData = false
     /// An IMPORT taking its lines up to `.`.
     var importing: ImportState?
     /// The IMPORT's COPY has not caught up with the data: read no more for now.

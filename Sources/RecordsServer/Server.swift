@@ -158,6 +158,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                     gather(event, for: connection)
                     continue
                 }
+                if connection.skippingData {
+                    if case .line(".") = event { connection.skippingData = false }
+                    continue
+                }
                 switch event {
                 case .tooLong(let length):
                     connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(configuration.maxLineLength))"))
@@ -230,6 +234,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         case .close(let reply):
             connection.append(bytes: encoded(reply))
             connection.closeAfterFlush = true
+        case .skipData(let reply):
+            connection.append(bytes: encoded(reply))
+            connection.skippingData = true
         case .collect(let job):
             let feed = ImportFeed { [loop] in
                 loop.post { [self] in if !connection.closed && !connection.busy { service(connection) } }
@@ -400,7 +407,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             for line in lines {
                 let reply: Reply
                 switch session.handle(line) {
-                case .reply(let immediate), .close(let immediate): reply = immediate
+                case .reply(let immediate), .close(let immediate), .skipData(let immediate): reply = immediate
                 case .collect: reply = .error(.internal, "IMPORT in a batch of reads")
                 case .database(let work): reply = Self.perform(work, database, batch)
                 }

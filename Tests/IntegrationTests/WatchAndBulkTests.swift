@@ -139,7 +139,12 @@ import Testing
         let reply = try client.readReply()
         #expect(reply.status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 5000: invalid input syntax for type integer: \"oops\""))
         #expect(try server.database().query("SELECT count(*) FROM setting").string(0, 0) == "0")
-        #expect(try client.send("IMPORT setting (nope)").status == "-ERR UNKNOWN IMPORT: setting has no column 'nope'")
+        // A refused IMPORT's data, sent right behind it, is skipped up to its `.`, never run.
+        try client.write("IMPORT setting (nope)\n1,10\nINSERT setting number=5 value=5\nSAVE\n.\n")
+        #expect(try client.readReply().status == "-ERR UNKNOWN IMPORT: setting has no column 'nope'; the data that follows, up to a line holding \".\", is skipped")
+        #expect(try client.send("CHANGES").status == "+OK no pending changes")
+        try client.write("IMPORT nothing\n.\n")
+        #expect(try client.readReply().status.hasPrefix("-ERR UNKNOWN unknown entity 'nothing'"))
         try client.write("IMPORT setting (number, value)\n1,10\n2,20\n.\n")
         #expect(try client.readReply().status == "+OK imported 2 records")
         #expect(try client.send("COUNT setting").status == "+OK 2")

@@ -23,6 +23,10 @@ public final class Session {
         case close(Reply)
         /// Take the following lines, up to one holding a single `.`, as data for the job (IMPORT).
         case collect(ImportJob)
+        /// Answer now, then drop the following lines up to one holding a single `.`: the data
+        /// of a refused IMPORT, which a client may have sent right behind it, never runs as
+        /// commands.
+        case skipData(Reply)
     }
 
     public let id: Int
@@ -52,6 +56,13 @@ public final class Session {
     var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
     public func handle(_ line: String) -> Step {
+        let step = run(line)
+        guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
+              line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first?.uppercased() == "IMPORT" else { return step }
+        return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
+    }
+
+    private func run(_ line: String) -> Step {
         let command: Command
         do {
             command = try CommandParser.parse(line)

@@ -30,9 +30,11 @@ public final class QueryResult {
     }
 
     /// The value's bytes, valid while this result lives; nil for SQL NULL.
+    /// Called for every value a FIND streams: NULL has length 0, so only empty values are
+    /// asked whether they are NULL (two libpq calls a value instead of three).
     public func bytes(_ row: Int, _ column: Int) -> UnsafeBufferPointer<UInt8>? {
-        if PQgetisnull(handle, Int32(row), Int32(column)) == 1 { return nil }
         let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        if length == 0 && PQgetisnull(handle, Int32(row), Int32(column)) == 1 { return nil }
         let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row), Int32(column))!)
         return UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: UInt8.self), count: length)
     }

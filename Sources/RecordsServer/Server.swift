@@ -27,20 +27,20 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     public private(set) var boundPort = 0
-    private let configuration: Configuration
-    fileprivate var eventLoop: EventLoop { loop }
-    private let context: ServerContext
-    private let pool: ConnectionPool
-    private let loop: EventLoop
-    private var listener: Listener?
-    private var connections: [Int32: ClientConnection] = [:]
-    private var nextSessionID = 1
-    private var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
-    private var stopping = false
-    private var stopDeadline: UInt64 = 0
-    private var finished = false
-    private let countLock = NSLock()
-    private var sessionCount = 0
+    let configuration: Configuration
+    var eventLoop: EventLoop { loop }
+    let context: ServerContext
+    let pool: ConnectionPool
+    let loop: EventLoop
+    var listener: Listener?
+    var connections: [Int32: ClientConnection] = [:]
+    var nextSessionID = 1
+    var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
+    var stopping = false
+    var stopDeadline: UInt64 = 0
+    var finished = false
+    let countLock = NSLock()
+    var sessionCount = 0
 
     public init(configuration: Configuration, context: ServerContext, pool: ConnectionPool) throws {
         self.configuration = configuration
@@ -79,7 +79,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     // MARK: - Accepting
 
-    private func acceptAll() {
+    func acceptAll() {
         guard let listener, !stopping else { return }
         while true {
             let fd: Int32?
@@ -121,7 +121,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     // MARK: - Serving a connection
 
-    private func handle(_ connection: ClientConnection, events: UInt32) {
+    func handle(_ connection: ClientConnection, events: UInt32) {
         if events & (EventLoop.readable | EventLoop.hangup) != 0 {
             readAvailable(connection)
         }
@@ -129,7 +129,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         service(connection)
     }
 
-    private func readAvailable(_ connection: ClientConnection) {
+    func readAvailable(_ connection: ClientConnection) {
         // Level-triggered: one read per wake-up keeps sessions fair; the rest comes next turn.
         let count = readBuffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress!, $0.count, 0) }
         if count > 0 {
@@ -140,12 +140,12 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     /// Lines one session may run per turn of the loop, so a deep pipeline cannot starve others.
-    private static let linesPerTurn = 256
+    static let linesPerTurn = 256
 
     /// Takes whole lines while the session is free and its output below the high-water mark,
     /// writes what the socket takes (and again while that frees room and lines remain),
     /// and sets what to wait for next.
-    private func service(_ connection: ClientConnection) {
+    func service(_ connection: ClientConnection) {
         var budget = Self.linesPerTurn
         while true {
             var progressed = false
@@ -211,22 +211,12 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     /// While a step runs, the replies before it wait to leave with its own (one write, one
     /// wake-up of the client instead of two), unless they pile up or the step is slow, which
     /// `tick` catches.
-    private func shouldFlush(_ connection: ClientConnection) -> Bool {
+    func shouldFlush(_ connection: ClientConnection) -> Bool {
         connection.pendingOutput > 0
             && (!connection.busy || connection.pendingOutput >= configuration.outputHighWater / 2 || connection.flushHeldReplies)
     }
 
-    /// Verbs that only read: consecutive ones run as one pool job.
-    private static let readVerbs: Set<String> = ["GET", "FIND", "COUNT", "EXPLAIN"]
-    private static let maxBatch = 64
-
-    private static func isRead(_ line: String) -> Bool {
-        let verb = line.utf8.prefix { $0 != 32 && $0 != 9 }
-        guard verb.count <= 7 else { return false }
-        return readVerbs.contains(String(decoding: verb, as: UTF8.self).uppercased())
-    }
-
-    private func run(_ line: String, on connection: ClientConnection) {
+    func run(_ line: String, on connection: ClientConnection) {
         if Self.isRead(line) { return runReads(line, on: connection) }
         switch connection.session.handle(line) {
         case .reply(let reply):
@@ -249,7 +239,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     /// Runs `job` on a pool worker, the session being the worker's until its reply bytes are
     /// back on the loop; the connection reads nothing meanwhile, so replies stay in order.
-    private func onPool(_ connection: ClientConnection,
+    func onPool(_ connection: ClientConnection,
                         _ job: @escaping (Result<Connection, PostgresError>, LineSink) -> [UInt8]) {
         connection.busy = true
         connection.flushHeldReplies = false
@@ -261,7 +251,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     /// A database step with the pooled connection, or UNAVAILABLE when there is none.
-    private static func perform(_ work: (Connection, LineSink) -> Reply,
+    static func perform(_ work: (Connection, LineSink) -> Reply,
                                 _ database: Result<Connection, PostgresError>, _ sink: LineSink) -> Reply {
         switch database {
         case .success(let connection): work(connection, sink)
@@ -270,155 +260,15 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     /// On the loop: streamed data lines; the sink waits until the output drains.
-    fileprivate func deliver(_ lines: [UInt8], to connection: ClientConnection, sink: StreamSink) {
+    func deliver(_ lines: [UInt8], to connection: ClientConnection, sink: StreamSink) {
         guard !connection.closed else { return sink.release(gone: true) }
         connection.appendDataLines(lines)
         connection.waitingSink = sink
         service(connection)
     }
 
-    // MARK: - IMPORT and WATCH
-
-    /// Bytes of IMPORT data handed to the COPY at a time.
-    private static let importChunk = 256 * 1024
-
-    /// One line of an IMPORT's data; the line `.` ends it. The state is changed in place: a
-    /// copy per line would make an import of n lines cost O(n²).
-    private func gather(_ event: LineFramer.Event, for connection: ClientConnection) {
-        guard connection.importing != nil else { return }
-        let number = connection.importing!.lines + 1
-        switch event {
-        case .line("."):
-            let state = connection.importing!
-            connection.importing = nil
-            if let failure = state.failure, !state.started { return connection.append(failure) }
-            state.feed.push(state.chunk)
-            state.feed.finish()
-            if !state.started { startImport(state, on: connection) }
-            connection.busy = true  // until the COPY's reply
-        case .line(let line):
-            connection.importing!.lines = number
-            guard connection.importing!.failure == nil else { return }
-            // Dot-stuffing: a data line starting with . has one more in front.
-            let data = line.utf8.first == UInt8(ascii: ".") ? line.utf8.dropFirst() : line.utf8[...]
-            if number == 1 && connection.importing!.job.takesHeader {
-                connection.importing!.header = String(data)
-                return
-            }
-            connection.importing!.chunk.append(contentsOf: data)
-            connection.importing!.chunk.append(10)
-            guard connection.importing!.chunk.count >= Self.importChunk else { return }
-            connection.importing!.feed.push(connection.importing!.chunk)
-            connection.importing!.chunk = []
-            connection.importing!.chunk.reserveCapacity(Self.importChunk + 4096)
-            if !connection.importing!.started {
-                connection.importing!.started = true
-                startImport(connection.importing!, on: connection)
-            }
-        case .tooLong(let length):
-            failImport(connection, .error(.limit, "IMPORT line \(number) too long (\(length)+ bytes): nothing was imported"))
-        case .invalid(let reason):
-            failImport(connection, .error(.syntax, "IMPORT line \(number): \(reason): nothing was imported"))
-        }
-    }
-
-    /// A bad line: the rest of the data is read and dropped, the COPY aborted, and `reply`
-    /// answers the `.`.
-    private func failImport(_ connection: ClientConnection, _ reply: Reply) {
-        connection.importing!.lines += 1
-        guard connection.importing!.failure == nil else { return }
-        connection.importing!.failure = reply
-        connection.importing!.chunk = []
-        connection.importing!.feed.fail(reply, reason: reply.statusLine)
-    }
-
-    /// Runs the COPY on a pool worker, fed as the lines arrive; its reply goes out only once
-    /// the client's `.` has been read, whatever happened to the COPY before.
-    private func startImport(_ state: ImportState, on connection: ClientConnection) {
-        let job = state.job, feed = state.feed, header = state.header
-        pool.submit { [self, loop] database in
-            let reply: Reply
-            switch database {
-            case .success(let db): reply = job.run(header: header, next: feed.next, on: db)
-            case .failure(let error):
-                reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
-            }
-            feed.drainToEnd()
-            let bytes = encoded(feed.failure ?? reply)
-            loop.post { [self] in completed(connection, bytes: bytes) }
-        }
-    }
-
-    /// On the loop: committed changes for the sessions that WATCH them.
-    private func deliver(_ events: [ChangeFeed.Event]) {
-        for connection in connections.values {
-            for event in events {
-                switch connection.session.delivery(of: event) {
-                case .none: continue
-                case .lines(let lines): connection.queue(events: lines)
-                case .filter(let sql, let parameters):
-                    // The predicate needs PostgreSQL; the session's own commands are not held up.
-                    pool.submit { [loop] result in
-                        guard case .success(let db) = result, let ids = try? db.query(sql, parameters).column(0).compactMap({ $0 }) else { return }
-                        let lines = Session.lines(event.entity, event.operation, ids)
-                        loop.post { [self] in
-                            guard !connection.closed else { return }
-                            connection.queue(events: lines)
-                            if !connection.busy { service(connection) }
-                        }
-                    }
-                }
-            }
-            if !connection.events.isEmpty && !connection.busy { service(connection) }
-        }
-    }
-
-    /// Pushes queued events while the output has room; a session that falls behind has its
-    /// oldest events dropped and is told how many.
-    private func pushEvents(_ connection: ClientConnection) {
-        if connection.eventsDropped > 0 {
-            connection.push("overflow \(connection.eventsDropped) events dropped")
-            connection.eventsDropped = 0
-        }
-        var pushed = 0
-        for event in connection.events {
-            if connection.pendingOutput >= configuration.outputHighWater { break }
-            connection.push(event)
-            pushed += 1
-        }
-        connection.events.removeFirst(pushed)
-    }
-
-    /// A read and the reads pipelined right behind it: one pool job runs them in order on one
-    /// connection (the session is the worker's meanwhile) and hands back their replies at once,
-    /// or ahead of a FIND's streamed records.
-    private func runReads(_ first: String, on connection: ClientConnection) {
-        var lines = [first]
-        while lines.count < Self.maxBatch, let event = connection.nextEvent() {
-            guard case .line(let line) = event, Self.isRead(line) else {
-                connection.pushedBack = event
-                break
-            }
-            lines.append(line)
-        }
-        let session = connection.session
-        onPool(connection) { [self] database, sink in
-            let batch = BatchSink(sink: sink)
-            for line in lines {
-                let reply: Reply
-                switch session.handle(line) {
-                case .reply(let immediate), .close(let immediate), .skipData(let immediate): reply = immediate
-                case .collect: reply = .error(.internal, "IMPORT in a batch of reads")
-                case .database(let work): reply = Self.perform(work, database, batch)
-                }
-                batch.pending += encoded(reply)
-            }
-            return batch.pending
-        }
-    }
-
     /// The reply's bytes, or a LIMIT error in its place when it is too large to hold.
-    private func encoded(_ reply: Reply) -> [UInt8] {
+    func encoded(_ reply: Reply) -> [UInt8] {
         var bytes: [UInt8] = []
         reply.encode(into: &bytes)
         let size = bytes.count
@@ -433,7 +283,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
     }
 
-    private func completed(_ connection: ClientConnection, bytes: [UInt8]) {
+    func completed(_ connection: ClientConnection, bytes: [UInt8]) {
         connection.busy = false
         guard !connection.closed else { return }
         connection.append(bytes: bytes)
@@ -444,7 +294,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         service(connection)
     }
 
-    private func closeConnection(_ connection: ClientConnection) {
+    func closeConnection(_ connection: ClientConnection) {
         guard !connection.closed else { return }
         connection.closed = true
         connection.session.close()
@@ -461,7 +311,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     // MARK: - Time, limits, shutdown
 
-    private func tick() {
+    func tick() {
         let current = now()
         if stopping {
             if connections.isEmpty || current >= stopDeadline {
@@ -484,7 +334,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
     }
 
-    private func beginShutdown() {
+    func beginShutdown() {
         guard !stopping else { return }
         stopping = true
         stopDeadline = now() + UInt64(configuration.shutdownGrace) * 1_000_000_000
@@ -502,16 +352,16 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         if connections.isEmpty { finished = true }
     }
 
-    private func setCount(_ count: Int) {
+    func setCount(_ count: Int) {
         countLock.lock()
         sessionCount = count
         countLock.unlock()
     }
 
-    private func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+    func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     /// The host part of the peer's address (the throttle's key).
-    private func peerName(_ fd: Int32) -> String {
+    func peerName(_ fd: Int32) -> String {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let ok = withUnsafeMutablePointer(to: &storage) {
@@ -527,47 +377,5 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         }
         guard result == 0 else { return "?" }
         return String(cString: host)
-    }
-}
-
-/// Carries a streaming step's data lines from its pool worker to the loop, blocking the worker
-/// while the client's output is above the high-water mark: a slow reader slows the query,
-/// never the server's memory.
-final class StreamSink: LineSink, @unchecked Sendable {  // `gone` is written before `signal`, read after `wait`
-    private unowned let server: Server
-    private let connection: ClientConnection
-    private let semaphore = DispatchSemaphore(value: 0)
-    private var gone = false
-
-    init(server: Server, connection: ClientConnection) {
-        self.server = server
-        self.connection = connection
-    }
-
-    func send(_ lines: [UInt8]) -> Bool {
-        guard !gone else { return false }
-        server.eventLoop.post { [self] in server.deliver(lines, to: connection, sink: self) }
-        semaphore.wait()
-        return !gone
-    }
-
-    /// On the loop: lets the worker go on.
-    func release(gone: Bool) {
-        if gone { self.gone = true }
-        semaphore.signal()
-    }
-}
-
-/// A batch's replies so far, sent ahead of any streamed records so the order holds.
-final class BatchSink: LineSink {
-    let sink: LineSink
-    var pending: [UInt8] = []
-
-    init(sink: LineSink) { self.sink = sink }
-
-    func send(_ lines: [UInt8]) -> Bool {
-        let bytes = pending + lines
-        pending.removeAll()
-        return sink.send(bytes)
     }
 }

@@ -52,7 +52,7 @@ struct ServeCommand {
     var options: Options
 
     func run(environment: [String: String]) throws {
-        var database = try Database.resolve(options, environment: environment)
+        let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let admin = try database.connect()
         if options.migrate {
@@ -123,7 +123,7 @@ struct MigrateCommand {
     var statusOnly: Bool
 
     func run(environment: [String: String]) throws {
-        var database = try Database.resolve(options, environment: environment)
+        let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let connection = try database.connect()
         let files = try Migrator.load(directory: options.migrations)
@@ -151,7 +151,7 @@ struct UserCommandLine {
     var arguments: [String]
 
     func run(environment: [String: String]) throws {
-        var database = try Database.resolve(options, environment: environment)
+        let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let connection = try database.connect()
         // The server's own schema (users, pgcrypto) comes with the migrations bootstrap.

@@ -1,0 +1,79 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+import Records
+
+/// IMPORT: data lines framed on the loop, streamed to a COPY on a pool worker.
+extension Server {
+    /// Bytes of IMPORT data handed to the COPY at a time.
+    static let importChunk = 256 * 1024
+
+    /// One line of an IMPORT's data; the line `.` ends it. The state is changed in place: a
+    /// copy per line would make an import of n lines cost O(n²).
+    func gather(_ event: LineFramer.Event, for connection: ClientConnection) {
+        guard connection.importing != nil else { return }
+        let number = connection.importing!.lines + 1
+        switch event {
+        case .line("."):
+            let state = connection.importing!
+            connection.importing = nil
+            if let failure = state.failure, !state.started { return connection.append(failure) }
+            state.feed.push(state.chunk)
+            state.feed.finish()
+            if !state.started { startImport(state, on: connection) }
+            connection.busy = true  // until the COPY's reply
+        case .line(let line):
+            connection.importing!.lines = number
+            guard connection.importing!.failure == nil else { return }
+            // Dot-stuffing: a data line starting with . has one more in front.
+            let data = line.utf8.first == UInt8(ascii: ".") ? line.utf8.dropFirst() : line.utf8[...]
+            if number == 1 && connection.importing!.job.takesHeader {
+                connection.importing!.header = String(data)
+                return
+            }
+            connection.importing!.chunk.append(contentsOf: data)
+            connection.importing!.chunk.append(10)
+            guard connection.importing!.chunk.count >= Self.importChunk else { return }
+            connection.importing!.feed.push(connection.importing!.chunk)
+            connection.importing!.chunk = []
+            connection.importing!.chunk.reserveCapacity(Self.importChunk + 4096)
+            if !connection.importing!.started {
+                connection.importing!.started = true
+                startImport(connection.importing!, on: connection)
+            }
+        case .tooLong(let length):
+            failImport(connection, .error(.limit, "IMPORT line \(number) too long (\(length)+ bytes): nothing was imported"))
+        case .invalid(let reason):
+            failImport(connection, .error(.syntax, "IMPORT line \(number): \(reason): nothing was imported"))
+        }
+    }
+
+    /// A bad line: the rest of the data is read and dropped, the COPY aborted, and `reply`
+    /// answers the `.`.
+    func failImport(_ connection: ClientConnection, _ reply: Reply) {
+        connection.importing!.lines += 1
+        guard connection.importing!.failure == nil else { return }
+        connection.importing!.failure = reply
+        connection.importing!.chunk = []
+        connection.importing!.feed.fail(reply, reason: reply.statusLine)
+    }
+
+    /// Runs the COPY on a pool worker, fed as the lines arrive; its reply goes out only once
+    /// the client's `.` has been read, whatever happened to the COPY before.
+    func startImport(_ state: ImportState, on connection: ClientConnection) {
+        let job = state.job, feed = state.feed, header = state.header
+        pool.submit { [self, loop] database in
+            let reply: Reply
+            switch database {
+            case .success(let db): reply = job.run(header: header, next: feed.next, on: db)
+            case .failure(let error):
+                reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
+            }
+            feed.drainToEnd()
+            let bytes = encoded(feed.failure ?? reply)
+            loop.post { [self] in completed(connection, bytes: bytes) }
+        }
+    }
+}

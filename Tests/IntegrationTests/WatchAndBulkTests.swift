@@ -45,6 +45,34 @@ import Testing
         #expect(watcher.pushed.isEmpty)
     }
 
+    /// Only one transaction at a time wakes the servers (NOTIFY would serialize commits). The
+    /// others are delivered all the same, once, even one whose log row is numbered before rows
+    /// already read because it committed last; one rolled back never is.
+    @Test func changesOfTransactionsThatDidNotNotifyAreDeliveredToo() throws {
+        let server = try TestServer()
+        let watcher = try server.client()
+        try watcher.ok("WATCH game")
+        let notifier = try server.database(), late = try server.database(), early = try server.database(), undone = try server.database()
+        try notifier.execute("BEGIN; INSERT INTO game (id, name) VALUES (1, 'notifies')")
+        try late.execute("BEGIN; INSERT INTO game (id, name) VALUES (2, 'commits last')")
+        try early.execute("BEGIN; INSERT INTO game (id, name) VALUES (3, 'commits first')")
+        try undone.execute("BEGIN; INSERT INTO game (id, name) VALUES (4, 'never')")
+        let wakers = try notifier.query("""
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """).string(0, 0)
+        #expect(wakers == "1")  // the first writer holds the wake-up; the others skipped it
+        try early.execute("COMMIT")
+        try notifier.execute("COMMIT")
+        #expect(Set(try events(watcher, 2)) == ["game 1 inserted", "game 3 inserted"])
+        try undone.execute("ROLLBACK")
+        try late.execute("COMMIT")
+        #expect(try events(watcher, 1) == ["game 2 inserted"])
+        usleep(1_500_000)  // a quiet read later: nothing more, nothing twice
+        #expect(try watcher.send("PING").lines.isEmpty)
+        #expect(watcher.pushed.isEmpty)
+    }
+
     @Test func changesAreAnnouncedOnlyWhileSomeoneWatches() throws {
         let server = try TestServer()
         let db = try server.database()

@@ -5,8 +5,8 @@ import Foundation
 import Postgres
 
 /// The server's one listening connection: keeps the served model current (every `recordsd
-/// migrate` NOTIFYs; SIGHUP asks), follows users being added, and hands committed changes to
-/// the server for WATCH, on its own thread.
+/// migrate` NOTIFYs; SIGHUP asks), follows users being added, and reads the change log for
+/// WATCH, handing committed changes to the server, on its own thread.
 public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`stopped` guarded by `lock`
     private let conninfo: String
     private let schema: String
@@ -49,10 +49,19 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         return state
     }
 
+    /// Reads of the change log after one that found changes come this soon, then back off to
+    /// `quietReadSeconds`: transactions that did not notify (another was notifying) commit
+    /// around the one that did.
+    private static let followUpSeconds = 0.005
+    private static let quietReadSeconds = 1.0
+
     private func watch() {
         var connection: Connection?
         var reconnected = false
         var lastRegistration = Date.distantPast
+        var feed = ChangeFeed.Reader()
+        var nextRead = Date()
+        var readInterval = Self.followUpSeconds
         while true {
             var (reload, stop) = take()
             if stop { break }
@@ -73,16 +82,26 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             if let watched = context.watchedEntitiesIfChanged(always: due) {
                 if (try? ChangeFeed.register(server: context.serverID, watches: watched, db)) != nil {
                     lastRegistration = Date()
+                    if due { try? ChangeFeed.prune(db) }
                 } else {
                     lastRegistration = .distantPast  // try again next turn
                 }
             }
+            let wait = min(500, max(0, Int32(nextRead.timeIntervalSinceNow * 1000)))
             var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
-            _ = poll(&descriptor, 1, 500)
+            _ = poll(&descriptor, 1, wait)
             do {
                 let notes = try db.drainNotifications()
-                let changes = notes.filter { $0.channel == ChangeFeed.channel }.compactMap { ChangeFeed.parse($0.payload) }
-                if !changes.isEmpty { context.changesReceived(changes) }
+                // The log is read when a writer wakes us, soon again after changes, and at
+                // least every second (the cursor keeps moving even while nobody watches).
+                if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= nextRead {
+                    let changes = try feed.read(db)
+                    readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
+                    nextRead = Date().addingTimeInterval(readInterval)
+                    let watched = Set(context.watchedEntities.map(\.entity))
+                    let wanted = changes.filter { watched.contains($0.entity) }
+                    if !wanted.isEmpty { context.changesReceived(wanted) }
+                }
                 if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
                 if notes.contains(where: { $0.channel == Users.channel }) || reload {
                     context.authenticationRequired = try Users.count(db) > 0

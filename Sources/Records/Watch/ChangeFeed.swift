@@ -1,13 +1,21 @@
 import Postgres
 
-/// Committed changes to served tables, as PostgreSQL reports them: statement-level triggers
-/// (installed by the server, under the migration lock) send the keys of the rows each statement
-/// inserted, updated or deleted with `pg_notify`, in payloads under NOTIFY's 8,000-byte limit.
-/// Notifications are delivered at COMMIT only, so a rolled-back save never shows; cascaded
-/// deletes fire the triggers of the tables they reach; SQL written directly to PostgreSQL is
-/// reported like a save. See https://www.postgresql.org/docs/15/sql-notify.html
+/// Committed changes to served tables, as PostgreSQL reports them. Statement-level triggers
+/// (installed by the server, under the migration lock) append the keys each statement inserted,
+/// updated or deleted to `records.change_log`, and wake the servers with `pg_notify`; each
+/// server's listening connection then reads the log (`Reader`). The log row belongs to the
+/// writing transaction, so a rolled-back save never shows; cascaded deletes fire the triggers of
+/// the tables they reach; SQL written directly to PostgreSQL is reported like a save.
+///
+/// Why a log and not the keys in the notification: PostgreSQL commits transactions that NOTIFY
+/// one at a time (the notification queue's lock is held through the commit's WAL flush), which
+/// measured here cut writes to a watched table by 3.6x. Only one transaction at a time notifies
+/// (an advisory lock decides); the others' rows are found by the same read or the reads that
+/// follow it. See https://www.postgresql.org/docs/15/sql-notify.html
 public enum ChangeFeed {
     public static let channel = "records_changes"
+    /// The advisory lock whose holder wakes the servers (two keys: 'rc', 'wake').
+    static let wakeLock: (Int32, Int32) = (0x7263, 0x77616b65)
 
     public struct Event: Sendable, Equatable {
         public var entity: String
@@ -38,11 +46,61 @@ public enum ChangeFeed {
     /// milliseconds; this only bounds the table.
     public static let deletedRowsMinutes = 5
 
-    /// `employee updated 4,5,6` -> an event.
-    public static func parse(_ payload: String) -> Event? {
-        let parts = payload.split(separator: " ", maxSplits: 2)
-        guard parts.count == 3 else { return nil }
-        return Event(entity: String(parts[0]), operation: String(parts[1]), ids: parts[2].split(separator: ",").map(String.init))
+    /// Reads the change log in the order of the transactions' completion, though log rows are
+    /// numbered when written: each read takes the rows of every transaction that may have been
+    /// running at the previous read (xid >= that read's snapshot xmin) and skips those it has
+    /// seen, so a row that becomes visible late is delivered all the same, exactly once.
+    public struct Reader: Sendable {
+        /// Transactions from this one on may have rows not yet read; nil before the first read.
+        private var xmin: UInt64?
+        /// seq -> xid of the rows already read whose transactions are at or after `xmin`.
+        private var seen: [Int64: UInt64] = [:]
+
+        public init() {}
+
+        /// The changes committed since the last read. The first read only marks where the
+        /// server starts: what was committed before it is not delivered.
+        public mutating func read(_ connection: Connection) throws -> [Event] {
+            let result = try connection.query("""
+                SELECT s.xmin::text, c.seq::text, c.xid::text, c.entity, c.operation, c.keys
+                FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
+                LEFT JOIN records.change_log c ON c.xid >= coalesce($1::xid8, s.xmin)
+                ORDER BY c.seq
+                """, [xmin.map(String.init)])
+            let starting = xmin == nil
+            var events: [Event] = []
+            for row in 0..<result.rowCount {
+                guard let seqText = result.string(row, 1), let seq = Int64(seqText),
+                      let xid = result.string(row, 2).flatMap(UInt64.init), seen[seq] == nil else { continue }
+                seen[seq] = xid
+                if !starting, let entity = result.string(row, 3), let operation = result.string(row, 4), let keys = result.string(row, 5) {
+                    // A statement's keys, in events of at most `eventKeys` (one filter query each).
+                    let ids = keys.split(separator: ",").map(String.init)
+                    for start in stride(from: 0, to: ids.count, by: ChangeFeed.eventKeys) {
+                        events.append(Event(entity: entity, operation: operation, ids: Array(ids[start..<min(start + ChangeFeed.eventKeys, ids.count)])))
+                    }
+                }
+            }
+            if let next = result.string(0, 0).flatMap(UInt64.init) {
+                xmin = next
+                seen = seen.filter { $0.value >= next }
+            }
+            return events
+        }
+    }
+
+    /// Keys a change event carries at most.
+    static let eventKeys = 1000
+
+    /// Log rows older than this are deleted (a server reads them within milliseconds; this
+    /// only bounds the table and lets a server that lost its connection catch up).
+    public static let logMinutes = 5
+
+    public static func prune(_ connection: Connection) throws {
+        try connection.execute("""
+            DELETE FROM records.change_log WHERE at < now() - interval '\(logMinutes) minutes';
+            DELETE FROM records.deleted_rows WHERE at < now() - interval '\(deletedRowsMinutes) minutes'
+            """)
     }
 
     /// How long a server's registration of a watched entity lasts without a refresh.
@@ -70,28 +128,45 @@ public enum ChangeFeed {
             );
             CREATE INDEX IF NOT EXISTS deleted_rows_key ON records.deleted_rows (entity, key);
             CREATE INDEX IF NOT EXISTS deleted_rows_at ON records.deleted_rows (at);
+            CREATE TABLE IF NOT EXISTS records.change_log (
+                seq       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                xid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
+                at        timestamptz NOT NULL DEFAULT now(),
+                entity    text NOT NULL,
+                operation text NOT NULL,
+                keys      text NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS change_log_xid ON records.change_log (xid);
+            CREATE INDEX IF NOT EXISTS change_log_at ON records.change_log (at);
             CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
             DECLARE
                 operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
-                rows_name text := CASE TG_OP WHEN 'DELETE' THEN 'old_rows' ELSE 'new_rows' END;
+                keys text;
             BEGIN
                 IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
                     RETURN NULL;
                 END IF;
-                -- A watch with a WHERE decides on deletes from the values the rows had.
-                IF TG_OP = 'DELETE' AND EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME AND filtered
-                                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
-                    DELETE FROM records.deleted_rows WHERE at < now() - interval '\(deletedRowsMinutes) minutes';
-                    EXECUTE format('INSERT INTO records.deleted_rows (entity, key, row) SELECT %L, o.%I::text, to_jsonb(o) FROM old_rows o',
-                                   TG_TABLE_NAME, TG_ARGV[0]);
+                -- Static SQL (planned once per table): the key column is read through jsonb.
+                IF TG_OP = 'DELETE' THEN
+                    -- A watch with a WHERE decides on deletes from the values the rows had.
+                    IF EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME AND filtered
+                               AND seen > now() - interval '\(registrationSeconds) seconds') THEN
+                        INSERT INTO records.deleted_rows (entity, key, row)
+                        SELECT TG_TABLE_NAME, r.j ->> TG_ARGV[0], r.j FROM (SELECT to_jsonb(o) AS j FROM old_rows o) r;
+                    END IF;
+                    SELECT string_agg(to_jsonb(o) ->> TG_ARGV[0], ',') INTO keys FROM old_rows o;
+                ELSE
+                    SELECT string_agg(to_jsonb(n) ->> TG_ARGV[0], ',') INTO keys FROM new_rows n;
                 END IF;
-                -- Keys in groups of under 7,000 bytes, one notification per group.
-                EXECUTE format(
-                    'SELECT pg_notify(%L, %L || string_agg(k, %L)) FROM '
-                    '(SELECT k, (sum(length(k) + 1) OVER (ORDER BY k ROWS UNBOUNDED PRECEDING) / 7000)::int AS g '
-                    ' FROM (SELECT %I::text AS k FROM %I) keys) grouped GROUP BY g',
-                    '\(channel)', TG_TABLE_NAME || ' ' || operation || ' ', ',', TG_ARGV[0], rows_name);
+                IF keys IS NULL THEN
+                    RETURN NULL;
+                END IF;
+                INSERT INTO records.change_log (entity, operation, keys) VALUES (TG_TABLE_NAME, operation, keys);
+                -- Wake the servers; one notifying transaction at a time (see ChangeFeed).
+                IF pg_try_advisory_xact_lock(\(wakeLock.0), \(wakeLock.1)) THEN
+                    PERFORM pg_notify('\(channel)', '');
+                END IF;
                 RETURN NULL;
             END
             $body$;

@@ -9,6 +9,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 from client import rss_kib
@@ -85,6 +86,33 @@ def save_rate(clients):
     return loadgen(clients, "+OK saved: 1 inserted", 'INSERT contact name="c%d"', "SAVE")
 
 
+def watched_save_rate(clients):
+    """SAVE throughput while one session WATCHes the table written (and reads its events)."""
+    watcher = socket.create_connection(("127.0.0.1", PORT))
+    watcher.recv(256)
+    watcher.sendall(b"WATCH contact\n")
+    assert watcher.recv(256).startswith(b"+OK watching"), "WATCH failed"
+    done = threading.Event()
+    events = [0]
+
+    def drain():
+        watcher.settimeout(0.2)
+        while not done.is_set():
+            try:
+                events[0] += watcher.recv(1 << 20).count(b"\n")
+            except socket.timeout:
+                pass
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    rate = save_rate(clients)
+    time.sleep(1)  # the last events arrive
+    done.set()
+    reader.join()
+    watcher.close()
+    return rate, events[0]
+
+
 def pgbench_rate(clients):
     script = os.path.join(os.environ["BENCH_TMP"], "insert.sql")
     with open(script, "w") as f:
@@ -125,6 +153,10 @@ def main():
     table.append(f"SAVE of one-insert units at 8 clients: median {r8:.2f} of pgbench's rate")
     table.append(f"resident memory with {last[0]} sessions: {last[5] / 1024:.1f} MiB (target < 1024), "
                  f"{(last[5] - baseline) / last[0]:.1f} KiB per idle session (target < 64)")
+    unwatched = save_rate(64)
+    watched, events = watched_save_rate(64)
+    table.append(f"SAVE at 64 clients while one session WATCHes the table: {watched:.0f}/s against {unwatched:.0f}/s unwatched = {watched / unwatched:.2f} "
+                 f"({events} events pushed to the watcher)")
     table.append(f"load: bench/loadgen.c (C, 2 threads, epoll) against recordsd, pgbench -j 2 against PostgreSQL; "
                  f"both reach PostgreSQL over its Unix socket; {os.cpu_count()} cores shared by all")
     text = "\n".join(table)

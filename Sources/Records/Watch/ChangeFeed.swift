@@ -46,15 +46,15 @@ public enum ChangeFeed {
     /// milliseconds; this only bounds the table.
     public static let deletedRowsMinutes = 5
 
-    /// Reads the change log in the order of the transactions' completion, though log rows are
-    /// numbered when written: each read takes the rows of every transaction that may have been
-    /// running at the previous read (xid >= that read's snapshot xmin) and skips those it has
-    /// seen, so a row that becomes visible late is delivered all the same, exactly once.
+    /// Reads the change log. Log rows are numbered when written, not when their transaction
+    /// commits, so the reader goes by transactions instead: each read takes the rows of the
+    /// transactions that were running or not yet begun at the previous read (its snapshot's
+    /// `xip` and those from its `xmax` on), which are exactly the rows that read could not
+    /// see. Each change is delivered once, whatever the commit order, and a transaction left
+    /// open for hours costs nothing as long as it writes no watched table.
     public struct Reader: Sendable {
-        /// Transactions from this one on may have rows not yet read; nil before the first read.
-        private var xmin: UInt64?
-        /// seq -> xid of the rows already read whose transactions are at or after `xmin`.
-        private var seen: [Int64: UInt64] = [:]
+        /// The previous read's snapshot (`xmin:xmax:xip,...`); nil before the first read.
+        private var snapshot: String?
 
         public init() {}
 
@@ -62,29 +62,23 @@ public enum ChangeFeed {
         /// server starts: what was committed before it is not delivered.
         public mutating func read(_ connection: Connection) throws -> [Event] {
             let result = try connection.query("""
-                SELECT s.xmin::text, c.seq::text, c.xid::text, c.entity, c.operation, c.keys
-                FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
-                LEFT JOIN records.change_log c ON c.xid >= coalesce($1::xid8, s.xmin)
+                SELECT s.now::text, c.entity, c.operation, c.keys
+                FROM (SELECT pg_current_snapshot() AS now) s
+                LEFT JOIN records.change_log c
+                  ON $1::pg_snapshot IS NOT NULL
+                 AND (c.xid >= pg_snapshot_xmax($1::pg_snapshot) OR c.xid IN (SELECT pg_snapshot_xip($1::pg_snapshot)))
                 ORDER BY c.seq
-                """, [xmin.map(String.init)])
-            let starting = xmin == nil
+                """, [snapshot])
             var events: [Event] = []
             for row in 0..<result.rowCount {
-                guard let seqText = result.string(row, 1), let seq = Int64(seqText),
-                      let xid = result.string(row, 2).flatMap(UInt64.init), seen[seq] == nil else { continue }
-                seen[seq] = xid
-                if !starting, let entity = result.string(row, 3), let operation = result.string(row, 4), let keys = result.string(row, 5) {
-                    // A statement's keys, in events of at most `eventKeys` (one filter query each).
-                    let ids = keys.split(separator: ",").map(String.init)
-                    for start in stride(from: 0, to: ids.count, by: ChangeFeed.eventKeys) {
-                        events.append(Event(entity: entity, operation: operation, ids: Array(ids[start..<min(start + ChangeFeed.eventKeys, ids.count)])))
-                    }
+                guard let entity = result.string(row, 1), let operation = result.string(row, 2), let keys = result.string(row, 3) else { continue }
+                // A statement's keys, in events of at most `eventKeys` (one filter query each).
+                let ids = keys.split(separator: ",").map(String.init)
+                for start in stride(from: 0, to: ids.count, by: ChangeFeed.eventKeys) {
+                    events.append(Event(entity: entity, operation: operation, ids: Array(ids[start..<min(start + ChangeFeed.eventKeys, ids.count)])))
                 }
             }
-            if let next = result.string(0, 0).flatMap(UInt64.init) {
-                xmin = next
-                seen = seen.filter { $0.value >= next }
-            }
+            snapshot = result.string(0, 0)
             return events
         }
     }

@@ -95,9 +95,11 @@ struct ServeCommand {
         configuration.shutdownGrace = options.shutdownGrace
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
         let server = try Server(configuration: configuration, context: context, pool: pool)
-        try server.bind()
+        // The watcher reads the change log from its first read on: it starts before any session
+        // can WATCH, so nothing a watching session should see is taken for history.
         let watcher = ModelWatcher(conninfo: database.conninfo, schema: options.schema, context: context)
         watcher.start()
+        try server.bind()
         Signals.handle { signal in
             if signal == SIGHUP {
                 Log.info("SIGHUP: reloading the model")

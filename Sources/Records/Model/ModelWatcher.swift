@@ -22,11 +22,17 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         self.context = context
     }
 
+    /// Starts the thread and waits (10 s at most) until it has placed its change-log reader,
+    /// so that every change committed after this returns is delivered.
     public func start() {
-        let thread = Thread { [self] in watch() }
+        let placed = DispatchSemaphore(value: 0)
+        let thread = Thread { [self] in watch(placed: placed) }
         thread.name = "model-watcher"
         self.thread = thread
         thread.start()
+        if placed.wait(timeout: .now() + 10) == .timedOut {
+            Log.warning("model watcher: no first read of the change log yet; changes until it are not reported")
+        }
     }
 
     public func requestReload() {
@@ -55,7 +61,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     private static let followUpSeconds = 0.005
     private static let quietReadSeconds = 1.0
 
-    private func watch() {
+    private func watch(placed: DispatchSemaphore) {
+        var placedOnce = false
         var connection: Connection?
         var reconnected = false
         var lastRegistration = Date.distantPast
@@ -96,6 +103,10 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 // least every second (the cursor keeps moving even while nobody watches).
                 if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= nextRead {
                     let changes = try feed.read(db)
+                    if !placedOnce {
+                        placedOnce = true
+                        placed.signal()
+                    }
                     readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
                     nextRead = Date().addingTimeInterval(readInterval)
                     let watched = Set(context.watchedEntities.map(\.entity))

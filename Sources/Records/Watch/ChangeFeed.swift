@@ -61,22 +61,26 @@ public enum ChangeFeed {
         /// The changes committed since the last read. The first read only marks where the
         /// server starts: what was committed before it is not delivered.
         public mutating func read(_ connection: Connection) throws -> [Event] {
+            // One row per key (keys may hold any character), in log order.
             let result = try connection.query("""
-                SELECT s.now::text, c.entity, c.operation, c.keys
+                SELECT s.now::text, c.seq::text, c.entity, c.operation, k.key
                 FROM (SELECT pg_current_snapshot() AS now) s
-                LEFT JOIN records.change_log c
+                LEFT JOIN (records.change_log c CROSS JOIN LATERAL unnest(c.keys) AS k(key))
                   ON $1::pg_snapshot IS NOT NULL
                  AND (c.xid >= pg_snapshot_xmax($1::pg_snapshot) OR c.xid IN (SELECT pg_snapshot_xip($1::pg_snapshot)))
                 ORDER BY c.seq
                 """, [snapshot])
+            // A statement's keys make events of at most `eventKeys` (one filter query each).
             var events: [Event] = []
+            var statement: String?
             for row in 0..<result.rowCount {
-                guard let entity = result.string(row, 1), let operation = result.string(row, 2), let keys = result.string(row, 3) else { continue }
-                // A statement's keys, in events of at most `eventKeys` (one filter query each).
-                let ids = keys.split(separator: ",").map(String.init)
-                for start in stride(from: 0, to: ids.count, by: ChangeFeed.eventKeys) {
-                    events.append(Event(entity: entity, operation: operation, ids: Array(ids[start..<min(start + ChangeFeed.eventKeys, ids.count)])))
+                guard let seq = result.string(row, 1), let entity = result.string(row, 2),
+                      let operation = result.string(row, 3), let key = result.string(row, 4) else { continue }
+                if seq != statement || events[events.count - 1].ids.count == ChangeFeed.eventKeys {
+                    events.append(Event(entity: entity, operation: operation, ids: []))
+                    statement = seq
                 }
+                events[events.count - 1].ids.append(key)
             }
             snapshot = result.string(0, 0)
             return events
@@ -128,14 +132,14 @@ public enum ChangeFeed {
                 at        timestamptz NOT NULL DEFAULT now(),
                 entity    text NOT NULL,
                 operation text NOT NULL,
-                keys      text NOT NULL
+                keys      text[] NOT NULL
             );
             CREATE INDEX IF NOT EXISTS change_log_xid ON records.change_log (xid);
             CREATE INDEX IF NOT EXISTS change_log_at ON records.change_log (at);
             CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
             DECLARE
                 operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
-                keys text;
+                keys text[];
             BEGIN
                 IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
@@ -149,9 +153,9 @@ public enum ChangeFeed {
                         INSERT INTO records.deleted_rows (entity, key, row)
                         SELECT TG_TABLE_NAME, r.j ->> TG_ARGV[0], r.j FROM (SELECT to_jsonb(o) AS j FROM old_rows o) r;
                     END IF;
-                    SELECT string_agg(to_jsonb(o) ->> TG_ARGV[0], ',') INTO keys FROM old_rows o;
+                    SELECT array_agg(to_jsonb(o) ->> TG_ARGV[0]) INTO keys FROM old_rows o;
                 ELSE
-                    SELECT string_agg(to_jsonb(n) ->> TG_ARGV[0], ',') INTO keys FROM new_rows n;
+                    SELECT array_agg(to_jsonb(n) ->> TG_ARGV[0]) INTO keys FROM new_rows n;
                 END IF;
                 IF keys IS NULL THEN
                     RETURN NULL;

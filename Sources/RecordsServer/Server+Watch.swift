@@ -9,7 +9,7 @@ import Records
 extension Server {
     /// On the loop: committed changes for the sessions that WATCH them.
     func deliver(_ events: [ChangeFeed.Event]) {
-        for connection in connections.values {
+        for connection in connections.values where !connection.session.watches.isEmpty {
             for event in events {
                 switch connection.session.delivery(of: event) {
                 case .none: continue
@@ -17,7 +17,13 @@ extension Server {
                 case .filter(let sql, let parameters):
                     // The predicate needs PostgreSQL; the session's own commands are not held up.
                     pool.submit { [loop] result in
-                        guard case .success(let db) = result, let ids = try? db.query(sql, parameters).column(0).compactMap({ $0 }) else { return }
+                        let ids: [String]
+                        do {
+                            ids = try result.get().query(sql, parameters).column(0).compactMap { $0 }
+                        } catch {
+                            return Log.warning("WATCH \(event.entity) WHERE: \(event.ids.count) \(event.operation) event(s) not checked: \(error)",
+                                               session: connection.session.id)
+                        }
                         let lines = Session.lines(event.entity, event.operation, ids)
                         loop.post { [self] in
                             guard !connection.closed else { return }

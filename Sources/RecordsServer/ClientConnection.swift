@@ -108,6 +108,7 @@ final class ClientConnection {
 /// An IMPORT in progress. Its data lines go to `feed` in chunks; the COPY starts once a chunk
 /// is full or the data is complete, so an import typed by hand never holds a pooled
 /// connection while its lines are typed, and a large one streams in flat memory.
+/// Whatever happens to the COPY, its reply goes out only after the client's `.`.
 struct ImportState {
     let job: ImportJob
     let feed: ImportFeed
@@ -116,6 +117,9 @@ struct ImportState {
     var lines = 0
     var started = false
     var failure: Reply?
+    /// The COPY's reply when it ended before the `.` (a bad header, a stall, PostgreSQL
+    /// gone): held until the `.`, so replies stay in order.
+    var reply: [UInt8]?
 
     init(job: ImportJob, feed: ImportFeed) {
         self.job = job

@@ -19,8 +19,11 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
     private var failureReply: Reply?
     /// Called on the worker when a full feed has room again.
     private let onRoom: @Sendable () -> Void
+    /// How long the COPY waits for data before giving up (it holds a pooled connection).
+    private let stallSeconds: Int
 
-    init(onRoom: @escaping @Sendable () -> Void) {
+    init(stallSeconds: Int, onRoom: @escaping @Sendable () -> Void) {
+        self.stallSeconds = stallSeconds
         self.onRoom = onRoom
     }
 
@@ -58,6 +61,7 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
         if failureReply == nil && !ended { failureReply = reply ?? .error(.validation, reason) }
         ended = true
         chunks.removeAll()
+        head = 0
         queued = 0
         condition.signal()
         condition.unlock()
@@ -65,10 +69,28 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
 
     // MARK: - The worker's side
 
-    /// The next chunk for COPY, waiting for the loop when none is queued yet.
+    /// The COPY has ended: data still to come is dropped.
+    func abandon() {
+        condition.lock()
+        ended = true
+        chunks.removeAll()
+        head = 0
+        queued = 0
+        condition.unlock()
+    }
+
+    /// The next chunk for COPY, waiting for the loop when none is queued yet; after
+    /// `stallSeconds` without data the import fails, so a client that stops sending cannot
+    /// keep a pooled connection.
     func next() -> Connection.CopyChunk {
         condition.lock()
-        while head == chunks.count && !ended { condition.wait() }
+        let deadline = Date().addingTimeInterval(Double(stallSeconds))
+        while head == chunks.count && !ended {
+            if !condition.wait(until: deadline) && head == chunks.count && !ended {
+                failureReply = .error(.limit, "IMPORT: no data for \(stallSeconds) s while its COPY held a connection; nothing was imported")
+                ended = true
+            }
+        }
         if let failure = failureReply {
             condition.unlock()
             return .abort(failure.statusLine)
@@ -90,11 +112,6 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
         condition.unlock()
         if room { onRoom() }
         return .data(chunk)
-    }
-
-    /// Takes everything up to the end, so the reply goes out only after the client's `.`.
-    func drainToEnd() {
-        while case .data = next() {}
     }
 
     /// What answers the IMPORT instead of the COPY's outcome, if the loop failed it.

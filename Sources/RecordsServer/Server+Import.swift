@@ -19,6 +19,7 @@ extension Server {
         case .line("."):
             let state = connection.importing!
             connection.importing = nil
+            if let reply = state.reply { return connection.append(bytes: reply) }
             if let failure = state.failure, !state.started { return connection.append(failure) }
             state.feed.push(state.chunk)
             state.feed.finish()
@@ -60,8 +61,8 @@ extension Server {
         connection.importing!.feed.fail(reply, reason: reply.statusLine)
     }
 
-    /// Runs the COPY on a pool worker, fed as the lines arrive; its reply goes out only once
-    /// the client's `.` has been read, whatever happened to the COPY before.
+    /// Runs the COPY on a pool worker, fed as the lines arrive. The worker is free as soon as
+    /// the COPY ends; a reply that comes before the client's `.` waits for it on the loop.
     func startImport(_ state: ImportState, on connection: ClientConnection) {
         let job = state.job, feed = state.feed, header = state.header
         pool.submit { [self, loop] database in
@@ -71,9 +72,12 @@ extension Server {
             case .failure(let error):
                 reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
             }
-            feed.drainToEnd()
+            feed.abandon()  // data still to come is dropped up to the `.`
             let bytes = encoded(feed.failure ?? reply)
-            loop.post { [self] in completed(connection, bytes: bytes) }
+            loop.post { [self] in
+                guard connection.importing != nil else { return completed(connection, bytes: bytes) }
+                connection.importing!.reply = bytes
+            }
         }
     }
 }

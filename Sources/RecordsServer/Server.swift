@@ -19,6 +19,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         public var idleTimeout = 0
         /// A reply held in memory (all but streamed FIND records) may not exceed this.
         public var maxReplyBytes = 64 << 20
+        /// Seconds an IMPORT's COPY waits for more data before it is aborted (it holds a
+        /// pooled connection meanwhile).
+        public var importStallSeconds = 30
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
         /// Shown in the banner of sessions that need no AUTH.
@@ -228,7 +231,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             connection.append(bytes: encoded(reply))
             connection.skippingData = true
         case .collect(let job):
-            let feed = ImportFeed { [loop] in
+            let feed = ImportFeed(stallSeconds: configuration.importStallSeconds) { [loop] in
                 loop.post { [self] in if !connection.closed && !connection.busy { service(connection) } }
             }
             connection.importing = ImportState(job: job, feed: feed)

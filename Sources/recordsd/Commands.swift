@@ -91,6 +91,7 @@ struct ServeCommand {
         configuration.maxSessions = options.maxSessions
         configuration.maxLineLength = options.maxLineLength
         configuration.idleTimeout = options.idleTimeout
+        configuration.importStallSeconds = options.importStall
         configuration.maxReplyBytes = options.maxReplyBytes
         configuration.shutdownGrace = options.shutdownGrace
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"

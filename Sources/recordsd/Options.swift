@@ -22,6 +22,7 @@ struct Options {
     var maxLineLength = 1 << 20
     var maxPendingChanges = 1_000_000
     var idleTimeout = 0
+    var importStall = 30
     var maxReplyBytes = 64 << 20
     var shutdownGrace = 10
     var insecureNoAuth = false
@@ -57,6 +58,8 @@ struct Options {
           --max-line-length N      bytes in one request line (RECORDSD_MAX_LINE_LENGTH; default 1048576)
           --max-pending N          pending changes in one unit of work (RECORDSD_MAX_PENDING; default 1000000)
           --idle-timeout SECONDS   close sessions idle this long, 0 never (RECORDSD_IDLE_TIMEOUT; default 0)
+          --import-stall SECONDS   abort an IMPORT whose data stops coming this long while its COPY
+                                   holds a pooled connection (RECORDSD_IMPORT_STALL; default 30)
           --max-reply-bytes N      a reply held in memory; streamed FIND records are not held
                                    (RECORDSD_MAX_REPLY_BYTES; default 67108864)
           --shutdown-grace SECONDS how long in-flight commands may finish on SIGTERM/SIGINT
@@ -88,6 +91,7 @@ struct Options {
         if let value = environment["RECORDSD_MAX_LINE_LENGTH"] { maxLineLength = try positive(value, "RECORDSD_MAX_LINE_LENGTH") }
         if let value = environment["RECORDSD_MAX_PENDING"] { maxPendingChanges = try positive(value, "RECORDSD_MAX_PENDING") }
         if let value = environment["RECORDSD_IDLE_TIMEOUT"] { idleTimeout = try count(value, "RECORDSD_IDLE_TIMEOUT") }
+        if let value = environment["RECORDSD_IMPORT_STALL"] { importStall = try positive(value, "RECORDSD_IMPORT_STALL") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
         if let value = environment["RECORDSD_INSECURE_NO_AUTH"], ["1", "true", "yes"].contains(value.lowercased()) { insecureNoAuth = true }
@@ -124,6 +128,7 @@ struct Options {
             case "--max-line-length": maxLineLength = try positive(try value(), flag)
             case "--max-pending": maxPendingChanges = try positive(try value(), flag)
             case "--idle-timeout": idleTimeout = try count(try value(), flag)
+            case "--import-stall": importStall = try positive(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
             case "--insecure-no-auth": insecureNoAuth = true

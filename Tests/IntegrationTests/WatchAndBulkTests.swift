@@ -203,4 +203,24 @@ import Testing
         usleep(300_000)
         #expect(try client.send("COUNT setting").status == "+OK 300000")
     }
+
+    /// An importer that stops sending while its COPY runs loses it after --import-stall, and the
+    /// pooled connection goes back; the reply still waits for its `.`.
+    @Test func aStalledImportGivesItsConnectionBack() throws {
+        let server = try TestServer(arguments: ["--pool-size", "1", "--import-stall", "1"])
+        let importer = try server.client()
+        try importer.write("IMPORT setting (number, value)\n" + (1...40_000).map { "\($0),\($0)\n" }.joined())  // > 256 KiB: COPY starts
+        let db = try server.database()
+        var copying = "0"
+        for _ in 0..<100 where copying == "0" {
+            usleep(20_000)
+            copying = try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY %'").string(0, 0) ?? "0"
+        }
+        #expect(copying == "1")
+        let other = try LineClient(port: server.port, timeout: 10)
+        #expect(try other.send("COUNT setting").status == "+OK 0")  // the one connection is free again
+        try importer.write("40001,1\n.\n")
+        #expect(try importer.readReply().status == "-ERR LIMIT IMPORT: no data for 1 s while its COPY held a connection; nothing was imported")
+        #expect(try importer.send("COUNT setting").status == "+OK 0")
+    }
 }

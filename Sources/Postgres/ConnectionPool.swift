@@ -138,5 +138,4 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         openCount += delta
         condition.unlock()
     }
-
 }

@@ -118,7 +118,7 @@ import Testing
         let watcher = try server.client()
         try watcher.ok("WATCH game")
         try server.database().execute("INSERT INTO game (name) SELECT 'g' || i FROM generate_series(1, 300000) i")
-        usleep(1_500_000)
+        usleep(3_000_000)  // the server reads the 300,000 keys and queues their events meanwhile
         var received = 0
         var dropped = 0
         try watcher.write("PING done\n")

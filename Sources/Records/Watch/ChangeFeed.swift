@@ -63,24 +63,26 @@ public enum ChangeFeed {
         public mutating func read(_ connection: Connection) throws -> [Event] {
             // One row per key (keys may hold any character), in log order.
             let result = try connection.query("""
-                SELECT s.now::text, c.seq::text, c.entity, c.operation, k.key
+                SELECT s.now::text, c.entity, c.operation, k.key
                 FROM (SELECT pg_current_snapshot() AS now) s
                 LEFT JOIN (records.change_log c CROSS JOIN LATERAL unnest(c.keys) AS k(key))
                   ON $1::pg_snapshot IS NOT NULL
                  AND (c.xid >= pg_snapshot_xmax($1::pg_snapshot) OR c.xid IN (SELECT pg_snapshot_xip($1::pg_snapshot)))
                 ORDER BY c.seq
                 """, [snapshot])
-            // A statement's keys make events of at most `eventKeys` (one filter query each).
+            // Keys of consecutive statements with the same entity and operation make one event,
+            // of at most `eventKeys` (each event of a WATCH with WHERE costs one query).
             var events: [Event] = []
-            var statement: String?
             for row in 0..<result.rowCount {
-                guard let seq = result.string(row, 1), let entity = result.string(row, 2),
-                      let operation = result.string(row, 3), let key = result.string(row, 4) else { continue }
-                if seq != statement || events[events.count - 1].ids.count == ChangeFeed.eventKeys {
-                    events.append(Event(entity: entity, operation: operation, ids: []))
-                    statement = seq
+                guard let entity = result.string(row, 1), let operation = result.string(row, 2),
+                      let key = result.string(row, 3) else { continue }
+                let last = events.count - 1  // by index: a copy of the event would copy its keys on every append
+                if last >= 0, events[last].entity == entity, events[last].operation == operation,
+                   events[last].ids.count < ChangeFeed.eventKeys {
+                    events[last].ids.append(key)
+                } else {
+                    events.append(Event(entity: entity, operation: operation, ids: [key]))
                 }
-                events[events.count - 1].ids.append(key)
             }
             snapshot = result.string(0, 0)
             return events

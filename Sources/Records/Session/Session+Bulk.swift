@@ -43,8 +43,13 @@ extension Session {
         return .lines(Self.lines(event.entity, event.operation, event.ids))
     }
 
+    /// `employee 42 updated`; a key that is not one word (a text key with a space) is quoted
+    /// as commands take it: `tag "two words" deleted`.
     public static func lines(_ entity: String, _ operation: String, _ ids: [String]) -> [String] {
-        ids.map { "\(entity) \($0) \(operation)" }
+        ids.map { id in
+            let word = !id.isEmpty && !id.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "\\" || $0.value < 0x20 }
+            return "\(entity) \(word ? id : JSON.quote(id)) \(operation)"
+        }
     }
 
     func unwatch(_ entityName: String?, model: Model) throws(CommandError) -> Reply {

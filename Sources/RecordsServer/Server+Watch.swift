@@ -7,33 +7,46 @@ import Records
 
 /// WATCH: committed changes fanned out to the sessions that watch them.
 extension Server {
-    /// On the loop: committed changes for the sessions that WATCH them.
+    /// On the loop: committed changes for the sessions that WATCH them. A WHERE needs
+    /// PostgreSQL: its query runs on the pool (the sessions' own commands are not held up),
+    /// once per distinct query however many sessions watch with the same predicate.
     func deliver(_ events: [ChangeFeed.Event]) {
+        var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, connections: [ClientConnection])] = [:]
+        var order: [String] = []
         for connection in connections.values where !connection.session.watches.isEmpty {
             for event in events {
                 switch connection.session.delivery(of: event) {
                 case .none: continue
                 case .lines(let lines): connection.queue(events: lines)
                 case .filter(let sql, let parameters):
-                    // The predicate needs PostgreSQL; the session's own commands are not held up.
-                    pool.submit { [loop] result in
-                        let ids: [String]
-                        do {
-                            ids = try result.get().query(sql, parameters).column(0).compactMap { $0 }
-                        } catch {
-                            return Log.warning("WATCH \(event.entity) WHERE: \(event.ids.count) \(event.operation) event(s) not checked: \(error)",
-                                               session: connection.session.id)
-                        }
-                        let lines = Session.lines(event.entity, event.operation, ids)
-                        loop.post { [self] in
-                            guard !connection.closed else { return }
-                            connection.queue(events: lines)
-                            if !connection.busy { service(connection) }
-                        }
+                    let key = ([sql] + parameters.map { $0.map { "=" + $0 } ?? "nil" }).joined(separator: "\u{0}")
+                    if filters[key] == nil {
+                        filters[key] = (sql, parameters, event, [])
+                        order.append(key)
                     }
+                    filters[key]!.connections.append(connection)
                 }
             }
             if !connection.events.isEmpty && !connection.busy { service(connection) }
+        }
+        for key in order {
+            let filter = filters[key]!
+            pool.submit { [loop] result in
+                let ids: [String]
+                do {
+                    ids = try result.get().query(filter.sql, filter.parameters).column(0).compactMap { $0 }
+                } catch {
+                    return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(filter.connections.count) session(s): \(error)")
+                }
+                guard !ids.isEmpty else { return }
+                let lines = Session.lines(filter.event.entity, filter.event.operation, ids)
+                loop.post { [self] in
+                    for connection in filter.connections where !connection.closed {
+                        connection.queue(events: lines)
+                        if !connection.busy { service(connection) }
+                    }
+                }
+            }
         }
     }
 

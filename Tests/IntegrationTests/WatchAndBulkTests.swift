@@ -94,9 +94,14 @@ import Testing
         let server = try TestServer()
         let watcher = try server.client()
         try watcher.ok("WATCH employee WHERE age > 50")
+        let same = try server.client(), other = try server.client()  // one query serves both alike
+        try same.ok("WATCH employee WHERE age > 50")
+        try other.ok("WATCH employee WHERE age < 40")
         let db = try server.database()
         try db.execute("INSERT INTO employee (id, first_name, last_name, gender, age) VALUES (1, 'Young', 'A', 1, 30), (2, 'Old', 'B', 1, 60)")
         #expect(try events(watcher, 1) == ["employee 2 inserted"])
+        #expect(try events(same, 1) == ["employee 2 inserted"])
+        #expect(try events(other, 1) == ["employee 1 inserted"])
         try db.execute("UPDATE employee SET age = 70 WHERE id = 1")
         #expect(try events(watcher, 1) == ["employee 1 updated"])
         // Deletes are matched against the values the rows had, cascaded ones included.

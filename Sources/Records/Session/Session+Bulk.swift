@@ -75,22 +75,25 @@ extension Session {
         let select = try QueryBuilder.select(request, model: model)
         let query = "SELECT " + columns.map { "t0.\(SQL.identifier($0))" }.joined(separator: ", ")
             + select.sql[select.sql.range(of: " FROM ")!.lowerBound...]
-        return streaming(model) { connection, sink in
-            let sql = "COPY (" + (try SQL.inlining(query, select.parameters, literal: connection.escapeLiteral))
-                + ") TO STDOUT WITH (FORMAT csv)"
-            var batch: [UInt8] = []
-            batch.reserveCapacity(Self.streamBatch + 4096)
-            CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch)
-            var gone = false
-            let count = try connection.copyOut(sql) { record in
-                CSV.appendRecord(record, to: &batch)
-                guard batch.count >= Self.streamBatch else { return true }
-                gone = !sink.send(batch)
-                batch.removeAll(keepingCapacity: true)
-                return !gone
+        return streaming(model) { [self] connection, sink in
+            // Like every read, EXPORT sees the session's pending changes.
+            try withPendingChanges(model, connection) { _ in
+                let sql = "COPY (" + (try SQL.inlining(query, select.parameters, literal: connection.escapeLiteral))
+                    + ") TO STDOUT WITH (FORMAT csv)"
+                var batch: [UInt8] = []
+                batch.reserveCapacity(Self.streamBatch + 4096)
+                CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch)
+                var gone = false
+                let count = try connection.copyOut(sql) { record in
+                    CSV.appendRecord(record, to: &batch)
+                    guard batch.count >= Self.streamBatch else { return true }
+                    gone = !sink.send(batch)
+                    batch.removeAll(keepingCapacity: true)
+                    return !gone
+                }
+                if !batch.isEmpty && !gone { _ = sink.send(batch) }
+                return .ok("exported \(count) record\(count == 1 ? "" : "s")")
             }
-            if !batch.isEmpty && !gone { _ = sink.send(batch) }
-            return .ok("exported \(count) record\(count == 1 ? "" : "s")")
         }
     }
 

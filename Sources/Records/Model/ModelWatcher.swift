@@ -60,6 +60,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     /// around the one that did.
     private static let followUpSeconds = 0.005
     private static let quietReadSeconds = 1.0
+    private static let failedReadSeconds = 10.0
 
     private func watch(placed: DispatchSemaphore) {
         var placedOnce = false
@@ -69,6 +70,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         var feed = ChangeFeed.Reader()
         var nextRead = Date()
         var readInterval = Self.followUpSeconds
+        var logFailure = true
         while true {
             var (reload, stop) = take()
             if stop { break }
@@ -102,16 +104,25 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 // The log is read when a writer wakes us, soon again after changes, and at
                 // least every second (the cursor keeps moving even while nobody watches).
                 if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= nextRead {
-                    let changes = try feed.read(db)
+                    do {
+                        let changes = try feed.read(db)
+                        readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
+                        let watched = Set(context.watchedEntities.map(\.entity))
+                        let wanted = changes.filter { watched.contains($0.entity) }
+                        if !wanted.isEmpty { context.changesReceived(wanted) }
+                        logFailure = true
+                    } catch where db.isHealthy {
+                        // No change log (served with --no-migrate, or not allowed to install it):
+                        // WATCH reports nothing; try again later, and say so once.
+                        if logFailure { Log.warning("WATCH: cannot read the change log (\(error)); trying again every \(Int(Self.failedReadSeconds)) s") }
+                        logFailure = false
+                        readInterval = Self.failedReadSeconds
+                    }
+                    nextRead = Date().addingTimeInterval(readInterval)
                     if !placedOnce {
                         placedOnce = true
                         placed.signal()
                     }
-                    readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
-                    nextRead = Date().addingTimeInterval(readInterval)
-                    let watched = Set(context.watchedEntities.map(\.entity))
-                    let wanted = changes.filter { watched.contains($0.entity) }
-                    if !wanted.isEmpty { context.changesReceived(wanted) }
                 }
                 if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
                 if notes.contains(where: { $0.channel == Users.channel }) || reload {

@@ -80,18 +80,13 @@ extension Session {
             try withPendingChanges(model, connection) { _ in
                 let sql = "COPY (" + (try SQL.inlining(query, select.parameters, literal: connection.escapeLiteral))
                     + ") TO STDOUT WITH (FORMAT csv)"
-                var batch: [UInt8] = []
-                batch.reserveCapacity(Self.streamBatch + 4096)
-                CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch)
-                var gone = false
+                var batch = StreamBatch(to: sink)
+                CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch.bytes)
                 let count = try connection.copyOut(sql) { record in
-                    CSV.appendRecord(record, to: &batch)
-                    guard batch.count >= Self.streamBatch else { return true }
-                    gone = !sink.send(batch)
-                    batch.removeAll(keepingCapacity: true)
-                    return !gone
+                    CSV.appendRecord(record, to: &batch.bytes)
+                    return batch.sendIfFull()
                 }
-                if !batch.isEmpty && !gone { _ = sink.send(batch) }
+                batch.finish()
                 return .ok("exported \(count) record\(count == 1 ? "" : "s")")
             }
         }

@@ -47,8 +47,8 @@ extension Session {
         }
     }
 
-    /// Rows stream to the client as PostgreSQL produces them (single-row mode), in batches,
-    /// waiting while the client is slow to read: memory stays flat whatever the result size.
+    /// Rows stream to the client as PostgreSQL produces them (a server-side cursor), in
+    /// batches, waiting while the client is slow to read: memory stays flat whatever the size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let select = try QueryBuilder.select(request, model: model)
         return streaming(model) { [self] connection, sink in
@@ -74,28 +74,18 @@ extension Session {
         }
     }
 
-    /// Bytes handed to the event loop at a time.
-    static let streamBatch = 64 * 1024
-
-    /// Runs `sql` through the prefetching cursor, letting `encode` write each row into a batch
-    /// (false: stop), and hands the batches to the sink as they fill.
+    /// Runs `sql` through the prefetching cursor, letting `encode` write each row into the
+    /// batch (false: stop), and hands the batch to the sink as it fills.
     static func stream(_ sql: String, _ parameters: [String?], on connection: Connection, to sink: LineSink,
                        encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
-        var batch: [UInt8] = []
-        batch.reserveCapacity(streamBatch + 4096)
-        var gone = false
+        var batch = StreamBatch(to: sink)
         try connection.stream(sql, parameters) { result in
             for row in 0..<result.rowCount {
-                guard encode(result, row, &batch) else { return false }
-                if batch.count >= streamBatch {
-                    gone = !sink.send(batch)
-                    batch.removeAll(keepingCapacity: true)
-                    if gone { return false }
-                }
+                guard encode(result, row, &batch.bytes), batch.sendIfFull() else { return false }
             }
             return true
         }
-        if !batch.isEmpty && !gone { _ = sink.send(batch) }
+        batch.finish()
     }
 
     func count(_ entityName: String, predicate: Predicate?, estimate: Bool, model: Model) throws(CommandError) -> Step {

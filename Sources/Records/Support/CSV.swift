@@ -6,14 +6,15 @@ import Postgres
 /// CSV as PostgreSQL's COPY reads and writes it: NULL is an empty unquoted field, an empty
 /// string is `""`, fields with commas, quotes or line breaks are quoted with `""` for `"`.
 enum CSV {
+    /// One line of fields (EXPORT's header), quoted as needed and dot-stuffed.
     static func appendLine(_ fields: [[UInt8]], to out: inout [UInt8]) {
-        let start = out.count
+        var line: [UInt8] = []
         for (index, field) in fields.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            field.withUnsafeBufferPointer { appendField($0, to: &out) }
+            if index > 0 { line.append(UInt8(ascii: ",")) }
+            field.withUnsafeBufferPointer { appendField($0, to: &line) }
         }
-        out.append(10)
-        dotStuff(from: start, in: &out)
+        line.append(10)
+        line.withUnsafeBytes { appendRecord($0, to: &out) }
     }
 
     static func appendField(_ bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
@@ -39,20 +40,6 @@ enum CSV {
             let end = memchr(base + start, 10, record.count - start).map { $0 - UnsafeMutableRawPointer(mutating: base) + 1 } ?? record.count
             out.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[start..<end]))
             start = end
-        }
-    }
-
-    /// One more `.` before every physical line (from `start`) that begins with `.`, `+`, `-` or `!`.
-    static func dotStuff(from start: Int, in out: inout [UInt8]) {
-        var index = start
-        while index < out.count {
-            let byte = out[index]
-            if byte == 46 || byte == 43 || byte == 45 || byte == 33 {
-                out.insert(46, at: index)
-                index += 1
-            }
-            guard let newline = out[index...].firstIndex(of: 10) else { return }
-            index = newline + 1
         }
     }
 

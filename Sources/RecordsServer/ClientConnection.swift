@@ -116,7 +116,6 @@ struct ImportState {
     var chunk: [UInt8] = []
     var lines = 0
     var started = false
-    var failure: Reply?
     /// The COPY's reply when it ended before the `.` (a bad header, a stall, PostgreSQL
     /// gone): held until the `.`, so replies stay in order.
     var reply: [UInt8]?

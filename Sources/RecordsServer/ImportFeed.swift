@@ -54,16 +54,18 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
         condition.unlock()
     }
 
-    /// The import cannot succeed (a bad line, the client gone): the COPY is aborted, and
-    /// `reply` (if any) answers the IMPORT in place of the COPY's own outcome.
-    func fail(_ reply: Reply?, reason: String) {
+    /// Whether data is still taken (the feed has not been finished, failed or abandoned).
+    var accepting: Bool {
         condition.lock()
-        if failureReply == nil && !ended { failureReply = reply ?? .error(.validation, reason) }
-        ended = true
-        chunks.removeAll()
-        head = 0
-        queued = 0
-        condition.signal()
+        defer { condition.unlock() }
+        return !ended
+    }
+
+    /// The import cannot succeed (a bad line, the client gone): the COPY is aborted, and
+    /// `reply` answers the IMPORT in place of the COPY's own outcome. The first failure wins.
+    func fail(_ reply: Reply) {
+        condition.lock()
+        if !ended { end(failing: reply) }
         condition.unlock()
     }
 
@@ -72,11 +74,18 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
     /// The COPY has ended: data still to come is dropped.
     func abandon() {
         condition.lock()
+        end(failing: nil)
+        condition.unlock()
+    }
+
+    /// Takes no more data and drops what is queued. Under `condition`.
+    private func end(failing reply: Reply?) {
+        if failureReply == nil { failureReply = reply }
         ended = true
         chunks.removeAll()
         head = 0
         queued = 0
-        condition.unlock()
+        condition.signal()
     }
 
     /// The next chunk for COPY, waiting for the loop when none is queued yet; after
@@ -87,8 +96,7 @@ final class ImportFeed: @unchecked Sendable {  // all state guarded by `conditio
         let deadline = Date().addingTimeInterval(Double(stallSeconds))
         while head == chunks.count && !ended {
             if !condition.wait(until: deadline) && head == chunks.count && !ended {
-                failureReply = .error(.limit, "IMPORT: no data for \(stallSeconds) s while its COPY held a connection; nothing was imported")
-                ended = true
+                end(failing: .error(.limit, "IMPORT: no data for \(stallSeconds) s while its COPY held a connection; nothing was imported"))
             }
         }
         if let failure = failureReply {

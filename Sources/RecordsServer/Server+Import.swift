@@ -20,14 +20,14 @@ extension Server {
             let state = connection.importing!
             connection.importing = nil
             if let reply = state.reply { return connection.append(bytes: reply) }
-            if let failure = state.failure, !state.started { return connection.append(failure) }
+            if !state.started, let failure = state.feed.failure { return connection.append(failure) }
             state.feed.push(state.chunk)
             state.feed.finish()
             if !state.started { startImport(state, on: connection) }
             connection.busy = true  // until the COPY's reply
         case .line(let line):
             connection.importing!.lines = number
-            guard connection.importing!.failure == nil else { return }
+            guard connection.importing!.feed.accepting else { return }  // failed or ended: dropped
             // Dot-stuffing: a data line starting with . has one more in front.
             let data = line.utf8.first == UInt8(ascii: ".") ? line.utf8.dropFirst() : line.utf8[...]
             if number == 1 && connection.importing!.job.takesHeader {
@@ -55,10 +55,8 @@ extension Server {
     /// answers the `.`.
     func failImport(_ connection: ClientConnection, _ reply: Reply) {
         connection.importing!.lines += 1
-        guard connection.importing!.failure == nil else { return }
-        connection.importing!.failure = reply
         connection.importing!.chunk = []
-        connection.importing!.feed.fail(reply, reason: reply.statusLine)
+        connection.importing!.feed.fail(reply)
     }
 
     /// Runs the COPY on a pool worker, fed as the lines arrive. The worker is free as soon as

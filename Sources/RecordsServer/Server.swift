@@ -303,7 +303,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         connection.session.close()
         connection.waitingSink?.release(gone: true)
         connection.waitingSink = nil
-        connection.importing?.feed.fail(nil, reason: "the client went away")
+        connection.importing?.feed.fail(.error(.validation, "the client went away"))
         loop.remove(connection.fd)
         close(connection.fd)
         connections[connection.fd] = nil

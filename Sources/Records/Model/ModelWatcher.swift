@@ -63,7 +63,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     private static let failedReadSeconds = 10.0
 
     private func watch(placed: DispatchSemaphore) {
-        var placedOnce = false
+        var placed: DispatchSemaphore? = placed  // signalled once, after the first read
         var connection: Connection?
         var reconnected = false
         var lastRegistration = Date.distantPast
@@ -119,10 +119,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                         readInterval = Self.failedReadSeconds
                     }
                     nextRead = Date().addingTimeInterval(readInterval)
-                    if !placedOnce {
-                        placedOnce = true
-                        placed.signal()
-                    }
+                    placed?.signal()
+                    placed = nil
                 }
                 if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
                 if notes.contains(where: { $0.channel == Users.channel }) || reload {

@@ -73,7 +73,6 @@ struct QueryBuilder {
         return (sql, builder.parameters)
     }
 
-    /// The keys among `ids` whose records match `predicate` now (WATCH ... WHERE).
     /// The keys among `ids` whose records match `predicate`: as stored, or, for `deleted`, as
     /// they were when deleted (the rows the delete trigger kept in `records.deleted_rows`,
     /// the latest per key, rebuilt as the table's row type so the predicate reads them alike).

@@ -42,10 +42,6 @@ public enum ChangeFeed {
         try connection.query("DELETE FROM records.watched WHERE server = $1 AND NOT entity = ANY($2::text[])", [server, entities])
     }
 
-    /// How long deleted rows are kept for filtered watches: events are delivered in
-    /// milliseconds; this only bounds the table.
-    public static let deletedRowsMinutes = 5
-
     /// Reads the change log. Log rows are numbered when written, not when their transaction
     /// commits, so the reader goes by transactions instead: each read takes the rows of the
     /// transactions that were running or not yet begun at the previous read (its snapshot's
@@ -92,14 +88,15 @@ public enum ChangeFeed {
     /// Keys a change event carries at most.
     static let eventKeys = 1000
 
-    /// Log rows older than this are deleted (a server reads them within milliseconds; this
-    /// only bounds the table and lets a server that lost its connection catch up).
-    public static let logMinutes = 5
+    /// How long the change log and the deleted rows of filtered watches are kept: a server
+    /// reads them within milliseconds; this bounds the tables and lets a server that lost its
+    /// connection catch up.
+    public static let keptMinutes = 5
 
     public static func prune(_ connection: Connection) throws {
         try connection.execute("""
-            DELETE FROM records.change_log WHERE at < now() - interval '\(logMinutes) minutes';
-            DELETE FROM records.deleted_rows WHERE at < now() - interval '\(deletedRowsMinutes) minutes'
+            DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes';
+            DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes'
             """)
     }
 

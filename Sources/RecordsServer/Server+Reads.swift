@@ -8,13 +8,11 @@ import Records
 /// Reads pipelined by one session run as one pool job.
 extension Server {
     /// Verbs that only read: consecutive ones run as one pool job.
-    static let readVerbs: Set<String> = ["GET", "FIND", "COUNT", "EXPLAIN"]
+    static let readVerbs: Set<Verb> = [.get, .find, .count, .explain]
     static let maxBatch = 64
 
     static func isRead(_ line: String) -> Bool {
-        let verb = line.utf8.prefix { $0 != 32 && $0 != 9 }
-        guard verb.count <= 7 else { return false }
-        return readVerbs.contains(String(decoding: verb, as: UTF8.self).uppercased())
+        CommandParser.verb(of: line).map(readVerbs.contains) ?? false
     }
 
     /// A read and the reads pipelined right behind it: one pool job runs them in order on one

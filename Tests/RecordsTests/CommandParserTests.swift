@@ -79,4 +79,12 @@ import Testing
         #expect(request.limit == 10)
         #expect(request.offset == 20)
     }
+
+    @Test func theVerbOfALineIsItsFirstWordWhateverTheCase() {
+        #expect(CommandParser.verb(of: "import game") == .import)
+        #expect(CommandParser.verb(of: " \tRollBack") == .rollback)
+        #expect(CommandParser.verb(of: "GETS game 1") == nil)
+        #expect(CommandParser.verb(of: "ROLLBACKS") == nil)
+        #expect(CommandParser.verb(of: "") == nil)
+    }
 }

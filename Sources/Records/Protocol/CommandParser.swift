@@ -1,9 +1,16 @@
 /// Turns a request line into a `Command`. Purely syntactic: entity and attribute names are
 /// checked against the model when the command runs.
 public enum CommandParser {
+    /// The verb a line starts with, if its first word is one; cheap enough for every line.
+    public static func verb(of line: String) -> Verb? {
+        let word = line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }
+        guard word.count <= 8 else { return nil }  // no verb is longer
+        return Verb(rawValue: String(decoding: word, as: UTF8.self).uppercased())
+    }
+
     public static func parse(_ line: String) throws(CommandError) -> Command {
-        let first = line.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true).first.map { $0.uppercased() }
-        if first == "AUTH" || first == "USER" { return try parseCredentials(line) }
+        let first = verb(of: line)
+        if first == .auth || first == .user { return try parseCredentials(line) }
         var tokens = try TokenStream(line: line)
         guard let verbWord = tokens.peek.word else {
             if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }

@@ -58,7 +58,7 @@ public final class Session {
     public func handle(_ line: String) -> Step {
         let step = run(line)
         guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
-              line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first?.uppercased() == "IMPORT" else { return step }
+              CommandParser.verb(of: line) == .import else { return step }
         return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
     }
 

@@ -118,11 +118,9 @@ import Testing
         try holder.execute("BEGIN")
         _ = try holder.query("SELECT id FROM game WHERE id = 2 FOR UPDATE")
         try client.write("SAVE\n")
-        var waiting = "0"
-        for _ in 0..<200 where waiting == "0" {  // until the SAVE waits for the lock on 2
-            usleep(50_000)
-            waiting = try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0) ?? "0"
-        }
+        let waiting = try eventually(tries: 200, every: 50_000, {  // until the SAVE waits for the lock on 2
+            try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
+        }, until: { $0 != "0" })
         #expect(waiting == "1")
         let second = Thread {
             _ = try? holder.query("SELECT id FROM game WHERE id = 1 FOR UPDATE")
@@ -170,11 +168,7 @@ import Testing
         #expect(try other.send("PING").status == "+OK PONG")
         try client.ok("INSERT employee first_name=\"C\" last_name=\"D\" gender=2 department=#d")
         try cluster.start()
-        var saved = try client.send("SAVE")
-        for _ in 0..<50 where saved.status.hasPrefix("-ERR UNAVAILABLE") {
-            usleep(200_000)
-            saved = try client.send("SAVE")
-        }
+        let saved = try eventually(every: 200_000, { try client.send("SAVE") }, until: { !$0.status.hasPrefix("-ERR UNAVAILABLE") })
         #expect(saved.status == "+OK saved: 3 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
         #expect(try client.send("COUNT employee").status == "+OK 2")
         #expect(server.process.isRunning)

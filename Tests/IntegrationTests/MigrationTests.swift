@@ -83,11 +83,7 @@ import Testing
         try "CREATE TABLE ticket (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, title text NOT NULL);\nCREATE TABLE log_line (message text);\n"
             .write(toFile: directory + "/0002_ticket.sql", atomically: false, encoding: .utf8)
         #expect(try runRecordsd(["migrate", "--database", url, "--migrations", directory]).status == 0)
-        var reply = try client.send("DESCRIBE ticket")
-        for _ in 0..<50 where !reply.ok {
-            usleep(100_000)
-            reply = try client.send("DESCRIBE ticket")
-        }
+        let reply = try eventually({ try client.send("DESCRIBE ticket") }, until: { $0.ok })
         #expect(reply.status == "+OK ticket: 2 attributes, 0 relationships")
         #expect(try client.send("DESCRIBE log_line").status == "-ERR UNKNOWN 'log_line' is not served: no primary key")
         #expect(try client.send("ENTITIES").lines.contains("log_line       not served: no primary key"))
@@ -101,11 +97,7 @@ import Testing
         let client = try server.client()
         try server.database().execute("CREATE TABLE widget (id serial PRIMARY KEY, label text)")
         kill(server.process.processIdentifier, SIGHUP)
-        var reply = try client.send("DESCRIBE widget")
-        for _ in 0..<50 where !reply.ok {
-            usleep(100_000)
-            reply = try client.send("DESCRIBE widget")
-        }
+        let reply = try eventually({ try client.send("DESCRIBE widget") }, until: { $0.ok })
         #expect(reply.status == "+OK widget: 2 attributes, 0 relationships")
     }
 }

@@ -82,12 +82,7 @@ import Testing
         try client.ok("WATCH game")
         #expect(try db.query(watched).string(0, 0) == "game")
         try client.ok("UNWATCH game")
-        var now = try db.query(watched).string(0, 0)
-        for _ in 0..<50 where now != "" {
-            usleep(100_000)
-            now = try db.query(watched).string(0, 0)
-        }
-        #expect(now == "")
+        #expect(try eventually({ try db.query(watched).string(0, 0) }, until: { $0 == "" }) == "")
     }
 
     @Test func watchWithAPredicate() throws {
@@ -216,11 +211,9 @@ import Testing
         let importer = try server.client()
         try importer.write("IMPORT setting (number, value)\n" + (1...40_000).map { "\($0),\($0)\n" }.joined())  // > 256 KiB: COPY starts
         let db = try server.database()
-        var copying = "0"
-        for _ in 0..<100 where copying == "0" {
-            usleep(20_000)
-            copying = try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY %'").string(0, 0) ?? "0"
-        }
+        let copying = try eventually(tries: 100, every: 20_000, {
+            try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'COPY %'").string(0, 0)
+        }, until: { $0 != "0" })
         #expect(copying == "1")
         let other = try LineClient(port: server.port, timeout: 10)
         #expect(try other.send("COUNT setting").status == "+OK 0")  // the one connection is free again

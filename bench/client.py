@@ -32,9 +32,14 @@ class Client:
         return self.reply()
 
 
-def rss_kib(pid):
+def status_kib(pid, field):
+    """A memory figure of /proc/<pid>/status in KiB: VmRSS (resident now), VmHWM (peak)."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
+
+
+def rss_kib(pid):
+    return status_kib(pid, "VmRSS")

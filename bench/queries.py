@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 
-from client import Client
+from client import Client, status_kib
 
 PGURL = os.environ["PGURL"]
 PORT = int(os.environ["RECORDSD_PORT"])
@@ -56,14 +56,6 @@ def pgbench_select():
     return float(re.search(r"tps = ([0-9.]+)", out).group(1))
 
 
-def hwm_kib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return 0
-
-
 def recordsd_find():
     sock = socket.create_connection(("127.0.0.1", PORT))
     sock.recv(1024)  # banner
@@ -108,9 +100,9 @@ def main():
          "INSERT INTO employee (first_name, last_name, gender, age) SELECT 'First' || i, 'Last' || i, 1 + i % 2, i % 90 "
          f"FROM generate_series(1, {ROWS}) i", "VACUUM ANALYZE employee")
     copy_rate, copy_time = copy_out()
-    before = hwm_kib(PID)
+    before = status_kib(PID, "VmHWM")
     find_rate, find_time = recordsd_find()
-    after = hwm_kib(PID)
+    after = status_kib(PID, "VmHWM")
     print(f"FIND streaming {ROWS} rows (one JSON object a line)")
     print(f"  psql COPY (SELECT ...) TO STDOUT  {copy_rate:10.0f} rows/s ({copy_time:.2f} s)")
     print(f"  recordsd FIND                     {find_rate:10.0f} rows/s ({find_time:.2f} s)   ratio {find_rate / copy_rate:.2f} (target >= 0.5)")

@@ -16,10 +16,11 @@ public final class Connection {
     /// Connects with a URL (`postgresql://...`) or a conninfo string (`host=... dbname=...`).
     /// An empty string uses libpq's `PG*` environment variables.
     /// Defaults that the string may override: a 5 s connect timeout, application_name recordsd.
+    /// The client encoding is always UTF8, whatever the database's: the protocol is UTF-8.
     public init(_ conninfo: String, applicationName: String = "recordsd") throws(PostgresError) {
         // With expand_dbname, later keywords override earlier ones: defaults go first.
-        let keywords = ["connect_timeout", "application_name", "dbname"]
-        let values = ["5", applicationName, conninfo]
+        let keywords = ["connect_timeout", "application_name", "dbname", "client_encoding"]
+        let values = ["5", applicationName, conninfo, "UTF8"]
         let conn = withCStrings(keywords) { keys in
             withCStrings(values) { vals in PQconnectdbParams(keys, vals, 1) }
         }
@@ -47,14 +48,22 @@ public final class Connection {
         return PQstatus(handle) == CONNECTION_OK
     }
 
-    /// Whether an idle connection is still usable: a socket that turned readable while idle
-    /// holds either a notification or the news that the server went away (restart, crash,
-    /// idle timeout), which `PQconsumeInput` reveals without a round trip.
+    /// Whether an idle connection is still usable, without a round trip. A pooled connection
+    /// listens to nothing, so a socket that turned readable while idle holds the news that the
+    /// server went away (a restart's "terminating connection", a crash, an idle timeout):
+    /// anything to read, or a closed socket, means it must be replaced.
     public func isAliveWhileIdle() -> Bool {
         guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
         var descriptor = pollfd(fd: PQsocket(handle), events: Int16(POLLIN), revents: 0)
         guard poll(&descriptor, 1, 0) > 0 else { return true }
-        return PQconsumeInput(handle) == 1 && PQstatus(handle) == CONNECTION_OK
+        _ = PQconsumeInput(handle)
+        return false
+    }
+
+    /// Cancels the statement this connection runs, from any thread (`PQcancel`).
+    public func canceller() -> Canceller? {
+        guard let handle, let token = PQgetCancel(handle) else { return nil }
+        return Canceller(token)
     }
 
     public var inTransaction: Bool {
@@ -184,12 +193,13 @@ public final class Connection {
     /// The result of the statement `send` sent, once it has arrived.
     private func receive() throws(PostgresError) -> QueryResult {
         let conn = try open()
-        var last: OpaquePointer?
+        var last: QueryResult?
+        var lastRaw: OpaquePointer?
         while let raw = PQgetResult(conn) {
-            if let previous = last { PQclear(previous) }
-            last = raw
+            last = QueryResult(owning: raw)  // the previous one is freed by its owner
+            lastRaw = raw
         }
-        return try check(last)
+        return try check(lastRaw, owned: last)
     }
 
     // MARK: - COPY
@@ -207,14 +217,13 @@ public final class Connection {
     /// ("COPY t, line 5000: ..."). See https://www.postgresql.org/docs/15/libpq-copy.html
     public func copyIn(_ sql: String, next: () -> CopyChunk) throws(PostgresError) -> Int {
         let conn = try open()
-        guard let start = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-        let status = PQresultStatus(start)
-        if status != PGRES_COPY_IN {
-            _ = try check(start)
-            PQclear(start)
+        guard let raw = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        let start = QueryResult(owning: raw)
+        if PQresultStatus(raw) != PGRES_COPY_IN {
+            if PQresultStatus(raw) == PGRES_FATAL_ERROR { throw Self.error(from: raw, connection: conn) }
             throw PostgresError(kind: .unexpected, message: "COPY did not start")
         }
-        PQclear(start)
+        _ = start
         var sendFailed = false
         var abortReason: String?
         feeding: while true {
@@ -255,13 +264,13 @@ public final class Connection {
     @discardableResult
     public func copyOut(_ sql: String, row: (UnsafeRawBufferPointer) -> Bool) throws(PostgresError) -> Int {
         let conn = try open()
-        guard let start = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-        if PQresultStatus(start) != PGRES_COPY_OUT {
-            _ = try check(start)
-            PQclear(start)
+        guard let raw = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        let start = QueryResult(owning: raw)
+        if PQresultStatus(raw) != PGRES_COPY_OUT {
+            if PQresultStatus(raw) == PGRES_FATAL_ERROR { throw Self.error(from: raw, connection: conn) }
             throw PostgresError(kind: .unexpected, message: "COPY did not start")
         }
-        PQclear(start)
+        _ = start
         var count = 0
         var wanted = true
         while true {
@@ -281,8 +290,9 @@ public final class Connection {
         }
         var failure: PostgresError?
         while let raw = PQgetResult(conn) {
+            let result = QueryResult(owning: raw)
             if PQresultStatus(raw) != PGRES_COMMAND_OK && failure == nil { failure = Self.error(from: raw, connection: conn) }
-            PQclear(raw)
+            _ = result
         }
         if let failure, wanted { throw failure }
         if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
@@ -291,10 +301,7 @@ public final class Connection {
 
     /// Asks PostgreSQL to cancel the statement running on this connection (best effort).
     public func cancel() {
-        guard let handle, let token = PQgetCancel(handle) else { return }
-        var message = [CChar](repeating: 0, count: 256)
-        _ = PQcancel(token, &message, Int32(message.count))
-        PQfreeCancel(token)
+        canceller()?.cancel()
     }
 
     /// `text` as a safely quoted SQL literal (`PQescapeLiteral`: this connection's encoding and
@@ -351,8 +358,7 @@ public final class Connection {
         }
         // The synchronization point ends the pipeline.
         while let raw = PQgetResult(conn) {
-            let status = PQresultStatus(raw)
-            PQclear(raw)
+            let status = QueryResult(owning: raw).status
             if status == PGRES_PIPELINE_SYNC { break }
         }
         if let failure { throw failure }
@@ -394,7 +400,8 @@ public final class Connection {
         return handle
     }
 
-    private func check(_ raw: OpaquePointer?) throws(PostgresError) -> QueryResult {
+    /// Takes ownership of `raw` (unless `owned` already has it) and throws its error, if any.
+    private func check(_ raw: OpaquePointer?, owned: QueryResult? = nil) throws(PostgresError) -> QueryResult {
         guard let conn = handle else {
             throw PostgresError(kind: .connection, message: "connection is closed")
         }
@@ -402,7 +409,7 @@ public final class Connection {
             throw PostgresError(kind: PQstatus(conn) == CONNECTION_OK ? .unexpected : .connection,
                                 message: Self.errorMessage(conn))
         }
-        let result = QueryResult(owning: raw)
+        let result = owned ?? QueryResult(owning: raw)
         switch PQresultStatus(raw) {
         case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_SINGLE_TUPLE:
             return result
@@ -455,4 +462,19 @@ func withParameters<R>(_ parameters: [String?], _ body: (Int32, UnsafePointer<Un
     let pointers: [UnsafePointer<CChar>?] = parameters.map { $0.map { UnsafePointer(strdup($0)) } ?? nil }
     defer { for p in pointers { free(UnsafeMutablePointer(mutating: p)) } }
     return pointers.withUnsafeBufferPointer { body(Int32(parameters.count), $0.baseAddress) }
+}
+
+/// Cancels the statement a connection runs, from any thread: libpq's `PGcancel` is made for
+/// that (`PQcancel` is thread-safe). The only owner of its `PGcancel`.
+public final class Canceller: @unchecked Sendable {  // immutable after init; PQcancel is thread-safe
+    private let token: OpaquePointer
+
+    init(_ token: OpaquePointer) { self.token = token }
+    deinit { PQfreeCancel(token) }
+
+    /// Best effort: the statement may finish first.
+    public func cancel() {
+        var message = [CChar](repeating: 0, count: 256)
+        _ = PQcancel(token, &message, Int32(message.count))
+    }
 }

@@ -7,7 +7,7 @@ import Foundation
 /// connection. Connections open lazily and are replaced when they break, so the pool
 /// reconnects by itself after PostgreSQL comes back.
 public final class ConnectionPool: @unchecked Sendable {  // all state guarded by `condition`
-    public typealias Job = (Result<Connection, PostgresError>) -> Void
+    public typealias Job = @Sendable (Result<Lease, PostgresError>) -> Void
 
     public struct Statistics: Sendable {
         public var size: Int
@@ -110,16 +110,16 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             }
             if connection == nil {
                 do {
-                    let fresh = try Connection(conninfo)
-                    for statement in setup { try fresh.execute(statement) }
-                    connection = fresh
+                    connection = try open()
                     adjustOpen(+1)
                 } catch {
                     job(.failure(error))
                     continue
                 }
             }
-            job(.success(connection!))
+            let lease = Lease(connection: connection!, open: open)
+            job(.success(lease))
+            connection = lease.connection  // the job may have replaced a broken one
             if let conn = connection, conn.isHealthy, conn.inTransaction {
                 _ = try? conn.execute("ROLLBACK")  // a job that forgot: never leak a transaction
             }
@@ -133,9 +133,38 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
+    /// A new connection with the pool's session settings.
+    private func open() throws(PostgresError) -> Connection {
+        let fresh = try Connection(conninfo)
+        for statement in setup { try fresh.execute(statement) }
+        return fresh
+    }
+
     private func adjustOpen(_ delta: Int) {
         condition.lock()
         openCount += delta
         condition.unlock()
+    }
+}
+
+/// A pooled connection lent to one job, on the worker thread that owns it. A job whose
+/// connection broke may replace it (`reconnect`) to try again or to ask about a transaction
+/// whose COMMIT got no answer; the worker keeps the new one.
+public final class Lease {
+    public private(set) var connection: Connection
+    private let open: () throws(PostgresError) -> Connection
+
+    init(connection: Connection, open: @escaping () throws(PostgresError) -> Connection) {
+        self.connection = connection
+        self.open = open
+    }
+
+    /// A fresh connection in place of the current one.
+    @discardableResult
+    public func reconnect() throws(PostgresError) -> Connection {
+        let fresh = try open()
+        if connection.isHealthy { connection.close() }
+        connection = fresh
+        return fresh
     }
 }

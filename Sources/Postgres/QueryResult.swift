@@ -7,6 +7,8 @@ public final class QueryResult {
     init(owning handle: OpaquePointer) { self.handle = handle }
     deinit { PQclear(handle) }
 
+    var status: ExecStatusType { PQresultStatus(handle) }
+
     public var rowCount: Int { Int(PQntuples(handle)) }
     public var columnCount: Int { Int(PQnfields(handle)) }
 

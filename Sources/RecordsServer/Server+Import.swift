@@ -66,7 +66,7 @@ extension Server {
         pool.submit { [self, loop] database in
             let reply: Reply
             switch database {
-            case .success(let db): reply = job.run(header: header, next: feed.next, on: db)
+            case .success(let lease): reply = job.run(header: header, next: feed.next, on: lease.connection)
             case .failure(let error):
                 reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
             }

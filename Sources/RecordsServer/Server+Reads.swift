@@ -15,9 +15,9 @@ extension Server {
         CommandParser.verb(of: line).map(readVerbs.contains) ?? false
     }
 
-    /// A read and the reads pipelined right behind it: one pool job runs them in order on one
-    /// connection (the session is the worker's meanwhile) and hands back their replies at once,
-    /// or ahead of a FIND's streamed records.
+    /// A read and the reads pipelined right behind it: the loop parses them (the session is
+    /// the loop's), and one pool job runs their database work in order on one connection and
+    /// hands back their replies at once, or ahead of a FIND's streamed records.
     func runReads(_ first: String, on connection: ClientConnection) {
         var lines = [first]
         while lines.count < Self.maxBatch, let event = connection.nextEvent() {
@@ -27,19 +27,19 @@ extension Server {
             }
             lines.append(line)
         }
-        let session = connection.session
-        onPool(connection) { [self] database, sink in
-            let batch = BatchSink(sink: sink)
-            for line in lines {
-                let reply: Reply
-                switch session.handle(line) {
-                case .reply(let immediate), .close(let immediate), .skipData(let immediate): reply = immediate
-                case .collect: reply = .error(.internal, "IMPORT in a batch of reads")
-                case .database(let work): reply = Self.perform(work, database, batch)
-                }
-                batch.pending += encoded(reply)
+        let items: [BatchItem] = lines.map { line in
+            switch connection.session.handle(line) {
+            case .database(let work): .work(work)
+            case .reply(let reply), .close(let reply), .skipData(let reply): .reply(encoded(reply))
+            case .collect: .reply(encoded(.error(.internal, "IMPORT in a batch of reads")))
             }
-            return batch.pending
         }
+        onPool(connection, items)
     }
+}
+
+/// One command of a pool job: a reply known on the loop, or database work.
+enum BatchItem: Sendable {
+    case reply([UInt8])
+    case work(DatabaseWork)
 }

@@ -31,15 +31,17 @@ extension Server {
         }
         for key in order {
             let filter = filters[key]!
+            guard let entity = context.model.entity(named: filter.event.entity) else { continue }
             pool.submit { [loop] result in
-                let ids: [String]
+                let keys: [RecordKey]
                 do {
-                    ids = try result.get().query(filter.sql, filter.parameters).column(0).compactMap { $0 }
+                    let rows = try result.get().connection.query(filter.sql, filter.parameters)
+                    keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<entity.key.count).map { rows.string(row, $0) ?? "" }) }
                 } catch {
                     return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(filter.connections.count) session(s): \(error)")
                 }
-                guard !ids.isEmpty else { return }
-                let lines = Session.lines(filter.event.entity, filter.event.operation, ids)
+                guard !keys.isEmpty else { return }
+                let lines = Session.lines(entity, filter.event.operation, keys)
                 loop.post { [self] in
                     for connection in filter.connections where !connection.closed {
                         connection.queue(events: lines)

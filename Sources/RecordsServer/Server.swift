@@ -236,29 +236,41 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             }
             connection.importing = ImportState(job: job, feed: feed)
         case .database(let work):
-            onPool(connection) { [self] database, sink in encoded(Self.perform(work, database, sink)) }
+            onPool(connection, [.work(work)])
         }
     }
 
-    /// Runs `job` on a pool worker, the session being the worker's until its reply bytes are
-    /// back on the loop; the connection reads nothing meanwhile, so replies stay in order.
-    func onPool(_ connection: ClientConnection,
-                        _ job: @escaping (Result<Connection, PostgresError>, LineSink) -> [UInt8]) {
+    /// Runs `works` in order as one job on a pool worker. The session stays on the loop and
+    /// reads nothing meanwhile, so replies stay in order; each work's effects on the session
+    /// come back with the reply bytes and are applied there, in order.
+    func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
         connection.busy = true
         connection.flushHeldReplies = false
         let sink = StreamSink(server: self, connection: connection)
+        let maxReplyBytes = configuration.maxReplyBytes
         pool.submit { [loop] database in
-            let bytes = job(database, sink)
-            loop.post { [self] in completed(connection, bytes: bytes) }
-        }
-    }
-
-    /// A database step with the pooled connection, or UNAVAILABLE when there is none.
-    static func perform(_ work: (Connection, LineSink) -> Reply,
-                                _ database: Result<Connection, PostgresError>, _ sink: LineSink) -> Reply {
-        switch database {
-        case .success(let connection): work(connection, sink)
-        case .failure(let error): unavailable(error)
+            let batch = BatchSink(sink: sink)
+            var effects: [@Sendable (Session) -> Void] = []
+            let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch) }
+            for item in works {
+                switch item {
+                case .reply(let bytes):
+                    batch.pending += bytes
+                case .work(let work):
+                    guard let context else {
+                        if case .failure(let error) = database { Self.unavailable(error).encode(into: &batch.pending) }
+                        continue
+                    }
+                    let result = work.run(context)
+                    batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
+                    if let apply = result.apply { effects.append(apply) }
+                }
+            }
+            let bytes = batch.pending
+            loop.post { [self] in
+                if !connection.closed { effects.forEach { $0(connection.session) } }
+                completed(connection, bytes: bytes)
+            }
         }
     }
 
@@ -271,13 +283,15 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     /// The reply's bytes, or a LIMIT error in its place when it is too large to hold.
-    func encoded(_ reply: Reply) -> [UInt8] {
+    func encoded(_ reply: Reply) -> [UInt8] { Self.encoded(reply, limit: configuration.maxReplyBytes) }
+
+    static func encoded(_ reply: Reply, limit: Int) -> [UInt8] {
         var bytes: [UInt8] = []
         reply.encode(into: &bytes)
         let size = bytes.count
-        guard size > configuration.maxReplyBytes else { return bytes }
+        guard size > limit else { return bytes }
         bytes.removeAll()
-        Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(configuration.maxReplyBytes)): narrow it, or use FIND, which streams")
+        Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
             .encode(into: &bytes)
         return bytes
     }

@@ -16,8 +16,9 @@ import Testing
         #expect(model.entities.map(\.name) == ["assignment", "color", "contact", "department", "employee", "friend",
                                                "game", "journal_entry", "memo", "project", "setting"])
         let employee = try #require(model.entity(named: "EMPLOYEE"))
-        #expect(employee.primaryKey.name == "id")
-        #expect(employee.keySequence == "public.employee_id_seq")
+        #expect(employee.keyColumns == ["id"])
+        #expect(employee.key[0].sequence == "public.employee_id_seq")
+        #expect(employee.key[0].identity == .byDefault)
         #expect(employee.attributes.map(\.name) == ["id", "first_name", "last_name", "gender", "age"])
         #expect(employee.attributes.filter(\.isRequired).map(\.name) == ["first_name", "last_name", "gender"])
         #expect(employee.attribute(named: "gender")?.kind == .integer(bits: 16))
@@ -58,15 +59,31 @@ import Testing
                                editor text REFERENCES author (code) ON DELETE SET NULL);
             COMMENT ON CONSTRAINT book_written_by_fkey ON book IS 'inverse: works';
             CREATE TABLE pair (a int, b int, PRIMARY KEY (a, b));
+            CREATE TABLE shelf (author_code text REFERENCES author (code), position int, label text UNIQUE,
+                                PRIMARY KEY (author_code, position));
+            CREATE TABLE loose (note text);
+            CREATE TABLE serial_thing (id serial PRIMARY KEY, made bigint GENERATED ALWAYS AS IDENTITY UNIQUE);
             """)
         let model = try ModelReflector.reflect(connection)
-        #expect(model.entities.map(\.name) == ["author", "book"])
-        #expect(model.unserved == [UnservedTable(name: "pair", reason: "composite primary key")])
+        #expect(model.entities.map(\.name) == ["author", "book", "pair", "serial_thing", "shelf"])
+        #expect(model.unserved == [UnservedTable(name: "loose", reason: "no primary key")])
         let book = try #require(model.entity(named: "book"))
-        #expect(book.keySequence == nil)
-        #expect(book.primaryKey.kind == .uuid)
+        #expect(book.key[0].sequence == nil)
+        #expect(book.key[0].kind == .uuid)
+        #expect(book.key[0].allocation == .expression("gen_random_uuid()"))
+        let pair = try #require(model.entity(named: "pair"))
+        #expect(pair.keyColumns == ["a", "b"])
+        #expect(pair.key.allSatisfy { $0.allocation == nil })
+        let shelf = try #require(model.entity(named: "shelf"))
+        #expect(shelf.keyColumns == ["author_code", "position"])
+        #expect(shelf.relationship(named: "author_code")?.referencedColumn == "code")
+        #expect(shelf.attributes.map(\.name) == ["position", "label"])
+        #expect(shelf.uniqueKeys == [["author_code", "position"], ["label"]])
+        let serial = try #require(model.entity(named: "serial_thing"))
+        #expect(serial.key[0].allocation == .sequence("public.serial_thing_id_seq"))
+        #expect(serial.attribute(named: "made")?.identity == .always)
         #expect(book.relationship(named: "written_by")?.isRequired == true)
         let author = try #require(model.entity(named: "author"))
-        #expect(Set(author.relationships.map(\.name)) == ["works", "books_by_editor"])
+        #expect(Set(author.relationships.map(\.name)) == ["works", "books_by_editor", "shelfs"])
     }
 }

@@ -12,7 +12,7 @@ import Testing
         let server = try TestServer()
         let client = try server.client()
         #expect(try client.send(#"INSERT employee first_name="John" last_name="Lim" gender=1 department=#sales"#).status
-                == "-ERR NOT_FOUND employee.department: no pending record #sales in this unit of work")
+                == "-ERR NOT_FOUND employee.department: no pending record #sales in this unit of work (a #ref names an INSERT made before)")
         #expect(try client.send(#"INSERT department AS #sales name="Sales" number=1"#).status == "+OK #sales pending insert department (1 pending)")
         // Employees typed after, but pointing at the department; a second department typed last.
         #expect(try client.send(#"INSERT employee first_name="John" last_name="Lim" gender=1 department=#sales"#).status == "+OK #e1 pending insert employee (2 pending)")
@@ -212,10 +212,10 @@ import Testing
         let reply = try client.send("SAVE")
         #expect(reply.status == "-ERR VALIDATION 4 problem(s); nothing was saved")
         #expect(reply.lines == [
-            "employee #a: last_name is required",
-            "employee #a: gender is required",
-            "employee #b: first_name is required",
-            "department #d: name is required",
+            "#a employee: last_name is required",
+            "#a employee: gender is required",
+            "#b employee: first_name is required",
+            "#d department: name is required",
         ])
     }
 

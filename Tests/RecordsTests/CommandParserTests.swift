@@ -24,21 +24,60 @@ import Testing
     }
 
     @Test func updateDeleteGetTakeIdsOrRefs() throws {
-        #expect(try CommandParser.parse("DELETE department 3") == .delete(entity: "department", id: .stored("3")))
+        #expect(try CommandParser.parse("DELETE department 3") == .delete(entity: "department", id: .key("3")))
         #expect(try CommandParser.parse("DELETE department #d1") == .delete(entity: "department", id: .pending("d1")))
-        #expect(try CommandParser.parse("GET employee 42") == .get(entity: "employee", id: .stored("42"), include: []))
-        guard case .update(_, .stored("7"), let values) = try CommandParser.parse("UPDATE employee 7 age=40") else {
+        #expect(try CommandParser.parse("GET employee 42") == .get(entity: "employee", id: .key("42"), include: []))
+        guard case .update(_, .key("7"), let values) = try CommandParser.parse("UPDATE employee 7 age=40") else {
             Issue.record("not an update"); return
         }
         #expect(values.count == 1)
+        guard case .update(_, .key("7"), let set) = try CommandParser.parse("UPDATE employee 7 SET age=40") else {
+            Issue.record("not an update with SET"); return
+        }
+        #expect(set.count == 1)
+    }
+
+    @Test func recordsAreNamedByKeyFieldsOrUniqueKeys() throws {
+        guard case .delete(_, .fields(let pairs)) = try CommandParser.parse("DELETE project_member project=3 employee=7") else {
+            Issue.record("not a delete by fields"); return
+        }
+        #expect(pairs.map(\.name) == ["project", "employee"])
+        #expect(pairs.map(\.value) == [.number("3"), .number("7")])
+        guard case .get(_, .fields(let unique), let include) = try CommandParser.parse(#"GET memo uid="m1" INCLUDE color"#) else {
+            Issue.record("not a get by fields"); return
+        }
+        #expect(unique.map(\.name) == ["uid"])
+        #expect(include == ["color"])
+        guard case .update(_, .fields(let named), let values) = try CommandParser.parse(#"UPDATE memo uid="m1" SET body="x""#) else {
+            Issue.record("not an update by fields"); return
+        }
+        #expect(named.count == 1 && values.map(\.name) == ["body"])
+        // Without SET the pairs that name the record and the new values cannot be told apart.
+        #expect(throws: CommandError.self) { try CommandParser.parse(#"UPDATE memo uid="m1" body="x""#) }
+    }
+
+    @Test func changesByPredicate() throws {
+        guard case .updateWhere(let entity, _, let values, let text) = try CommandParser.parse("UPDATE employee WHERE age > 60 SET department=nil") else {
+            Issue.record("not an update by predicate"); return
+        }
+        #expect(entity == "employee" && values.map(\.name) == ["department"])
+        #expect(text == "UPDATE employee WHERE age > 60 SET department=nil")
+        guard case .deleteWhere(_, .comparison(let c), _) = try CommandParser.parse("DELETE employee WHERE age > 60") else {
+            Issue.record("not a delete by predicate"); return
+        }
+        #expect(c.keyPath == "age")
+        #expect(throws: CommandError.self) { try CommandParser.parse("UPDATE employee WHERE age > 60 age=3") }
     }
 
     @Test func savePolicies() throws {
-        #expect(try CommandParser.parse("SAVE") == .save(.fail))
-        #expect(try CommandParser.parse("save force") == .save(.force))
-        #expect(try CommandParser.parse("SAVE THEIRS") == .save(.theirs))
-        #expect(try CommandParser.parse("SAVE MERGE") == .save(.merge))
+        #expect(try CommandParser.parse("SAVE") == .save(.fail, key: nil))
+        #expect(try CommandParser.parse("save force") == .save(.force, key: nil))
+        #expect(try CommandParser.parse("SAVE THEIRS") == .save(.theirs, key: nil))
+        #expect(try CommandParser.parse("SAVE MERGE") == .save(.merge, key: nil))
+        #expect(try CommandParser.parse("SAVE KEY order-17") == .save(.fail, key: "order-17"))
+        #expect(try CommandParser.parse(#"SAVE FORCE KEY "a b""#) == .save(.force, key: "a b"))
         #expect(throws: CommandError.self) { try CommandParser.parse("SAVE NOW") }
+        #expect(throws: CommandError.self) { try CommandParser.parse("SAVE KEY") }
     }
 
     @Test func unknownVerbSuggests() {

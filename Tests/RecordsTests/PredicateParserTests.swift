@@ -13,8 +13,8 @@ import Testing
         switch p {
         case .constant(let b): return b ? "T" : "F"
         case .not(let inner): return "!(\(keys(inner)))"
-        case .and(let a, let b): return "(\(keys(a)) & \(keys(b)))"
-        case .or(let a, let b): return "(\(keys(a)) | \(keys(b)))"
+        case .and(let operands): return "(" + operands.map(keys).joined(separator: " & ") + ")"
+        case .or(let operands): return "(" + operands.map(keys).joined(separator: " | ") + ")"
         case .comparison(let c): return c.keyPath
         }
     }
@@ -47,6 +47,28 @@ import Testing
         guard case .comparison(let b) = try predicate("age BETWEEN {20, 30}") else { Issue.record("not a comparison"); return }
         #expect(b.values.count == 2)
         #expect(throws: CommandError.self) { try predicate("age BETWEEN {20}") }
+    }
+
+    @Test func flatListsForLongRunsOfOneOperator() throws {
+        #expect(keys(try predicate("a == 1 OR b == 2 OR c == 3 OR (d == 4 OR e == 5)")) == "(a | b | c | d | e)")
+        #expect(keys(try predicate("a == 1 AND b == 2 AND c == 3")) == "(a & b & c)")
+        let wide = (0..<5_000).map { "id == \($0)" }.joined(separator: " OR ")
+        guard case .or(let terms) = try predicate(wide) else { Issue.record("not an OR"); return }
+        #expect(terms.count == 5_000)
+    }
+
+    @Test func runsOfNotFold() throws {
+        #expect(keys(try predicate(String(repeating: "NOT ", count: 5_000) + "a == 1")) == "a")
+        #expect(keys(try predicate(String(repeating: "! ", count: 5_001) + "a == 1")) == "!(a)")
+    }
+
+    @Test func depthAndSizeAreBounded() throws {
+        let deep = String(repeating: "(", count: 2_000) + "age == 1" + String(repeating: ")", count: 2_000)
+        #expect(throws: CommandError(.limit, "at 46: parentheses nest deeper than 32 levels")) { try predicate(deep) }
+        let shallow = String(repeating: "(", count: 32) + "age == 1" + String(repeating: ")", count: 32)
+        #expect(keys(try predicate(shallow)) == "age")
+        let many = (0...PredicateParser.maxTerms).map { "id == \($0)" }.joined(separator: " OR ")
+        #expect(throws: CommandError(.limit, "the predicate has more than 10000 comparisons")) { try predicate(many) }
     }
 
     @Test func errorsSayWhatWasExpected() {

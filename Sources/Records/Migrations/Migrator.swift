@@ -85,6 +85,16 @@ public enum Migrator {
                 checksum   text NOT NULL,
                 applied_at timestamptz NOT NULL DEFAULT now()
             );
+            -- SAVE ... KEY k: what a committed save answered, so a retry answers the same.
+            CREATE TABLE IF NOT EXISTS records.save_keys (
+                owner   text NOT NULL,
+                key     text NOT NULL,
+                message text NOT NULL,
+                lines   text[] NOT NULL,
+                at      timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (owner, key)
+            );
+            CREATE INDEX IF NOT EXISTS save_keys_at ON records.save_keys (at);
             """)
         do {
             try Users.ensureSchema(connection)

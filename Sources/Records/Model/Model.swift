@@ -6,16 +6,57 @@ public struct Attribute: Sendable, Equatable {
     public var kind: ValueKind
     /// NOT NULL.
     public var isNotNull: Bool
-    /// The default expression, "identity" for identity columns, nil when none.
+    /// The default as DESCRIBE shows it: "identity" for identity columns, else the default
+    /// expression; nil when none.
     public var defaultValue: String?
+    /// `GENERATED ALWAYS AS IDENTITY` needs `OVERRIDING SYSTEM VALUE` to take a given value.
+    public var identity: Identity?
     public var isUnique: Bool
     public var isPrimaryKey: Bool
     /// Generated (`GENERATED ALWAYS AS (...) STORED`): never written by clients.
     public var isGenerated: Bool
     public var comment: String?
+    /// The sequence behind the column (serial or identity), as `pg_get_serial_sequence` names it.
+    public var sequence: String?
+
+    public enum Identity: String, Sendable, Equatable {
+        case always, byDefault = "by default"
+    }
+
+    /// Where a key value comes from when the client does not give it.
+    public enum Allocation: Sendable, Equatable {
+        /// `nextval` of the column's sequence (serial, identity).
+        case sequence(String)
+        /// The column's default expression, read from the catalog (`gen_random_uuid()`).
+        case expression(String)
+    }
+
+    public init(name: String, sqlType: String, kind: ValueKind, isNotNull: Bool, defaultValue: String?,
+                identity: Identity? = nil, isUnique: Bool, isPrimaryKey: Bool, isGenerated: Bool,
+                comment: String?, sequence: String? = nil) {
+        self.name = name
+        self.sqlType = sqlType
+        self.kind = kind
+        self.isNotNull = isNotNull
+        self.defaultValue = defaultValue
+        self.identity = identity
+        self.isUnique = isUnique
+        self.isPrimaryKey = isPrimaryKey
+        self.isGenerated = isGenerated
+        self.comment = comment
+        self.sequence = sequence
+    }
 
     /// A value must be given on insert: NOT NULL and PostgreSQL has no default for it.
     public var isRequired: Bool { isNotNull && defaultValue == nil && !isGenerated }
+
+    /// How a pending insert gets this column's value before it is written, when the client
+    /// gave none: from its sequence, or by evaluating its default; nil when it has neither.
+    public var allocation: Allocation? {
+        if let sequence { return .sequence(sequence) }
+        if identity == nil, let defaultValue { return .expression(defaultValue) }
+        return nil
+    }
 }
 
 /// What happens to the records that point at a deleted record (the foreign key's ON DELETE).
@@ -44,25 +85,66 @@ public struct Relationship: Sendable, Equatable {
     public var inverse: String
     /// The foreign-key column, on the to-one side's table.
     public var column: String
+    /// The column the foreign key references (on the to-one side's target, on the to-many
+    /// side's own entity): the key, or another unique column.
+    public var referencedColumn: String
     /// The foreign-key column's SQL type, for casts.
     public var columnType: String
     public var deleteRule: DeleteRule
     public var constraint: String
     /// NOT NULL foreign key: the to-one side is required.
     public var isRequired: Bool
+    /// `DEFERRABLE`: SAVE may defer its check to COMMIT to insert records that point at each other.
+    public var isDeferrable: Bool
+
+    public init(name: String, entity: String, target: String, isToMany: Bool, inverse: String, column: String,
+                referencedColumn: String = "id", columnType: String, deleteRule: DeleteRule, constraint: String,
+                isRequired: Bool, isDeferrable: Bool = false) {
+        self.name = name
+        self.entity = entity
+        self.target = target
+        self.isToMany = isToMany
+        self.inverse = inverse
+        self.column = column
+        self.referencedColumn = referencedColumn
+        self.columnType = columnType
+        self.deleteRule = deleteRule
+        self.constraint = constraint
+        self.isRequired = isRequired
+        self.isDeferrable = isDeferrable
+    }
 }
 
-/// A served table: one with a single-column primary key.
+/// A served table: one with a primary key, of one column or several.
 public struct Entity: Sendable {
     public var name: String
-    public var primaryKey: Attribute
-    /// Every column but foreign keys, primary key first, in table order.
+    /// The primary key's columns, in key order. Foreign-key columns may be among them (a join
+    /// table's `(project_id, employee_id)`).
+    public var key: [Attribute]
+    /// Every column but foreign keys, key columns first, in table order.
     public var attributes: [Attribute]
     public var relationships: [Relationship]
-    /// The sequence behind the primary key (serial or identity), used to allocate ids
-    /// before inserting so that pending references resolve without a round trip per row.
-    public var keySequence: String?
+    /// Column sets with a unique constraint (the primary key first), by which a record can be
+    /// addressed (`GET memo uid="m1"`).
+    public var uniqueKeys: [[String]]
+    /// Row-level security is enabled on the table and it has policies.
+    public var hasRowSecurity: Bool
     public var comment: String?
+
+    public init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship],
+                uniqueKeys: [[String]] = [], hasRowSecurity: Bool = false, comment: String? = nil) {
+        self.name = name
+        self.key = key
+        self.attributes = attributes
+        self.relationships = relationships
+        self.uniqueKeys = uniqueKeys.isEmpty ? [key.map(\.name)] : uniqueKeys
+        self.hasRowSecurity = hasRowSecurity
+        self.comment = comment
+    }
+
+    public var keyColumns: [String] { key.map(\.name) }
+    /// The one key column of a single-column key, nil for a composite key.
+    public var singleKey: Attribute? { key.count == 1 ? key[0] : nil }
 
     public func attribute(named name: String) -> Attribute? {
         attributes.first { $0.name == name } ?? attributes.first { $0.name.lowercased() == name.lowercased() }
@@ -74,9 +156,32 @@ public struct Entity: Sendable {
 
     public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }
 
-    /// Every column the server reads, primary key first: attributes then foreign keys.
+    /// The to-one relationship whose foreign-key column is `column`.
+    public func relationship(column: String) -> Relationship? {
+        relationships.first { !$0.isToMany && $0.column == column }
+    }
+
+    /// A column by the name clients use: an attribute's, a to-one relationship's, or a
+    /// foreign-key column's; the column's real name.
+    public func column(named name: String) -> String? {
+        if let attribute = attribute(named: name) { return attribute.name }
+        if let relationship = relationship(named: name), !relationship.isToMany { return relationship.column }
+        return toOneRelationships.first { $0.column.lowercased() == name.lowercased() }?.column
+    }
+
+    /// The name clients see for a column: the relationship's for a foreign key.
+    public func label(_ column: String) -> String {
+        relationship(column: column)?.name ?? column
+    }
+
+    /// Every column the server reads: attributes then foreign keys.
     public var columns: [(column: String, sqlType: String)] {
         attributes.map { ($0.name, $0.sqlType) } + toOneRelationships.map { ($0.column, $0.columnType) }
+    }
+
+    /// A key column's SQL type and kind (a key column may be a foreign key).
+    public func keyType(_ column: String) -> String {
+        key.first { $0.name == column }?.sqlType ?? "text"
     }
 }
 

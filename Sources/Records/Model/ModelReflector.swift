@@ -1,14 +1,17 @@
+import Foundation
 import Postgres
 
 /// Reads the model from PostgreSQL's catalog: the migrations are the single source of truth.
 ///
-/// Entities are the tables of `schema` with a single-column primary key; each single-column
-/// foreign key to an entity becomes a to-one relationship and its to-many inverse.
+/// Entities are the tables of `schema` with a primary key (of one column or several); each
+/// single-column foreign key to a served table becomes a to-one relationship and its to-many
+/// inverse, whether it references the target's key or another unique column.
 /// See https://www.postgresql.org/docs/15/catalogs.html
 public enum ModelReflector {
     public static func reflect(_ connection: Connection, schema: String = "public") throws -> Model {
         let tables = try connection.query("""
-            SELECT c.relname, obj_description(c.oid, 'pg_class')
+            SELECT c.relname, obj_description(c.oid, 'pg_class'),
+                   c.relrowsecurity AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid)
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
@@ -16,9 +19,9 @@ public enum ModelReflector {
         let columns = try connection.query("""
             SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
                    CASE WHEN t.typtype = 'd' THEN bt.typname ELSE t.typname END,
-                   a.attnotnull,
-                   CASE WHEN a.attidentity <> '' THEN 'identity' ELSE pg_get_expr(d.adbin, d.adrelid) END,
-                   a.attgenerated <> '', col_description(c.oid, a.attnum)
+                   a.attnotnull, a.attidentity::text, pg_get_expr(d.adbin, d.adrelid),
+                   a.attgenerated <> '', col_description(c.oid, a.attnum),
+                   pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname)
             FROM pg_attribute a
             JOIN pg_class c ON c.oid = a.attrelid
             JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -28,54 +31,70 @@ public enum ModelReflector {
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
             ORDER BY c.relname, a.attnum
             """, [schema])
+        // Primary and unique keys without predicate or expression, with their columns in order.
         let indexes = try connection.query("""
-            SELECT c.relname, i.indisprimary, i.indnkeyatts, a.attname
+            SELECT c.relname, i.indisprimary,
+                   (SELECT json_agg(a.attname ORDER BY k.n)
+                    FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
+                    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+                    WHERE k.n <= i.indnkeyatts)::text
             FROM pg_index i
             JOIN pg_class c ON c.oid = i.indrelid
             JOIN pg_namespace n ON n.oid = c.relnamespace
-            LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = i.indkey[0]
             WHERE n.nspname = $1 AND (i.indisprimary OR i.indisunique) AND i.indpred IS NULL
               AND i.indexprs IS NULL
+            ORDER BY c.relname, NOT i.indisprimary, i.indexrelid
             """, [schema])
         let keys = try connection.query("""
             SELECT con.conname, src.relname, sa.attname, tgt.relname, tn.nspname, con.confdeltype,
-                   obj_description(con.oid, 'pg_constraint'), cardinality(con.conkey), sa.attnotnull
+                   obj_description(con.oid, 'pg_constraint'), cardinality(con.conkey), sa.attnotnull,
+                   ta.attname, con.condeferrable
             FROM pg_constraint con
             JOIN pg_class src ON src.oid = con.conrelid
             JOIN pg_namespace n ON n.oid = src.relnamespace
             JOIN pg_class tgt ON tgt.oid = con.confrelid
             JOIN pg_namespace tn ON tn.oid = tgt.relnamespace
             JOIN pg_attribute sa ON sa.attrelid = con.conrelid AND sa.attnum = con.conkey[1]
+            JOIN pg_attribute ta ON ta.attrelid = con.confrelid AND ta.attnum = con.confkey[1]
             WHERE con.contype = 'f' AND n.nspname = $1
             ORDER BY src.relname, sa.attnum, con.conname
             """, [schema])
 
-        // Primary and unique keys per table.
-        var primary: [String: (count: Int, column: String?)] = [:]
-        var unique: Set<String> = []
+        var primary: [String: [String]] = [:]
+        var uniqueSets: [String: [[String]]] = [:]
         for row in 0..<indexes.rowCount {
             let table = indexes.string(row, 0)!
-            let count = indexes.int(row, 2) ?? 0
-            let column = indexes.string(row, 3)
-            if indexes.bool(row, 1) == true { primary[table] = (count, column) }
-            if count == 1, let column { unique.insert(table + "." + column) }
+            guard let json = indexes.string(row, 2), let data = json.data(using: .utf8),
+                  let names = try? JSONSerialization.jsonObject(with: data) as? [String], !names.isEmpty else { continue }
+            if indexes.bool(row, 1) == true { primary[table] = names }
+            if !(uniqueSets[table] ?? []).contains(names) { uniqueSets[table, default: []].append(names) }
+        }
+        func isUnique(_ table: String, _ column: String) -> Bool {
+            uniqueSets[table]?.contains([column]) ?? false
         }
 
         var attributesByTable: [String: [Attribute]] = [:]
         for row in 0..<columns.rowCount {
             let table = columns.string(row, 0)!
             let name = columns.string(row, 1)!
-            let isPrimary = primary[table]?.column == name && primary[table]?.count == 1
+            let identity: Attribute.Identity? = switch columns.string(row, 5) {
+            case "a": .always
+            case "d": .byDefault
+            default: nil
+            }
+            let generated = columns.bool(row, 7) ?? false
             attributesByTable[table, default: []].append(Attribute(
                 name: name,
                 sqlType: columns.string(row, 2)!,
                 kind: ValueKind(typeName: columns.string(row, 3) ?? ""),
                 isNotNull: columns.bool(row, 4) ?? false,
-                defaultValue: columns.string(row, 5),
-                isUnique: unique.contains(table + "." + name),
-                isPrimaryKey: isPrimary,
-                isGenerated: columns.bool(row, 6) ?? false,
-                comment: columns.string(row, 7)))
+                defaultValue: identity != nil ? "identity" : (generated ? nil : columns.string(row, 6)),
+                identity: identity,
+                isUnique: isUnique(table, name),
+                isPrimaryKey: primary[table]?.contains(name) ?? false,
+                isGenerated: generated,
+                comment: columns.string(row, 8),
+                sequence: columns.string(row, 9)))
         }
 
         var entities: [String: Entity] = [:]
@@ -83,33 +102,39 @@ public enum ModelReflector {
         for row in 0..<tables.rowCount {
             let name = tables.string(row, 0)!
             let attributes = attributesByTable[name] ?? []
-            guard let key = primary[name] else {
+            guard let keyNames = primary[name] else {
                 unserved.append(UnservedTable(name: name, reason: "no primary key"))
                 continue
             }
-            guard key.count == 1, let pk = attributes.first(where: { $0.isPrimaryKey }) else {
-                unserved.append(UnservedTable(name: name, reason: "composite primary key"))
+            let key = keyNames.compactMap { column in attributes.first { $0.name == column } }
+            guard key.count == keyNames.count else {
+                unserved.append(UnservedTable(name: name, reason: "its primary key could not be read"))
                 continue
             }
-            let sequence = try connection.query(
-                "SELECT pg_get_serial_sequence($1, $2)",
-                [SQL.identifier(schema) + "." + SQL.identifier(name), pk.name]).string(0, 0)
             entities[name] = Entity(
-                name: name, primaryKey: pk,
-                attributes: [pk] + attributes.filter { !$0.isPrimaryKey },
-                relationships: [], keySequence: sequence, comment: tables.string(row, 1))
+                name: name, key: key,
+                attributes: key + attributes.filter { !$0.isPrimaryKey },
+                relationships: [], uniqueKeys: uniqueSets[name] ?? [keyNames],
+                hasRowSecurity: tables.bool(row, 2) ?? false, comment: tables.string(row, 1))
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.
-        struct Key { var constraint, source, column, target, rule: String; var comment: String?; var required: Bool }
+        struct Key {
+            var constraint, source, column, target, referenced, rule: String
+            var comment: String?
+            var required, deferrable: Bool
+        }
         var foreignKeys: [Key] = []
         for row in 0..<keys.rowCount {
             guard keys.int(row, 7) == 1, keys.string(row, 4) == schema else { continue }
             let key = Key(constraint: keys.string(row, 0)!, source: keys.string(row, 1)!,
                           column: keys.string(row, 2)!, target: keys.string(row, 3)!,
-                          rule: keys.string(row, 5)!, comment: keys.string(row, 6),
-                          required: keys.bool(row, 8) ?? false)
+                          referenced: keys.string(row, 9)!, rule: keys.string(row, 5)!,
+                          comment: keys.string(row, 6), required: keys.bool(row, 8) ?? false,
+                          deferrable: keys.bool(row, 10) ?? false)
             guard entities[key.source] != nil, entities[key.target] != nil else { continue }
+            // One relationship per column: a second key on the same column adds nothing to navigate.
+            guard !foreignKeys.contains(where: { $0.source == key.source && $0.column == key.column }) else { continue }
             foreignKeys.append(key)
         }
         for key in foreignKeys {
@@ -121,12 +146,14 @@ public enum ModelReflector {
             let columnType = attributesByTable[key.source]?.first { $0.name == key.column }?.sqlType ?? "bigint"
             entities[key.source]!.relationships.append(Relationship(
                 name: toOne, entity: key.source, target: key.target, isToMany: false, inverse: inverse,
-                column: key.column, columnType: columnType, deleteRule: rule, constraint: key.constraint, isRequired: key.required))
+                column: key.column, referencedColumn: key.referenced, columnType: columnType, deleteRule: rule,
+                constraint: key.constraint, isRequired: key.required, isDeferrable: key.deferrable))
             entities[key.target]!.relationships.append(Relationship(
                 name: inverse, entity: key.target, target: key.source, isToMany: true, inverse: toOne,
-                column: key.column, columnType: columnType, deleteRule: rule, constraint: key.constraint, isRequired: false))
+                column: key.column, referencedColumn: key.referenced, columnType: columnType, deleteRule: rule,
+                constraint: key.constraint, isRequired: false, isDeferrable: key.deferrable))
             // The foreign-key column is shown as the relationship, not as an attribute.
-            entities[key.source]!.attributes.removeAll { $0.name == key.column && !$0.isPrimaryKey }
+            entities[key.source]!.attributes.removeAll { $0.name == key.column }
         }
         return Model(schema: schema, entities: Array(entities.values), unserved: unserved)
     }

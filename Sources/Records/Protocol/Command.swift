@@ -1,12 +1,16 @@
-/// A record named in a command: a stored id (as typed) or a pending `#ref`.
-public enum RecordID: Equatable, Sendable, CustomStringConvertible {
-    case stored(String)
+/// A record named in a command: a stored key (as typed, for a single-column key), a pending
+/// `#ref`, or `attr=value` pairs naming its key columns or a unique key (`project=3
+/// employee=7`, `uid="m1"`).
+public enum RecordAddress: Equatable, Sendable, CustomStringConvertible {
+    case key(String)
     case pending(String)
+    case fields([Assignment])
 
     public var description: String {
         switch self {
-        case .stored(let id): id
+        case .key(let id): id
         case .pending(let ref): "#" + ref
+        case .fields(let pairs): pairs.map { "\($0.name)=\($0.value)" }.joined(separator: " ")
         }
     }
 }
@@ -65,16 +69,21 @@ public enum Command: Equatable, Sendable {
     case entities
     case describe(String)
     case insert(entity: String, ref: String?, values: [Assignment])
-    case update(entity: String, id: RecordID, values: [Assignment])
-    case delete(entity: String, id: RecordID)
-    case upsert(entity: String, key: String, values: [Assignment])
+    case update(entity: String, id: RecordAddress, values: [Assignment])
+    case delete(entity: String, id: RecordAddress)
+    /// `UPDATE entity WHERE predicate SET attr=value ...`; `text` is the line as typed.
+    case updateWhere(entity: String, predicate: Predicate, values: [Assignment], text: String)
+    /// `DELETE entity WHERE predicate`.
+    case deleteWhere(entity: String, predicate: Predicate, text: String)
+    case upsert(entity: String, key: [String], values: [Assignment])
     case changes
-    case save(MergePolicy)
+    /// `SAVE [FORCE|THEIRS|MERGE] [KEY k]`.
+    case save(MergePolicy, key: String?)
     case rollback
     case nest
     case merge
     case discard
-    case get(entity: String, id: RecordID, include: [String])
+    case get(entity: String, id: RecordAddress, include: [String])
     case find(FetchRequest)
     case count(entity: String, predicate: Predicate?, estimate: Bool)
     /// EXPLAIN FIND / COUNT / GET: the SQL, its parameters, and PostgreSQL's plan.
@@ -95,8 +104,8 @@ public enum Command: Equatable, Sendable {
         case .entities: .entities
         case .describe: .describe
         case .insert: .insert
-        case .update: .update
-        case .delete: .delete
+        case .update, .updateWhere: .update
+        case .delete, .deleteWhere: .delete
         case .upsert: .upsert
         case .changes: .changes
         case .save: .save

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Turns a request line into a `Command`. Purely syntactic: entity and attribute names are
 /// checked against the model when the command runs.
 public enum CommandParser {
@@ -57,33 +59,56 @@ public enum CommandParser {
             return .insert(entity: entity, ref: ref, values: try assignments(&t, required: false))
         case .update:
             let entity = try t.name("an entity name")
-            let id = try recordID(&t)
+            if let predicate = try whereClause(&t) {
+                guard t.consumeWord("SET") else { throw t.error("expected SET attr=value ... after the predicate") }
+                return .updateWhere(entity: entity, predicate: predicate, values: try assignments(&t, required: true),
+                                    text: t.line.trimmingCharacters(in: .whitespaces))
+            }
+            let id = try address(&t)
+            let set = t.consumeWord("SET")
+            if case .fields = id, !set { throw t.error("expected SET before the new values (the attr=value pairs before it name the record)") }
             return .update(entity: entity, id: id, values: try assignments(&t, required: true))
         case .delete:
             let entity = try t.name("an entity name")
-            return .delete(entity: entity, id: try recordID(&t))
+            if let predicate = try whereClause(&t) {
+                return .deleteWhere(entity: entity, predicate: predicate, text: t.line.trimmingCharacters(in: .whitespaces))
+            }
+            return .delete(entity: entity, id: try address(&t))
         case .upsert:
             let entity = try t.name("an entity name")
             guard t.consumeWord("ON") else { throw t.error("expected ON unique_attribute") }
-            let key = try t.name("a unique attribute after ON")
+            var key = [try t.name("a unique attribute after ON")]
+            while t.consumeSymbol(",") { key.append(try t.name("an attribute of the unique key")) }
             return .upsert(entity: entity, key: key, values: try assignments(&t, required: true))
         case .changes: return .changes
         case .save:
-            if t.atEnd { return .save(.fail) }
-            let word = try t.name("FORCE, THEIRS or MERGE")
-            switch word.uppercased() {
-            case "FORCE": return .save(.force)
-            case "THEIRS": return .save(.theirs)
-            case "MERGE": return .save(.merge)
-            default: throw CommandError(.syntax, "SAVE takes FORCE, THEIRS or MERGE, not '\(word)'")
+            var policy = MergePolicy.fail
+            if !t.atEnd, !t.peek.isWord("KEY") {
+                let word = try t.name("FORCE, THEIRS, MERGE or KEY")
+                switch word.uppercased() {
+                case "FORCE": policy = .force
+                case "THEIRS": policy = .theirs
+                case "MERGE": policy = .merge
+                default: throw CommandError(.syntax, "SAVE takes FORCE, THEIRS or MERGE, then KEY k, not '\(word)'")
+                }
             }
+            var key: String?
+            if t.consumeWord("KEY") {
+                // The rest of the line, as typed (a uuid or `order-17`), or one quoted string.
+                var rest = Substring(t.line.utf8.dropFirst(t.peek.offset)).trimmingCharacters(in: .whitespaces)
+                if case .string(let quoted) = t.peek.kind, t.peek(1).kind == .end { rest = quoted }
+                while !t.atEnd { t.advance() }
+                guard !rest.isEmpty, rest.utf8.count <= 200 else { throw CommandError(.syntax, "a SAVE KEY is 1 to 200 bytes") }
+                key = rest
+            }
+            return .save(policy, key: key)
         case .rollback: return .rollback
         case .nest: return .nest
         case .merge: return .merge
         case .discard: return .discard
         case .get:
             let entity = try t.name("an entity name")
-            let id = try recordID(&t)
+            let id = try address(&t)
             return .get(entity: entity, id: id, include: try include(&t))
         case .find:
             return .find(try fetchRequest(&t))
@@ -196,30 +221,47 @@ public enum CommandParser {
         return predicate
     }
 
-    private static func recordID(_ t: inout TokenStream) throws(CommandError) -> RecordID {
+    /// A record: its key (a number or a string), a `#ref`, or `attr=value` pairs (its key
+    /// columns, or a unique key), up to SET, INCLUDE or the end.
+    private static func address(_ t: inout TokenStream) throws(CommandError) -> RecordAddress {
         switch t.peek.kind {
         case .number(let n) where !n.contains(".") && !n.contains("e") && !n.contains("E"):
             t.advance()
-            return .stored(n)
+            return .key(n)
         case .string(let s):
             t.advance()
-            return .stored(s)
+            return .key(s)
         case .ref(let r):
             t.advance()
             return .pending(r)
+        case .word where t.peek(1).isSymbol("="):
+            var pairs: [Assignment] = []
+            var seen: Set<String> = []
+            while case .word(let name) = t.peek.kind, t.peek(1).isSymbol("="), !t.peek.isWord("SET") {
+                let offset = t.peek.offset
+                t.advance()
+                t.advance()
+                let value = try t.value(after: "'\(name)='")
+                guard seen.insert(name.lowercased()).inserted else {
+                    throw CommandError(.syntax, "at \(t.column(of: offset)): '\(name)' is given twice")
+                }
+                pairs.append(Assignment(name: name, value: value, offset: offset))
+            }
+            return .fields(pairs)
         default:
-            throw t.error("expected a record id or #ref")
+            throw t.error("expected a record: its id, a #ref, or attr=value naming its key")
         }
     }
 
     private static func assignments(_ t: inout TokenStream, required: Bool) throws(CommandError) -> [Assignment] {
         var result: [Assignment] = []
+        var seen: Set<String> = []  // a Set: a line of 40,000 pairs must not cost 40,000² comparisons
         while !t.atEnd {
             let offset = t.peek.offset
             let name = try t.name("attr=value")
             guard t.consumeSymbol("=") else { throw t.error("expected '=' after '\(name)'") }
             let value = try t.value(after: "'\(name)='")
-            if result.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+            guard seen.insert(name.lowercased()).inserted else {
                 throw CommandError(.syntax, "at \(t.column(of: offset)): '\(name)' is given twice")
             }
             result.append(Assignment(name: name, value: value, offset: offset))

@@ -24,9 +24,11 @@ public struct Reply: Equatable, Sendable {
         Reply(lines: details, status: .error(code, message))
     }
 
-    public var isError: Bool {
-        if case .error = status { return true }
-        return false
+    /// The status line's text after `+OK ` or the code.
+    public var statusMessage: String {
+        switch status {
+        case .ok(let message), .error(_, let message): message
+        }
     }
 
     public var statusLine: String {
@@ -55,7 +57,7 @@ public struct Reply: Equatable, Sendable {
         out.append(UInt8(ascii: "\n"))
     }
 
-    static func singleLine(_ text: String) -> String {
+    public static func singleLine(_ text: String) -> String {
         guard text.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { return text }
         return text.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
     }

@@ -1,10 +1,11 @@
 /// A parsed WHERE clause, NSPredicate-like. Pure syntax: names are checked against the model
-/// when it is compiled to SQL.
+/// when it is compiled to SQL. AND and OR hold all their operands in one list, so a predicate
+/// of thousands of terms is a wide tree, never a deep one.
 public indirect enum Predicate: Equatable, Sendable {
     case constant(Bool)
     case not(Predicate)
-    case and(Predicate, Predicate)
-    case or(Predicate, Predicate)
+    case and([Predicate])
+    case or([Predicate])
     case comparison(Comparison)
 }
 

@@ -1,48 +1,75 @@
 /// Parses NSPredicate-style predicates: comparisons joined by AND / OR / NOT (also && || !),
 /// NOT binding tighter than AND, AND tighter than OR, as NSPredicate does.
+///
+/// Bounded, whatever the line: AND and OR collect their operands in one list (a flat OR of
+/// thousands of terms is one level deep), a run of NOTs folds to one or none, and parentheses
+/// may nest `maxDepth` deep; past `maxTerms` comparisons or `maxListValues` values in a list
+/// the predicate is refused with LIMIT. Recursion follows parentheses only, so it is at most
+/// `maxDepth` levels, on any thread's stack.
 struct PredicateParser {
     var tokens: TokenStream
+    private var depth = 0
+    private var terms = 0
+
+    static let maxDepth = 32
+    static let maxTerms = 10_000
+    static let maxListValues = 100_000
+
+    init(tokens: TokenStream) { self.tokens = tokens }
 
     mutating func parse() throws(CommandError) -> Predicate {
         try parseOr()
     }
 
     private mutating func parseOr() throws(CommandError) -> Predicate {
-        var left = try parseAnd()
+        var operands = [try parseAnd()]
         while tokens.peek.isWord("OR") || tokens.peek.isSymbol("||") {
             tokens.advance()
-            left = .or(left, try parseAnd())
+            operands.append(try parseAnd())
         }
-        return left
+        return operands.count == 1 ? operands[0] : .or(operands.flatMap { if case .or(let inner) = $0 { inner } else { [$0] } })
     }
 
     private mutating func parseAnd() throws(CommandError) -> Predicate {
-        var left = try parseNot()
+        var operands = [try parseNot()]
         while tokens.peek.isWord("AND") || tokens.peek.isSymbol("&&") {
             tokens.advance()
-            left = .and(left, try parseNot())
+            operands.append(try parseNot())
         }
-        return left
+        return operands.count == 1 ? operands[0] : .and(operands.flatMap { if case .and(let inner) = $0 { inner } else { [$0] } })
     }
 
     private mutating func parseNot() throws(CommandError) -> Predicate {
-        if tokens.peek.isWord("NOT") || tokens.peek.isSymbol("!") {
+        var negations = 0
+        while tokens.peek.isWord("NOT") || tokens.peek.isSymbol("!") {
             tokens.advance()
-            return .not(try parseNot())
+            negations += 1
         }
-        return try parsePrimary()
+        let primary = try parsePrimary()
+        guard negations % 2 == 1 else { return primary }
+        if case .not(let inner) = primary { return inner }
+        return .not(primary)
     }
 
     private mutating func parsePrimary() throws(CommandError) -> Predicate {
         if tokens.peek.isSymbol("(") {
+            guard depth < Self.maxDepth else {
+                throw CommandError(.limit, "at \(tokens.column(of: tokens.peek.offset)): parentheses nest deeper than \(Self.maxDepth) levels")
+            }
             tokens.advance()
+            depth += 1
             let inner = try parseOr()
+            depth -= 1
             try tokens.expectSymbol(")", "expected ')'")
             return inner
         }
         if tokens.peek.isWord("TRUEPREDICATE") { tokens.advance(); return .constant(true) }
         if tokens.peek.isWord("FALSEPREDICATE") { tokens.advance(); return .constant(false) }
 
+        terms += 1
+        guard terms <= Self.maxTerms else {
+            throw CommandError(.limit, "the predicate has more than \(Self.maxTerms) comparisons")
+        }
         var quantifier: Comparison.Quantifier?
         for q in [("ANY", Comparison.Quantifier.any), ("SOME", .any), ("ALL", .all), ("NONE", .none)]
         where tokens.peek.isWord(q.0) {
@@ -91,6 +118,9 @@ struct PredicateParser {
             values = []
             if !tokens.peek.isSymbol("}") {
                 repeat {
+                    guard values.count < Self.maxListValues else {
+                        throw CommandError(.limit, "at \(tokens.column(of: valueOffset)): a list holds at most \(Self.maxListValues) values")
+                    }
                     values.append(try tokens.value(after: "'\(opText)'"))
                 } while tokens.consumeSymbol(",")
             }

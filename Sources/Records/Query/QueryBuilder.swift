@@ -11,8 +11,9 @@ struct QueryBuilder {
 
     // MARK: - Statements
 
-    /// A FIND (or GET) as SQL: one JSON object a row in column 0, then the sort keys as text
-    /// when the request pages by keyset (`cursorColumns` of them).
+    /// A FIND (or GET) as SQL: the record's fields in its first columns (the encoder's), then
+    /// the sort keys as text when the request pages by keyset (`cursorColumns` of them), then,
+    /// when asked, the row's version and key (`versionColumns`).
     struct Select {
         var sql: String
         var parameters: [String?]
@@ -20,16 +21,25 @@ struct QueryBuilder {
         var encoder: RowEncoder
         /// Sort-key columns after the record's, for the next page's cursor.
         var cursorColumns: Int
+        /// `xmin` and the key columns after those, for the unit's read versions (0: not asked).
+        var versionColumns: Int
         /// Identifies the query's shape, so a cursor cannot be used with another query.
         var fingerprint: String
+        /// Everything from ` FROM` on: EXPORT puts its own column list in front.
+        var body: String
     }
 
-    static func select(_ request: FetchRequest, model: Model, keyFilter: String? = nil) throws(CommandError) -> Select {
+    /// - Parameters:
+    ///   - filter: columns that must equal values (GET by key or by a unique attribute).
+    ///   - versions: also select each row's `xmin` and key.
+    static func select(_ request: FetchRequest, model: Model, filter: [(column: String, value: String)] = [],
+                       versions: Bool = false) throws(CommandError) -> Select {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(request.entity)
         var conditions: [String] = []
-        if let keyFilter {
-            conditions.append("t0.\(SQL.identifier(entity.primaryKey.name)) = \(builder.bind(keyFilter))")
+        for (column, value) in filter {
+            let type = entity.columns.first { $0.column == column }?.sqlType ?? "text"
+            conditions.append("t0.\(SQL.identifier(column)) = \(builder.bind(value))::\(type)")
         }
         if let predicate = request.predicate {
             conditions.append(try builder.compile(predicate, entity: entity, alias: "t0"))
@@ -39,7 +49,7 @@ struct QueryBuilder {
         for key in request.order {
             keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
         }
-        keys.append(("t0.\(SQL.identifier(entity.primaryKey.name))", true))
+        for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
         let fingerprint = Self.fingerprint(entity.name + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending)" }.joined(separator: ","))
         if let token = request.after {
             let values = try Cursor.decode(token, fingerprint: fingerprint, count: keys.count)
@@ -50,50 +60,72 @@ struct QueryBuilder {
         let paged = request.limit != nil
         var sql = "SELECT " + fields.map(\.sql).joined(separator: ", ")
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
-        sql += " FROM \(model.table(entity)) AS t0"
-        sql += builder.joins.map { " " + $0 }.joined()
-        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+        if versions { sql += ", t0.xmin::text, " + entity.keyText(alias: "t0") }
+        var body = " FROM \(model.table(entity)) AS t0"
+        body += builder.joins.map { " " + $0 }.joined()
+        if !conditions.isEmpty { body += " WHERE " + conditions.joined(separator: " AND ") }
         // Without ORDER BY or paging the order is PostgreSQL's (as in SQL and Core Data): sorting
         // a million rows by key costs a third of the time of streaming them.
         let ordered = !request.order.isEmpty || paged || request.offset != nil || request.after != nil
-        if ordered { sql += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ") }
+        if ordered { body += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ") }
         // One row more than asked tells whether another page follows.
-        if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit + 1)) + "::bigint" }
-        if let offset = request.offset { sql += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
-        return Select(sql: sql, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
-                      cursorColumns: paged ? keys.count : 0, fingerprint: fingerprint)
+        if let limit = request.limit { body += " LIMIT " + builder.bind(String(limit < Int.max ? limit + 1 : limit)) + "::bigint" }
+        if let offset = request.offset { body += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
+        return Select(sql: sql + body, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
+                      cursorColumns: paged ? keys.count : 0, versionColumns: versions ? 1 + entity.key.count : 0,
+                      fingerprint: fingerprint, body: body)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
+        let matching = try rows(entityName, predicate: predicate, model: model)
+        return ("SELECT count(*)" + matching.body, matching.parameters)
+    }
+
+    /// ` FROM table AS t0 ... WHERE predicate`: the rows a COUNT counts, for a statement to
+    /// put its own select list in front (`COUNT ... ESTIMATE` asks the planner about `SELECT 1`).
+    static func rows(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (body: String, parameters: [String?]) {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(entityName)
         var condition = ""
         if let predicate { condition = " WHERE " + (try builder.compile(predicate, entity: entity, alias: "t0")) }
-        let sql = "SELECT count(*) FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined() + condition
-        return (sql, builder.parameters)
+        return (" FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined() + condition, builder.parameters)
     }
 
-    /// The keys among `ids` whose records match `predicate`: as stored, or, for `deleted`, as
-    /// they were when deleted (the rows the delete trigger kept in `records.deleted_rows`,
-    /// the latest per key, rebuilt as the table's row type so the predicate reads them alike).
-    static func matching(_ entityName: String, predicate: Predicate, ids: [String], deleted: Bool = false,
+    /// `SELECT t0.key FROM table AS t0 ... WHERE predicate`, its values bound after those
+    /// `sql` holds: the records a change by predicate touches.
+    static func keys(of entity: Entity, matching predicate: Predicate, model: Model, into sql: inout SQLText) throws(CommandError) -> String {
+        var builder = QueryBuilder(model: model)
+        builder.parameters = sql.parameters
+        let condition = try builder.compile(predicate, entity: entity, alias: "t0")
+        sql.parameters = builder.parameters
+        return "SELECT \(entity.keyList(alias: "t0")) FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined()
+            + " WHERE " + condition
+    }
+
+    /// The records among `keys` that match `predicate` (their key columns as text): as
+    /// stored, or, for `deleted`, as they were when deleted (the rows the delete trigger kept in
+    /// `records.deleted_rows` under the change log's key text `logKeys`, the latest per key,
+    /// rebuilt as the table's row type so the predicate reads them alike).
+    static func matching(_ entityName: String, predicate: Predicate, keys: [RecordKey], logKeys: [String], deleted: Bool = false,
                          model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(entityName)
         let condition = try builder.compile(predicate, entity: entity, alias: "t0")
-        let key = "t0.\(SQL.identifier(entity.primaryKey.name))"
-        let list = builder.bind(SQL.arrayLiteral(ids.map { Optional($0) }))
+        var text = SQLText(parameters: builder.parameters)
+        let match = entity.keyMatch(keys, alias: "t0", into: &text)
+        builder.parameters = text.parameters
         let table = model.table(entity)
         let source: String
         if deleted {
             let name = builder.bind(entity.name)
+            let list = builder.bind(SQL.arrayLiteral(logKeys.map { Optional($0) }))
             source = "(SELECT (jsonb_populate_record(NULL::\(table), d.row)).* FROM (SELECT DISTINCT ON (key) row"
                 + " FROM records.deleted_rows WHERE entity = \(name) AND key = ANY(\(list)::text[]) ORDER BY key, seq DESC) AS d)"
         } else {
             source = table
         }
-        let sql = "SELECT \(key)::text FROM \(source) AS t0" + builder.joins.map { " " + $0 }.joined()
-            + " WHERE \(key) = ANY(\(list)::\(entity.primaryKey.sqlType)[]) AND \(condition)"
+        let sql = "SELECT \(entity.keyText(alias: "t0")) FROM \(source) AS t0" + builder.joins.map { " " + $0 }.joined()
+            + " WHERE \(match) AND \(condition)"
         return (sql, builder.parameters)
     }
 
@@ -148,11 +180,16 @@ struct QueryBuilder {
             if let sub = includes.children[relationship.name] {
                 result.append((relationship.name, included(relationship, from: entity, alias: alias, sub), .raw))
             } else if !relationship.isToMany {
-                let kind = model.entity(named: relationship.target)?.primaryKey.kind ?? .other
-                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(kind)))
+                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(referencedKind(relationship))))
             }
         }
         return result
+    }
+
+    /// The kind of the column a to-one relationship references, which its values print as.
+    func referencedKind(_ relationship: Relationship) -> ValueKind {
+        guard let target = model.entity(named: relationship.target) else { return .other }
+        return target.attribute(named: relationship.referencedColumn)?.kind ?? target.keyKind(relationship.referencedColumn)
     }
 
     /// An included relationship as a JSON subquery: an array for to-many, an object (or null)
@@ -162,11 +199,21 @@ struct QueryBuilder {
         let inner = nextAlias()
         let fields = projection(target, alias: inner, includes: sub)
         if relationship.isToMany {
-            return "(SELECT coalesce(json_agg(row_to_json(r.*) ORDER BY r.\(SQL.identifier(target.primaryKey.name))), '[]'::json) FROM "
-                + "(SELECT \(fields) FROM \(model.table(target)) AS \(inner) WHERE \(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(entity.primaryKey.name))) AS r)"
+            let match = "\(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(relationship.referencedColumn))"
+            if let key = target.singleKey, target.attribute(named: key.name) != nil {
+                // Ordered by the related records' key, which the projection holds.
+                return "(SELECT coalesce(json_agg(row_to_json(r.*) ORDER BY r.\(SQL.identifier(key.name))), '[]'::json) FROM "
+                    + "(SELECT \(fields) FROM \(model.table(target)) AS \(inner) WHERE \(match)) AS r)"
+            }
+            // A key the projection shows under other names (a join table's): the record is one
+            // composite column, its key columns ride beside it for the order.
+            let keys = target.keyColumns.enumerated().map { ", \(inner).\(SQL.identifier($0.element)) AS k\($0.offset)" }.joined()
+            let order = target.keyColumns.indices.map { "r.k\($0)" }.joined(separator: ", ")
+            return "(SELECT coalesce(json_agg(row_to_json(r.f) ORDER BY \(order)), '[]'::json) FROM "
+                + "(SELECT f\(keys) FROM \(model.table(target)) AS \(inner) CROSS JOIN LATERAL (SELECT \(fields)) AS f WHERE \(match)) AS r)"
         }
         return "(SELECT row_to_json(r.*) FROM (SELECT \(fields) FROM \(model.table(target)) AS \(inner) "
-            + "WHERE \(inner).\(SQL.identifier(target.primaryKey.name)) = \(alias).\(SQL.identifier(relationship.column))) AS r)"
+            + "WHERE \(inner).\(SQL.identifier(relationship.referencedColumn)) = \(alias).\(SQL.identifier(relationship.column))) AS r)"
     }
 
     /// A nested record's columns for `row_to_json`: the same keys as `fields`.
@@ -205,7 +252,7 @@ struct QueryBuilder {
     /// Where a key path leads: a value expression, or a to-many relationship with the rest of the path.
     private enum Resolved {
         case value(sql: String, kind: ValueKind, name: String)
-        case toMany(Relationship, ownerAlias: String, owner: Entity, rest: [String])
+        case toMany(Relationship, ownerAlias: String, rest: [String])
         case count(sql: String)
     }
 
@@ -232,21 +279,20 @@ struct QueryBuilder {
             if relationship.isToMany {
                 let rest = Array(components[(index + 1)...])
                 if rest.count == 1, rest[0].lowercased() == "@count" {
-                    let sub = "(SELECT count(*) FROM \(model.table(target)) AS c WHERE c.\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(entity.primaryKey.name)))"
+                    let sub = "(SELECT count(*) FROM \(model.table(target)) AS c WHERE c.\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(relationship.referencedColumn)))"
                     return .count(sql: sub)
                 }
-                return .toMany(relationship, ownerAlias: alias, owner: entity, rest: rest)
+                return .toMany(relationship, ownerAlias: alias, rest: rest)
             }
             if isLast {
-                let kind = target.primaryKey.kind
-                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: kind, name: relationship.name)
+                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: referencedKind(relationship), name: relationship.name)
             }
             prefix += "." + relationship.name
             if let existing = joinAliases[prefix] {
                 alias = existing
             } else {
                 let next = nextAlias()
-                joinInto.append("LEFT JOIN \(model.table(target)) AS \(next) ON \(next).\(SQL.identifier(target.primaryKey.name)) = \(alias).\(SQL.identifier(relationship.column))")
+                joinInto.append("LEFT JOIN \(model.table(target)) AS \(next) ON \(next).\(SQL.identifier(relationship.referencedColumn)) = \(alias).\(SQL.identifier(relationship.column))")
                 joinAliases[prefix] = next
                 alias = next
             }
@@ -276,8 +322,13 @@ struct QueryBuilder {
         switch predicate {
         case .constant(let value): return value ? "TRUE" : "FALSE"
         case .not(let inner): return "NOT (\(try compile(inner, entity: entity, alias: alias)))"
-        case .and(let a, let b): return "(\(try compile(a, entity: entity, alias: alias)) AND \(try compile(b, entity: entity, alias: alias)))"
-        case .or(let a, let b): return "(\(try compile(a, entity: entity, alias: alias)) OR \(try compile(b, entity: entity, alias: alias)))"
+        case .and(let operands), .or(let operands):
+            var parts: [String] = []
+            parts.reserveCapacity(operands.count)
+            for operand in operands { parts.append(try compile(operand, entity: entity, alias: alias)) }
+            let joiner: String
+            if case .and = predicate { joiner = " AND " } else { joiner = " OR " }
+            return "(" + parts.joined(separator: joiner) + ")"
         case .comparison(let comparison): return try compile(comparison, entity: entity, alias: alias)
         }
     }
@@ -295,7 +346,7 @@ struct QueryBuilder {
             return try condition(sql, kind: kind, name: name, c)
         case .count(let sql):
             return try condition(sql, kind: .integer(bits: 64), name: c.keyPath, c)
-        case .toMany(let relationship, let ownerAlias, let owner, let rest):
+        case .toMany(let relationship, let ownerAlias, let rest):
             guard !rest.isEmpty, let target = model.entity(named: relationship.target) else {
                 throw CommandError(.unknown, "'\(c.keyPath)' is a to-many relationship: compare one of its attributes (ANY \(c.keyPath).name == ...) or its @count")
             }
@@ -313,7 +364,7 @@ struct QueryBuilder {
             }
             let test = try condition(sql, kind: kind, name: name, c)
             let from = "SELECT 1 FROM \(model.table(target)) AS \(sub)" + innerJoins.map { " " + $0 }.joined()
-                + " WHERE \(sub).\(SQL.identifier(relationship.column)) = \(ownerAlias).\(SQL.identifier(owner.primaryKey.name))"
+                + " WHERE \(sub).\(SQL.identifier(relationship.column)) = \(ownerAlias).\(SQL.identifier(relationship.referencedColumn))"
             switch c.quantifier ?? .any {
             case .any: return "EXISTS (\(from) AND (\(test)))"
             case .none: return "NOT EXISTS (\(from) AND (\(test)))"
@@ -347,7 +398,13 @@ struct QueryBuilder {
             case .endsWith: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern)))"
             case .contains: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern) + "%"))"
             case .like: return "\(subject) \(like) \(bind(Self.wildcards(pattern)))"
-            default: return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(bind("^(?:" + pattern + ")$"))"
+            default:
+                // Anchored to the whole string; a pattern whose parentheses do not balance on their
+                // own could close the group and escape the anchors, so it is refused.
+                guard Self.balanced(pattern) else {
+                    throw CommandError(.validation, "MATCHES: the regular expression's parentheses or brackets do not balance")
+                }
+                return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(bind("^(?:" + pattern + ")$"))"
             }
         }
         let caseFold = c.caseInsensitive && kind == .string
@@ -425,5 +482,46 @@ struct QueryBuilder {
             }
         }
         return out
+    }
+
+    /// Whether a regular expression's groups close within it: `\` escapes the next character,
+    /// a bracket expression (`[...]`, `[]...]`, `[^]...]`, `[[:alpha:]]`) holds no group.
+    static func balanced(_ pattern: String) -> Bool {
+        let bytes = Array(pattern.utf8)
+        var depth = 0
+        var index = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\\"):
+                index += 2
+                continue
+            case UInt8(ascii: "("):
+                depth += 1
+            case UInt8(ascii: ")"):
+                depth -= 1
+                if depth < 0 { return false }
+            case UInt8(ascii: "["):
+                index += 1
+                if index < bytes.count, bytes[index] == UInt8(ascii: "^") { index += 1 }
+                if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1 }
+                while index < bytes.count, bytes[index] != UInt8(ascii: "]") {
+                    if bytes[index] == UInt8(ascii: "["), index + 1 < bytes.count,
+                       [UInt8(ascii: ":"), UInt8(ascii: "."), UInt8(ascii: "=")].contains(bytes[index + 1]) {
+                        // [:class:], [.symbol.], [=equivalence=]
+                        let close = bytes[index + 1]
+                        index += 2
+                        while index + 1 < bytes.count, !(bytes[index] == close && bytes[index + 1] == UInt8(ascii: "]")) { index += 1 }
+                        index += 2
+                        continue
+                    }
+                    index += 1
+                }
+                if index >= bytes.count { return false }
+            default:
+                break
+            }
+            index += 1
+        }
+        return depth == 0
     }
 }

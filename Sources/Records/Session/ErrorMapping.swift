@@ -7,10 +7,6 @@ enum ErrorMapping {
     static func map(_ error: Error, model: Model, connection: Connection? = nil) -> CommandError {
         switch error {
         case let error as CommandError: return error
-        case let failure as Saver.Failure:
-            let record = failure.records.count == 1
-                ? failure.records[0] : "\(failure.entity) (one of \(failure.records.count) records)"
-            return map(failure.error, record: record, model: model, connection: connection)
         case let error as PostgresError: return map(error, record: nil, model: model, connection: connection)
         default: return CommandError(.internal, String(describing: error))
         }
@@ -52,7 +48,7 @@ enum ErrorMapping {
             let name = table?.toOneRelationships.first { $0.column == column }?.name ?? column
             return CommandError(.validation, "\(subject)\(name) is required")
         case .serializationFailure?, .deadlockDetected?:
-            return CommandError(.conflict, "\(subject)\(error.message) (still failing after \(SaveRunner.maxAttempts) attempts)")
+            return CommandError(.conflict, "\(subject)\(error.message) (still failing after \(SavePlan.maxAttempts) attempts)")
         case .queryCanceled?:
             return CommandError(.limit, "\(subject)the statement took too long and was canceled")
         case let state? where state.errorClass == "22":

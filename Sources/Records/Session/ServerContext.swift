@@ -16,6 +16,8 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     /// Where the data lives, with any password removed.
     public let databaseDescription: String
     public let limits: Limits
+    /// Timeouts of SAVE, IMPORT and EXPORT.
+    public var work = WorkSettings()
     public let throttle: LoginThrottle
     private let lock = NSLock()
     private var requiresAuthentication = false

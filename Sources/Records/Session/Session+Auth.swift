@@ -5,47 +5,51 @@ import Postgres
 extension Session {
     func authenticate(_ name: String, password: String, model: Model) -> Step {
         let throttle = context.throttle
+        let peer = self.peer
+        let session = id
         let wait = throttle.wait(user: name, address: peer)
         if wait > 0 {
             return .reply(.error(.auth, "too many failed attempts: try again in \(Int(wait.rounded(.up))) s"))
         }
-        return database(model) { [self] connection in
-            guard let role = try Users.verify(name, password: password, connection) else {
+        return database(model) { context in
+            guard let role = try context.retryingOnce({ try Users.verify(name, password: password, context.connection) }) else {
                 throttle.failed(user: name, address: peer)
-                Log.warning("failed AUTH for \(name) from \(peer)", session: id)
+                Log.warning("failed AUTH for \(Log.quoted(name)) from \(peer)", session: session)
                 // Never says whether the user exists.
-                return .error(.auth, "invalid user name or password")
+                return WorkResult(reply: .error(.auth, "invalid user name or password"))
             }
             throttle.succeeded(user: name, address: peer)
-            user = (name, role)
-            Log.info("signed in as \(name) (\(role.name)) from \(peer)", session: id)
-            return .ok("signed in as \(name) (\(role.name))")
+            Log.info("signed in as \(name) (\(role.name)) from \(peer)", session: session)
+            return WorkResult(reply: .ok("signed in as \(name) (\(role.name))")) { session in session.user = (name, role) }
         }
     }
 
     func manageUsers(_ command: UserCommand, model: Model) -> Step {
-        database(model) { [self] connection in
+        let who = self.who
+        let session = id
+        let shared = context
+        return database(model) { context in
             do {
                 switch command {
                 case .list:
-                    let accounts = try Users.list(connection)
-                    return .ok("\(accounts.count) user(s)", lines: accounts.map { "\($0.name)  \($0.role.name)  created \($0.createdAt)" })
+                    let accounts = try Users.list(context.connection)
+                    return WorkResult(reply: .ok("\(accounts.count) user(s)", lines: accounts.map { "\($0.name)  \($0.role.name)  created \($0.createdAt)" }))
                 case .add(let name, let role, let password):
-                    try Users.add(name, role: role, password: password, connection)
-                    context.authenticationRequired = true
-                    Log.info("\(who) added user \(name) (\(role.name))", session: id)
-                    return .ok("user \(name) added (\(role.name))")
+                    try Users.add(name, role: role, password: password, context.connection)
+                    shared.authenticationRequired = true
+                    Log.info("\(who) added user \(name) (\(role.name))", session: session)
+                    return WorkResult(reply: .ok("user \(name) added (\(role.name))"))
                 case .passwd(let name, let password):
-                    try Users.setPassword(name, password: password, connection)
-                    Log.info("\(who) changed the password of \(name)", session: id)
-                    return .ok("password of \(name) changed")
+                    try Users.setPassword(name, password: password, context.connection)
+                    Log.info("\(who) changed the password of \(name)", session: session)
+                    return WorkResult(reply: .ok("password of \(name) changed"))
                 case .remove(let name):
-                    try Users.remove(name, connection)
-                    Log.info("\(who) removed user \(name)", session: id)
-                    return .ok("user \(name) removed")
+                    try Users.remove(name, context.connection)
+                    Log.info("\(who) removed user \(name)", session: session)
+                    return WorkResult(reply: .ok("user \(name) removed"))
                 }
             } catch let error as UserError {
-                return .error(.validation, error.description)
+                return WorkResult(reply: .error(.validation, error.description))
             }
         }
     }

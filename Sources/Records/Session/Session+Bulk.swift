@@ -11,10 +11,10 @@ extension Session {
         if let previous = watches[entity.name] { context.watching(entity.name, -1, filtered: previous != nil) }
         context.watching(entity.name, +1, filtered: predicate != nil)
         watches[entity.name] = .some(predicate)
-        let context = self.context
-        return database(model) { connection in
-            try ChangeFeed.register(server: context.serverID, watches: context.watchedEntities, connection)
-            return .ok("watching \(entity.name)" + (predicate == nil ? "" : " where the predicate matches"))
+        let shared = self.context
+        return database(model) { context in
+            try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: shared.watchedEntities, context.connection) }
+            return WorkResult(reply: .ok("watching \(entity.name)" + (predicate == nil ? "" : " where the predicate matches")))
         }
     }
 
@@ -35,21 +35,21 @@ extension Session {
 
     public func delivery(of event: ChangeFeed.Event) -> EventDelivery {
         guard let watch = watches[event.entity] else { return .none }
+        let model = context.model
+        guard let entity = model.entity(named: event.entity) else { return .none }
+        let keys = event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }
         if let predicate = watch {
-            guard let query = try? QueryBuilder.matching(event.entity, predicate: predicate, ids: event.ids,
-                                                         deleted: event.operation == "deleted", model: context.model) else { return .none }
+            guard let query = try? QueryBuilder.matching(event.entity, predicate: predicate, keys: keys, logKeys: event.ids,
+                                                         deleted: event.operation == "deleted", model: model) else { return .none }
             return .filter(sql: query.sql, parameters: query.parameters)
         }
-        return .lines(Self.lines(event.entity, event.operation, event.ids))
+        return .lines(Self.lines(entity, event.operation, keys))
     }
 
-    /// `employee 42 updated`; a key that is not one word (a text key with a space) is quoted
-    /// as commands take it: `tag "two words" deleted`.
-    public static func lines(_ entity: String, _ operation: String, _ ids: [String]) -> [String] {
-        ids.map { id in
-            let word = !id.isEmpty && !id.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "\\" || $0.value < 0x20 }
-            return "\(entity) \(word ? id : JSON.quote(id)) \(operation)"
-        }
+    /// `employee 42 updated`: each record's key as commands take it (a string quoted, a
+    /// composite key as `project=3 employee=7`).
+    public static func lines(_ entity: Entity, _ operation: String, _ keys: [RecordKey]) -> [String] {
+        keys.map { "\(entity.name) \(entity.show($0)) \(operation)" }
     }
 
     func unwatch(_ entityName: String?, model: Model) throws(CommandError) -> Reply {
@@ -73,21 +73,29 @@ extension Session {
         let entity = try entity(request.entity, model)
         let columns = entity.columns.map(\.column)
         let select = try QueryBuilder.select(request, model: model)
-        let query = "SELECT " + columns.map { "t0.\(SQL.identifier($0))" }.joined(separator: ", ")
-            + select.sql[select.sql.range(of: " FROM ")!.lowerBound...]
-        return streaming(model) { [self] connection, sink in
+        // The same rows as the FIND, with the table's own columns in front of its body.
+        let query = "SELECT " + columns.map { "t0.\(SQL.identifier($0))" }.joined(separator: ", ") + select.body
+        let snapshot = self.snapshot
+        let timeout = context.work.bulkTimeout
+        return database(model) { context in
             // Like every read, EXPORT sees the session's pending changes.
-            try withPendingChanges(model, connection) { _ in
+            let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
+                let connection = context.connection
                 let sql = "COPY (" + (try SQL.inlining(query, select.parameters, literal: connection.escapeLiteral))
                     + ") TO STDOUT WITH (FORMAT csv)"
-                var batch = StreamBatch(to: sink)
+                if view.began { try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)]) }
+                var batch = StreamBatch(to: context.sink)
                 CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch.bytes)
                 let count = try connection.copyOut(sql) { record in
                     CSV.appendRecord(record, to: &batch.bytes)
                     return batch.sendIfFull()
                 }
                 batch.finish()
-                return .ok("exported \(count) record\(count == 1 ? "" : "s")")
+                return (count, 0)
+            }
+            let allocated = view.allocated
+            return WorkResult(reply: .ok("exported \(count) record\(count == 1 ? "" : "s")" + view.note)) { session in
+                session.unit.assign(allocated)
             }
         }
     }
@@ -95,7 +103,8 @@ extension Session {
     func importJob(_ entityName: String, columns: [String]?, model: Model) throws(CommandError) -> ImportJob {
         let entity = try entity(entityName, model)
         if let columns { _ = try ImportJob.check(columns, entity: entity) }
-        return ImportJob(entity: entity, table: model.table(entity), columns: columns, model: model, session: id)
+        return ImportJob(entity: entity, table: model.table(entity), columns: columns, model: model, session: id,
+                         timeout: context.work.bulkTimeout)
     }
 }
 
@@ -106,6 +115,8 @@ public struct ImportJob: Sendable {
     let columns: [String]?
     let model: Model
     let session: Int
+    /// `statement_timeout` of the COPY's transaction, milliseconds.
+    let timeout: Int
 
     /// Column names checked against the model: attributes and foreign-key columns.
     static func check(_ names: [String], entity: Entity) throws(CommandError) -> [String] {
@@ -135,11 +146,24 @@ public struct ImportJob: Sendable {
             return error.reply
         }
         let sql = "COPY \(table) (\(columns.map(SQL.identifier).joined(separator: ", "))) FROM STDIN WITH (FORMAT csv)"
+        // Key columns with a sequence that the data gives values for: the sequence moves past
+        // the largest, in the same transaction, so the next insert does not collide.
+        let bumps = entity.key.filter { key in key.sequence != nil && columns.contains(key.name) && { if case .integer = key.kind { true } else { false } }() }
         do {
+            try connection.execute("BEGIN")
+            try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)])
             let rows = try connection.copyIn(sql, next: next)
+            for key in bumps {
+                try connection.query("""
+                    SELECT setval($1::regclass, m) FROM (SELECT max(\(SQL.identifier(key.name)))::bigint AS m FROM \(table)) AS s
+                    WHERE m > coalesce(pg_sequence_last_value($1::regclass), 0)
+                    """, [key.sequence])
+            }
+            try connection.execute("COMMIT")
             Log.info("imported \(rows) \(entity.name) records", session: session)
             return .ok("imported \(rows) record\(rows == 1 ? "" : "s")")
         } catch {
+            if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
             // COPY counts its own lines from 1; the client's include the header.
             let offset = self.columns == nil ? 1 : 0
             var message = error.message

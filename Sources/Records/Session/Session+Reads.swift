@@ -1,63 +1,73 @@
+import Foundation
 import Postgres
 
-// MARK: - GET, FIND, COUNT, SAVE
+// MARK: - GET, FIND, COUNT, EXPLAIN
 
 extension Session {
-    /// Runs `body` with the unit's pending changes applied inside a transaction that is rolled
-    /// back afterwards, so reads see them while PostgreSQL stays the judge (Core Data's
-    /// includesPendingChanges). `body` gets the ids the pending inserts have in that view.
-    func withPendingChanges<T>(_ model: Model, _ connection: Connection, _ body: ([String: String]) throws -> T) throws -> T {
-        let changes = unit.current
-        if changes.isEmpty { return try body([:]) }
-        let saver = Saver(model: model, connection: connection, changes: changes)
-        let problems = saver.validate()
-        if !problems.isEmpty {
-            throw CommandError(.validation, "reads see pending changes, and these cannot be applied yet: fix them or ROLLBACK", details: problems)
+    func get(_ entityName: String, address: RecordAddress, include: [String], model: Model) throws(CommandError) -> Step {
+        let entity = try entity(entityName, model)
+        let target = try target(address, in: entity, model: model)
+        let request = FetchRequest(entity: entity.name, include: include)
+        _ = try QueryBuilder.select(request, model: model)  // names checked before any I/O
+        let snapshot = self.snapshot
+        return database(model) { context in
+            let ((line, version), view) = try context.withView(snapshot, model: model) { view -> (String, (RecordKey, String)?) in
+                let filter: [Target.Filter]
+                switch target {
+                case .pending(let ref):
+                    guard let key = view.keys[ref] else {
+                        let reason = view.excluded.first { $0.change == .insert(ref) }?.reason ?? "it cannot be applied yet"
+                        throw CommandError(.notFound, "#\(ref) is pending but cannot be shown yet: \(reason)")
+                    }
+                    filter = entity.keyColumns.map { Target.Filter(column: $0, value: key.values[$0] ?? "") }
+                case .stored(let key):
+                    filter = zip(entity.keyColumns, key.values).map { Target.Filter(column: $0, value: $1) }
+                case .unique(_, let given):
+                    filter = given
+                }
+                let select = try QueryBuilder.select(request, model: model, filter: filter.map { ($0.column, $0.value) }, versions: true)
+                let result = try context.retryingOnce { try context.connection.queryPrepared(select.sql, select.parameters) }
+                guard result.rowCount == 1 else {
+                    switch target {
+                    case .stored(let key): throw CommandError(.notFound, entity.missing(key))
+                    case .pending(let ref): throw CommandError(.notFound, "no \(entity.name) #\(ref)")
+                    case .unique(_, let given):
+                        throw CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " "))
+                    }
+                }
+                return (select.encoder.line(result, row: 0), Self.version(result, row: 0, select: select, entity: entity, view: view))
+            }
+            let allocated = view.allocated
+            return WorkResult(reply: .ok("1 record" + view.note, lines: [line])) { session in
+                session.unit.assign(allocated)
+                if let version { session.unit.recordReads([version]) }
+            }
         }
-        try connection.execute("BEGIN")
-        defer { if connection.isHealthy { _ = try? connection.execute("ROLLBACK") } }
-        let ids = try saver.apply()
-        return try body(ids)
     }
 
-    func get(_ entityName: String, id: RecordID, include: [String], model: Model) throws(CommandError) -> Step {
-        let entity = try entity(entityName, model)
-        let storedID: String?
-        switch id {
-        case .stored(let text): storedID = try self.storedID(text, of: entity)
-        case .pending(let ref):
-            guard let pending = unit.current.insert(ref), pending.entity == entity.name else {
-                throw CommandError(.notFound, "no pending \(entity.name) #\(ref) in this unit of work")
-            }
-            storedID = nil
-        }
-        let request = FetchRequest(entity: entity.name, include: include)
-        _ = try QueryBuilder.select(request, model: model, keyFilter: "0")  // names checked before any I/O
-        return database(model) { [self] connection in
-            try withPendingChanges(model, connection) { ids in
-                let key: String
-                if let storedID { key = storedID } else if case .pending(let ref) = id, let assigned = ids[ref] { key = assigned } else {
-                    throw CommandError(.notFound, "no \(entity.name) \(id)")
-                }
-                let select = try QueryBuilder.select(request, model: model, keyFilter: key)
-                let result = try connection.queryPrepared(select.sql, select.parameters)
-                guard result.rowCount == 1 else { throw CommandError(.notFound, "no \(entity.name) with id \(key)") }
-                return .ok("1 record", lines: [select.encoder.line(result, row: 0)])
-            }
-        }
+    /// The record's version for the unit's read versions, from the columns `versions: true`
+    /// added; nil for a row the view itself wrote (its `xmin` is the view's transaction).
+    static func version(_ result: QueryResult, row: Int, select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View) -> (RecordKey, String)? {
+        guard select.versionColumns > 0 else { return nil }
+        let start = select.encoder.count + select.cursorColumns
+        guard let xmin = result.string(row, start), xmin != view.transactionID else { return nil }
+        return (entity.recordKey((0..<entity.key.count).map { result.string(row, start + 1 + $0) }), xmin)
     }
 
     /// Rows stream to the client as PostgreSQL produces them (a server-side cursor), in
     /// batches, waiting while the client is slow to read: memory stays flat whatever the size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
-        let select = try QueryBuilder.select(request, model: model)
-        return streaming(model) { [self] connection, sink in
-            try withPendingChanges(model, connection) { _ in
+        let entity = try entity(request.entity, model)
+        let select = try QueryBuilder.select(request, model: model, versions: true)
+        let snapshot = self.snapshot
+        return database(model) { context in
+            let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
                 var count = 0
                 var more = false
                 var lastKeys: [String?] = []
+                var versions: [(RecordKey, String)] = []
                 let keyStart = select.encoder.count
-                try Self.stream(select.sql, select.parameters, on: connection, to: sink) { result, row, batch in
+                try Self.stream(select.sql, select.parameters, context: context) { result, row, batch in
                     if let limit = request.limit, count == limit {
                         more = true  // the extra row LIMIT n+1 fetched: another page follows
                         return false
@@ -65,25 +75,47 @@ extension Session {
                     select.encoder.append(result, row: row, to: &batch)
                     count += 1
                     if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(row, keyStart + $0) } }
+                    if versions.count < ReadVersions.limit, let version = Self.version(result, row: row, select: select, entity: entity, view: view) {
+                        versions.append(version)
+                    }
                     return true
                 }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 if more { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }
-                return .ok(message)
+                return (message, versions)
+            }
+            let allocated = view.allocated
+            return WorkResult(reply: .ok(message + view.note)) { session in
+                session.unit.assign(allocated)
+                session.unit.recordReads(versions)
             }
         }
     }
 
     /// Runs `sql` through the prefetching cursor, letting `encode` write each row into the
-    /// batch (false: stop), and hands the batch to the sink as it fills.
-    static func stream(_ sql: String, _ parameters: [String?], on connection: Connection, to sink: LineSink,
+    /// batch (false: stop), and hands the batch to the sink as it fills. A connection found dead
+    /// before anything was sent is replaced and the query run again.
+    static func stream(_ sql: String, _ parameters: [String?], context: WorkContext,
                        encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
-        var batch = StreamBatch(to: sink)
-        try connection.stream(sql, parameters) { result in
+        var batch = StreamBatch(to: context.sink)
+        var sent = false
+        let each = { (result: QueryResult) -> Bool in
+            sent = true
             for row in 0..<result.rowCount {
                 guard encode(result, row, &batch.bytes), batch.sendIfFull() else { return false }
             }
             return true
+        }
+        var failure: PostgresError?
+        do {
+            try context.connection.stream(sql, parameters, rows: each)
+        } catch {
+            failure = error
+        }
+        if let failure {
+            guard failure.kind == .connection, !sent, !context.connection.inTransaction else { throw failure }
+            try context.lease.reconnect()
+            try context.connection.stream(sql, parameters, rows: each)
         }
         batch.finish()
     }
@@ -92,25 +124,30 @@ extension Session {
         let query = try QueryBuilder.count(entityName, predicate: predicate, model: model)
         if estimate {
             // The planner's row estimate for the same filter: no rows are read.
-            let sql = "EXPLAIN (FORMAT JSON) " + query.sql.replacingOccurrences(of: "SELECT count(*) FROM", with: "SELECT 1 FROM")
-            return database(model) { connection in
-                let plan = try connection.query(sql, query.parameters).string(0, 0) ?? ""
+            let rows = try QueryBuilder.rows(entityName, predicate: predicate, model: model)
+            let sql = "EXPLAIN (FORMAT JSON) SELECT 1" + rows.body
+            return database(model) { context in
+                let plan = try context.retryingOnce { try context.connection.query(sql, rows.parameters).string(0, 0) ?? "" }
                 guard let rows = Self.planRows(plan) else { throw CommandError(.internal, "no estimate in the plan") }
-                return .ok("\(rows) estimated")
+                return WorkResult(reply: .ok("\(rows) estimated"))
             }
         }
-        return database(model) { [self] connection in
-            try withPendingChanges(model, connection) { _ in
-                let result = try connection.queryPrepared(query.sql, query.parameters)
-                return .ok(result.string(0, 0) ?? "0")
+        let snapshot = self.snapshot
+        return database(model) { context in
+            let (count, view) = try context.withView(snapshot, model: model) { _ in
+                try context.retryingOnce { try context.connection.queryPrepared(query.sql, query.parameters).string(0, 0) ?? "0" }
             }
+            let allocated = view.allocated
+            return WorkResult(reply: .ok(count + view.note)) { session in session.unit.assign(allocated) }
         }
     }
 
-    /// `EXPLAIN (FORMAT JSON)`'s top "Plan Rows".
+    /// The top node's "Plan Rows" in `EXPLAIN (FORMAT JSON)`'s output.
     static func planRows(_ json: String) -> Int? {
-        guard let range = json.range(of: "\"Plan Rows\": ") else { return nil }
-        return Int(json[range.upperBound...].prefix { $0.isNumber })
+        guard let data = json.data(using: .utf8),
+              let plans = (try? JSONSerialization.jsonObject(with: data)) as? [[String: Any]],
+              let plan = plans.first?["Plan"] as? [String: Any] else { return nil }
+        return (plan["Plan Rows"] as? NSNumber)?.intValue
     }
 
     func explain(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
@@ -122,34 +159,12 @@ extension Session {
             let select = try QueryBuilder.select(request, model: model)
             (sql, parameters) = (select.sql, select.parameters)
         }
-        return database(model) { connection in
-            let plan = try connection.query("EXPLAIN " + sql, parameters)
+        return database(model) { context in
+            let plan = try context.retryingOnce { try context.connection.query("EXPLAIN " + sql, parameters) }
             let shown = "[" + parameters.map { $0.map(JSON.quote) ?? "null" }.joined(separator: ",") + "]"
             let lines = ["sql: " + sql, "parameters: " + shown] + (0..<plan.rowCount).map { plan.string($0, 0) ?? "" }
-            return .ok("plan", lines: lines)
-        }
-    }
-
-    func save(_ policy: MergePolicy, model: Model) throws(CommandError) -> Step {
-        guard unit.depth == 0 else {
-            throw CommandError(.denied, "\(unit.depth) nested scratchpad(s) open: MERGE or DISCARD before SAVE")
-        }
-        let changes = unit.current
-        guard !changes.isEmpty else { return .reply(.ok("nothing to save")) }
-        return .database { [self] connection, _ in
-            switch SaveRunner.save(changes, policy: policy, model: model, connection: connection) {
-            case .failure(let error):
-                Log.info("save failed (\(who)): \(error.code.rawValue) \(error.message)", session: id)
-                return error.reply
-            case .success(let saved):
-                unit.saved()
-                let o = saved.outcome
-                let summary = "saved: \(o.inserted) inserted, \(o.updated) updated, \(o.deleted) deleted, \(o.cascaded) cascaded, \(o.nullified) nullified"
-                    + (saved.attempts > 1 ? " (\(saved.attempts) attempts)" : "")
-                Log.info("\(summary) (\(who))", session: id)
-                let lines = o.assigned.map { "#\($0.ref) \($0.entity) \($0.id)" } + o.notes
-                return .ok(summary, lines: lines)
-            }
+            return WorkResult(reply: .ok("plan", lines: lines))
         }
     }
 }
+

@@ -7,18 +7,69 @@ public protocol LineSink: AnyObject {
     func send(_ lines: [UInt8]) -> Bool
 }
 
+/// Work for a pool worker. It runs there with a leased connection and a snapshot of what it
+/// needs (values only), never the session; what the session must remember (keys given to
+/// pending inserts, versions read, a new pending change) comes back with the reply, as `apply`,
+/// which the event loop runs on the session.
+public struct DatabaseWork: Sendable {
+    let body: @Sendable (WorkContext) -> WorkResult
+
+    init(_ body: @escaping @Sendable (WorkContext) -> WorkResult) { self.body = body }
+
+    public func run(_ context: WorkContext) -> WorkResult { body(context) }
+}
+
+/// What a database step produced: its reply, and what the session takes from it.
+public struct WorkResult: Sendable {
+    public var reply: Reply
+    public var apply: (@Sendable (Session) -> Void)?
+
+    public init(reply: Reply, apply: (@Sendable (Session) -> Void)? = nil) {
+        self.reply = reply
+        self.apply = apply
+    }
+}
+
+/// A worker's side of one pool job: the leased connection, the sink for streamed lines, and
+/// the keys earlier works of the same job gave pending inserts (reads batched in one job see
+/// the same ids).
+public final class WorkContext {
+    public let lease: Lease
+    public let sink: LineSink
+    var assigned: [String: AssignedKey] = [:]
+
+    public init(lease: Lease, sink: LineSink) {
+        self.lease = lease
+        self.sink = sink
+    }
+
+    public var connection: Connection { lease.connection }
+}
+
+/// Timeouts and limits the server applies to the database work of every session.
+public struct WorkSettings: Sendable {
+    /// `statement_timeout` of SAVE's transaction, milliseconds (reads take the connection's own).
+    public var saveTimeout = 60_000
+    /// `lock_timeout` of SAVE's transaction: how long it waits for a row another one holds.
+    public var lockTimeout = 5_000
+    /// `statement_timeout` of EXPORT's COPY and IMPORT's, milliseconds.
+    public var bulkTimeout = 300_000
+    public init() {}
+}
+
 /// One client's session: parses each request line and runs it against the session's unit of
 /// work. Pure of sockets: the server feeds it lines and performs the `Step` it returns.
 ///
-/// Confinement: a session is used by one thread at a time, the event loop or, while a
-/// `.database` step runs, the pool worker that runs it; the server never overlaps the two.
+/// Confinement: a session lives on the event loop. Database steps run on pool workers with a
+/// snapshot, and their results are applied back on the loop (`WorkResult.apply`); while one
+/// runs, the server gives the session no other line.
 public final class Session {
     public enum Step {
         /// Answer now.
         case reply(Reply)
-        /// Run on a pool worker with a connection, then answer. The sink carries data lines
-        /// to the client while the step still runs (streamed results).
-        case database((Connection, LineSink) -> Reply)
+        /// Run on a pool worker, then answer. The sink carries data lines to the client while
+        /// the step still runs (streamed results).
+        case database(DatabaseWork)
         /// Answer, then close the connection.
         case close(Reply)
         /// Take the following lines, up to one holding a single `.`, as data for the job (IMPORT).
@@ -41,6 +92,9 @@ public final class Session {
     public internal(set) var user: (name: String, role: Role)?
     /// WATCHed entities, with the predicate their changes must match (nil: all).
     public internal(set) var watches: [String: Predicate?] = [:]
+    /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not yet tell: the
+    /// next SAVE asks about it first, so the unit is never written twice.
+    var uncertainSave: (xid: String, ifCommitted: Reply)?
 
     public init(id: Int, context: ServerContext, peer: String = "-") {
         self.id = id
@@ -96,11 +150,15 @@ public final class Session {
         case .entities: return .reply(entities(model))
         case .describe(let name): return .reply(try describe(name, model: model))
         case .insert(let entity, let ref, let values): return .reply(try insert(entity, ref: ref, values, model: model))
-        case .update(let entity, let id, let values): return try update(entity, id: id, values, model: model)
-        case .delete(let entity, let id): return try delete(entity, id: id, model: model)
+        case .update(let entity, let id, let values): return try update(entity, address: id, values, model: model)
+        case .delete(let entity, let id): return try delete(entity, address: id, model: model)
+        case .updateWhere(let entity, let predicate, let values, let text):
+            return try bulk(entity, predicate: predicate, values: values, text: text, model: model)
+        case .deleteWhere(let entity, let predicate, let text):
+            return try bulk(entity, predicate: predicate, values: nil, text: text, model: model)
         case .upsert(let entity, let key, let values): return try upsert(entity, key: key, values, model: model)
         case .changes: return .reply(changes())
-        case .save(let policy): return try save(policy, model: model)
+        case .save(let policy, let key): return try save(policy, key: key, model: model)
         case .rollback:
             let dropped = unit.current.count
             unit.rollback()
@@ -114,7 +172,7 @@ public final class Session {
         case .discard:
             guard unit.discard() else { throw CommandError(.validation, "no nested scratchpad to discard: NEST opens one") }
             return .reply(.ok("discarded (depth \(unit.depth), \(unit.current.count) pending)"))
-        case .get(let entity, let id, let include): return try get(entity, id: id, include: include, model: model)
+        case .get(let entity, let id, let include): return try get(entity, address: id, include: include, model: model)
         case .find(let request): return try find(request, model: model)
         case .count(let entity, let predicate, let estimate): return try count(entity, predicate: predicate, estimate: estimate, model: model)
         case .explain(let request): return try explain(request, model: model)
@@ -127,20 +185,15 @@ public final class Session {
         }
     }
 
-    /// Runs `body` on a pool connection; any error becomes the reply.
-    func database(_ model: Model, _ body: @escaping (Connection) throws -> Reply) -> Step {
-        streaming(model) { connection, _ in try body(connection) }
-    }
-
-    /// Like `database`, with the sink for data lines sent ahead of the reply.
-    func streaming(_ model: Model, _ body: @escaping (Connection, LineSink) throws -> Reply) -> Step {
-        .database { connection, sink in
+    /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
+    func database(_ model: Model, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
+        .database(DatabaseWork { context in
             do {
-                return try body(connection, sink)
+                return try body(context)
             } catch {
-                return ErrorMapping.map(error, model: model, connection: connection).reply
+                return WorkResult(reply: ErrorMapping.map(error, model: model, connection: context.connection).reply)
             }
-        }
+        })
     }
 
     func entity(_ name: String, _ model: Model) throws(CommandError) -> Entity {
@@ -150,4 +203,13 @@ public final class Session {
         }
         throw CommandError(.unknown, "unknown entity '\(name)': type ENTITIES for the list")
     }
+
+    /// What a work needs of the unit to build a read's view, taken on the loop.
+    var snapshot: UnitSnapshot { UnitSnapshot(changes: unit.current, assigned: unit.assigned) }
+}
+
+/// The unit of work as a value a worker may hold.
+struct UnitSnapshot: Sendable {
+    var changes: ChangeSet
+    var assigned: [String: AssignedKey]
 }

@@ -25,12 +25,23 @@ public enum Log {
     public static func warning(_ message: @autoclosure () -> String, session: Int? = nil) { write(.warning, session, message) }
     public static func error(_ message: @autoclosure () -> String, session: Int? = nil) { write(.error, session, message) }
 
+    /// Text from a client as one quoted word: no newline or control character it holds can
+    /// start a line of its own in the log.
+    public static func quoted(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy {
+            ($0 >= "a" && $0 <= "z") || ($0 >= "A" && $0 <= "Z") || ($0 >= "0" && $0 <= "9") || "_.@-".unicodeScalars.contains($0)
+        }
+        return plain ? text : JSON.quote(text)
+    }
+
     private static func write(_ level: Level, _ session: Int?, _ message: () -> String) {
         guard level >= Self.level else { return }
         lock.lock()
         defer { lock.unlock() }
         let who = session.map { "s\($0)" } ?? "-"
-        let line = "\(formatter.string(from: Date())) \(level.name.uppercased()) \(who) \(message())\n"
+        // One event a line, always: a line break inside a message (a PostgreSQL error's, a
+        // client's text) is escaped, so nothing can forge a line of its own.
+        let line = "\(formatter.string(from: Date())) \(level.name.uppercased()) \(who) \(Reply.singleLine(message()))\n"
         FileHandle.standardError.write(line.data(using: .utf8)!)
     }
 }

@@ -68,4 +68,36 @@ public enum SQL {
         }
         return out + "}"
     }
+
+    /// The elements of a one-dimensional array's text form (`{a,"b c",NULL}`), as PostgreSQL
+    /// prints `text[]`.
+    public static func parseArray(_ text: String) -> [String?] {
+        let bytes = Array(text.utf8)
+        guard bytes.first == UInt8(ascii: "{"), bytes.last == UInt8(ascii: "}") else { return [] }
+        var elements: [String?] = []
+        var index = 1
+        let end = bytes.count - 1
+        while index < end {
+            var element: [UInt8] = []
+            if bytes[index] == UInt8(ascii: "\"") {
+                index += 1
+                while index < end, bytes[index] != UInt8(ascii: "\"") {
+                    if bytes[index] == UInt8(ascii: "\\") { index += 1 }
+                    if index < end { element.append(bytes[index]) }
+                    index += 1
+                }
+                index += 1  // the closing quote
+                elements.append(String(decoding: element, as: UTF8.self))
+            } else {
+                while index < end, bytes[index] != UInt8(ascii: ",") {
+                    element.append(bytes[index])
+                    index += 1
+                }
+                let word = String(decoding: element, as: UTF8.self)
+                elements.append(word == "NULL" ? nil : word)
+            }
+            index += 1  // the comma
+        }
+        return elements
+    }
 }

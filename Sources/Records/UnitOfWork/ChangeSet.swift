@@ -5,6 +5,12 @@ public struct PendingInsert: Sendable, Equatable {
     /// Column -> value, in the order the client set them.
     public var fields: [(column: String, value: FieldValue)]
 
+    public init(ref: String, entity: String, fields: [(column: String, value: FieldValue)]) {
+        self.ref = ref
+        self.entity = entity
+        self.fields = fields
+    }
+
     public static func == (a: PendingInsert, b: PendingInsert) -> Bool {
         a.ref == b.ref && a.entity == b.entity && a.fields.elementsEqual(b.fields, by: { $0.column == $1.column && $0.value == $1.value })
     }
@@ -14,19 +20,35 @@ public struct PendingInsert: Sendable, Equatable {
     }
 
     public func value(of column: String) -> FieldValue? { fields.first { $0.column == column }?.value }
+
+    /// The pending records this insert points at.
+    var refs: [String] { fields.compactMap { if case .ref(let r) = $0.value { r } else { nil } } }
 }
 
 /// A pending update of a stored record, with the version and values it was read with.
 public struct PendingUpdate: Sendable, Equatable {
-    public var entity: String
-    public var id: String
-    /// `xmin` when read: another session's save changes it.
+    public var key: RecordKey
+    /// `xmin` when this unit read the record: another session's save changes it.
     public var version: String
-    /// Every column's text when read, for CHANGES (old -> new) and three-way conflicts.
+    /// The record had changed since this unit first read it (GET, FIND) by the time of the
+    /// UPDATE: only `SAVE FORCE` writes over that change, which this unit never saw.
+    public var changedSinceRead: Bool
+    /// Every column's text at the UPDATE, for CHANGES (old -> new) and three-way conflicts.
     public var baseline: [String: String?]
     public var fields: [String: FieldValue]
     /// Column order as first set, for stable output.
     public var order: [String]
+
+    public var entity: String { key.entity }
+
+    public init(key: RecordKey, version: String, changedSinceRead: Bool = false, baseline: [String: String?]) {
+        self.key = key
+        self.version = version
+        self.changedSinceRead = changedSinceRead
+        self.baseline = baseline
+        self.fields = [:]
+        self.order = []
+    }
 
     mutating func set(_ column: String, _ value: FieldValue) {
         if fields[column] == nil { order.append(column) }
@@ -36,15 +58,41 @@ public struct PendingUpdate: Sendable, Equatable {
 
 /// A pending delete of a stored record.
 public struct PendingDelete: Sendable, Equatable {
-    public var entity: String
-    public var id: String
+    public var key: RecordKey
     public var version: String
+    public var changedSinceRead: Bool = false
+
+    public var entity: String { key.entity }
 }
 
-/// Identifies a stored record: entity and primary key text.
-public struct RecordKey: Hashable, Sendable {
+/// `UPDATE entity WHERE predicate SET ...` or `DELETE entity WHERE predicate`: a change to
+/// whatever records match when it is applied (as EF Core's ExecuteUpdate and Core Data's batch
+/// requests), without version checks.
+public struct BulkChange: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        case update([FieldAssignment])
+        case delete
+    }
+
     public var entity: String
-    public var id: String
+    public var predicate: Predicate
+    public var kind: Kind
+    /// How CHANGES shows it.
+    public var text: String
+
+    public var isDelete: Bool { kind == .delete }
+
+    /// The pending records its values point at.
+    var refs: [String] {
+        guard case .update(let fields) = kind else { return [] }
+        return fields.compactMap { if case .ref(let r) = $0.value { r } else { nil } }
+    }
+}
+
+/// A column and the value it is set to.
+public struct FieldAssignment: Sendable, Equatable {
+    public var column: String
+    public var value: FieldValue
 }
 
 /// One layer of changes. Value semantics make nested scratchpads a copy (shared storage until
@@ -56,9 +104,12 @@ public struct ChangeSet: Sendable, Equatable {
     public private(set) var updateOrder: [RecordKey] = []
     public private(set) var deletes: [RecordKey: PendingDelete] = [:]
     public private(set) var deleteOrder: [RecordKey] = []
+    public private(set) var bulk: [BulkChange] = []
     var nextRef = 1
 
-    public var count: Int { inserts.count + updates.count + deletes.count }
+    public init() {}
+
+    public var count: Int { inserts.count + updates.count + deletes.count + bulk.count }
     public var isEmpty: Bool { count == 0 }
 
     public func insert(_ ref: String) -> PendingInsert? { insertIndex[ref].map { inserts[$0] } }
@@ -90,9 +141,8 @@ public struct ChangeSet: Sendable, Equatable {
     }
 
     mutating func setUpdate(_ update: PendingUpdate) {
-        let key = RecordKey(entity: update.entity, id: update.id)
-        if updates[key] == nil { updateOrder.append(key) }
-        updates[key] = update
+        if updates[update.key] == nil { updateOrder.append(update.key) }
+        updates[update.key] = update
     }
 
     mutating func removeUpdate(_ key: RecordKey) {
@@ -100,52 +150,18 @@ public struct ChangeSet: Sendable, Equatable {
     }
 
     mutating func addDelete(_ delete: PendingDelete) {
-        let key = RecordKey(entity: delete.entity, id: delete.id)
-        if deletes[key] == nil { deleteOrder.append(key) }
-        deletes[key] = delete
+        if deletes[delete.key] == nil { deleteOrder.append(delete.key) }
+        deletes[delete.key] = delete
     }
 
-    /// Pending inserts whose to-one fields point at `ref`.
-    func inserts(referencing ref: String) -> [PendingInsert] {
-        inserts.filter { $0.fields.contains { $0.value == .ref(ref) } }
+    mutating func addBulk(_ change: BulkChange) { bulk.append(change) }
+
+    /// The pending changes that point at the pending insert `ref`, as the client names them.
+    func dependents(of ref: String) -> [String] {
+        inserts.filter { $0.refs.contains(ref) }.map { "#" + $0.ref }
+            + updateOrder.compactMap { key in
+                updates[key]!.fields.values.contains(.ref(ref)) ? "update \(key.entity) \(key.values.joined(separator: ","))" : nil
+            }
+            + bulk.filter { $0.refs.contains(ref) }.map(\.text)
     }
-}
-
-/// The session's unit of work: a stack of scratchpads. The bottom one is what SAVE writes;
-/// NEST pushes a copy, MERGE folds the top into its parent, DISCARD drops it.
-public struct UnitOfWork: Sendable {
-    public private(set) var layers: [ChangeSet] = [ChangeSet()]
-
-    public init() {}
-
-    /// Mutated in place (`_modify`): a get/set pair would copy the whole change set on every
-    /// edit, making a unit of n inserts cost O(n²).
-    public var current: ChangeSet {
-        get { layers[layers.count - 1] }
-        _modify { yield &layers[layers.count - 1] }
-    }
-
-    /// Scratchpads open above the unit itself.
-    public var depth: Int { layers.count - 1 }
-
-    public mutating func nest() { layers.append(current) }
-
-    /// Folds the innermost scratchpad into its parent; false when none is open.
-    public mutating func merge() -> Bool {
-        guard depth > 0 else { return false }
-        let top = layers.removeLast()
-        current = top
-        return true
-    }
-
-    public mutating func discard() -> Bool {
-        guard depth > 0 else { return false }
-        layers.removeLast()
-        return true
-    }
-
-    public mutating func rollback() { layers = [ChangeSet()] }
-
-    /// After a successful SAVE.
-    mutating func saved() { layers = [ChangeSet()] }
 }

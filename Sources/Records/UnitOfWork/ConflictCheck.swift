@@ -1,14 +1,12 @@
-import Postgres
-
-/// Optimistic concurrency for SAVE: locks the records the unit updates or deletes and compares
-/// their `xmin` with the version each was read at, then applies the merge policy
-/// (as Npgsql uses xmin for concurrency tokens, and Core Data applies its merge policies).
+/// Optimistic concurrency for SAVE: the records the unit updates or deletes are locked and
+/// their `xmin` compared with the version the unit read, then the merge policy decides (as
+/// Npgsql uses xmin for concurrency tokens, and Core Data applies its merge policies). Pure:
+/// it writes the lock statements and judges their results.
 struct ConflictCheck {
     let model: Model
-    let connection: Connection
     let changes: ChangeSet
 
-    struct Resolution {
+    struct Resolution: Sendable {
         /// Fields the database wins (SAVE THEIRS), per record.
         var droppedFields: [RecordKey: Set<String>] = [:]
         /// Deletes that no longer apply.
@@ -22,54 +20,52 @@ struct ConflictCheck {
         var values: [String: String?]
     }
 
-    /// `SELECT ... FOR UPDATE` of every record the unit updates or deletes, one statement per
-    /// entity, to run inside the save's transaction.
-    struct Lock {
-        var sql: String
-        var parameters: [String?]
-        var entity: Entity
+    /// `SELECT xmin, columns ... FOR UPDATE` of the records one entity's changes touch.
+    struct Lock: Sendable {
+        var statement: Statement
+        var entity: String
         var columns: [String]
     }
 
-    func lockStatements() -> [Lock] {
-        var byEntity: [String: [String]] = [:]
+    /// One statement per entity, records in key order (two saves lock in the same order).
+    func locks() -> [Lock] {
+        var byEntity: [String: [RecordKey]] = [:]
         var order: [String] = []
         for key in changes.updateOrder + changes.deleteOrder {
             if byEntity[key.entity] == nil { order.append(key.entity) }
-            byEntity[key.entity, default: []].append(key.id)
+            byEntity[key.entity, default: []].append(key)
         }
-        return order.compactMap { name in
+        return order.sorted().compactMap { name in
             guard let entity = model.entity(named: name) else { return nil }
             let columns = entity.columns.map(\.column)
-            let select = columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
-            let sql = """
-                SELECT xmin::text, \(select) FROM \(model.table(entity))
-                WHERE \(SQL.identifier(entity.primaryKey.name)) = ANY($1::\(entity.primaryKey.sqlType)[])
-                ORDER BY \(SQL.identifier(entity.primaryKey.name)) FOR UPDATE
-                """
-            return Lock(sql: sql, parameters: [SQL.arrayLiteral(byEntity[name]!)], entity: entity, columns: columns)
+            var sql = SQLText()
+            let match = entity.keyMatch(Array(Set(byEntity[name]!)), alias: nil, into: &sql)
+            sql.text = "SELECT xmin::text, \(entity.keyText(alias: nil)), " + columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
+                + " FROM \(model.table(entity)) WHERE \(match) ORDER BY \(entity.keyList(alias: nil)) FOR UPDATE"
+            return Lock(statement: sql.statement, entity: entity.name, columns: columns)
         }
     }
 
-    /// Compares the locked rows (`locked[i]` is the result of `statements[i]`) with the versions
-    /// the unit read, under the policy.
-    func resolve(policy: MergePolicy, locked: [QueryResult], statements: [Lock]) throws -> Resolution {
+    /// Compares the locked rows (`results[i]` answers `locks[i]`) with the versions the unit
+    /// read, under the policy.
+    func resolve(policy: MergePolicy, locks: [Lock], results: [StatementResult]) throws(CommandError) -> Resolution {
         var resolution = Resolution()
         var conflicts: [String] = []
         var conflicted = 0
         var current: [RecordKey: Current] = [:]
-        for (lock, result) in zip(statements, locked) {
-            for row in 0..<result.rowCount {
+        for (lock, result) in zip(locks, results) {
+            guard let entity = model.entity(named: lock.entity) else { continue }
+            let start = 1 + entity.key.count
+            for row in result.rows {
                 var values: [String: String?] = [:]
-                for (i, column) in lock.columns.enumerated() { values[column] = result.string(row, i + 1) }
-                let id = values[lock.entity.primaryKey.name]!!
-                current[RecordKey(entity: lock.entity.name, id: id)] = Current(version: result.string(row, 0)!, values: values)
+                for (i, column) in lock.columns.enumerated() { values[column] = row[start + i] }
+                current[entity.recordKey(row, from: 1)] = Current(version: row[0] ?? "", values: values)
             }
         }
 
         for key in changes.updateOrder {
             guard let update = changes.updates[key] else { continue }
-            let label = "\(key.entity) \(key.id)"
+            let label = (model.entity(named: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
             guard let now = current[key] else {
                 switch policy {
                 case .fail, .merge:
@@ -92,6 +88,12 @@ struct ConflictCheck {
             }
             let lines = both.map { column in
                 "\(label) \(column): read \(show(update.baseline[column] ?? nil)), yours \(update.fields[column]!), now \(show(now.values[column] ?? nil))"
+            }
+            if update.changedSinceRead && policy != .force {
+                // What changed between this unit's read and its UPDATE is not known field by field.
+                conflicted += 1
+                conflicts.append("\(label): changed by another session after this unit read it and before its UPDATE")
+                continue
             }
             switch policy {
             case .force:
@@ -117,8 +119,9 @@ struct ConflictCheck {
 
         for key in changes.deleteOrder {
             guard let delete = changes.deletes[key] else { continue }
-            let label = "\(key.entity) \(key.id)"
+            let label = (model.entity(named: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
             guard let now = current[key] else {
+                resolution.droppedDeletes.insert(key)
                 resolution.notes.append("\(label) was already deleted by another session")
                 continue
             }

@@ -1,7 +1,4 @@
-import Postgres
-
-/// What deleting some records will do under the foreign keys' delete rules, found by walking
-/// the model's relationships with one query per relationship and level.
+/// What deleting some records will do under the foreign keys' delete rules.
 public struct DeletePreview: Sendable, Equatable {
     /// Entity -> records that cascade.
     public var cascaded: [String: Int] = [:]
@@ -20,38 +17,79 @@ public struct DeletePreview: Sendable, Equatable {
             + nullified.sorted { $0.key < $1.key }.map { "nullify \($0.key) \($0.value)" }
             + denied.sorted { $0.key < $1.key }.map { "deny \($0.key) \($0.value)" }
     }
+}
 
-    /// Computes the effects of deleting `roots` together in the database's current state (run
-    /// it inside the transaction where the unit's changes are applied). Cascades are followed
-    /// first, so a record that one delete cascades away does not deny another.
-    static func compute(model: Model, roots: [(Entity, [String])], connection: Connection) throws -> DeletePreview {
-        var deleted: Set<RecordKey> = []
-        for (entity, ids) in roots { ids.forEach { deleted.insert(RecordKey(entity: entity.name, id: $0)) } }
-        var cascaded: [RecordKey] = []
-        var nullified: [(RecordKey, String)] = []
-        var denying: [RecordKey] = []
-        var frontier = roots
-        while let (target, targetIDs) = frontier.popLast() {
-            guard !targetIDs.isEmpty else { continue }
+/// Computes a `DeletePreview` by walking the model's relationships level by level, one query
+/// per relationship and level (sent together), following every cascade first so that a record
+/// one delete cascades away does not count as denying another. Pure: it writes the queries and
+/// folds their results; run it where the unit's changes are applied.
+struct DeletePreviewPlan: Sendable {
+    let model: Model
+    private var deleted: Set<RecordKey> = []
+    private var cascaded: [RecordKey] = []
+    private var nullified: [(RecordKey, String)] = []
+    private var denying: [RecordKey] = []
+    private var frontier: [(entity: String, keys: [RecordKey])]
+    private var asked: [(relationship: Relationship, source: String)] = []
+
+    init(model: Model, roots: [RecordKey]) {
+        self.model = model
+        var byEntity: [String: [RecordKey]] = [:]
+        var order: [String] = []
+        for key in roots where deleted.insert(key).inserted {
+            if byEntity[key.entity] == nil { order.append(key.entity) }
+            byEntity[key.entity, default: []].append(key)
+        }
+        frontier = order.map { ($0, byEntity[$0]!) }
+    }
+
+    /// The queries of the next level; nil once there is none.
+    mutating func next() -> [Statement]? {
+        var statements: [Statement] = []
+        asked = []
+        for (targetName, keys) in frontier {
+            guard let target = model.entity(named: targetName), !keys.isEmpty else { continue }
             for relationship in model.references(to: target.name) {
                 guard let source = model.entity(named: relationship.entity) else { continue }
-                let rows = try connection.query("""
-                    SELECT \(SQL.identifier(source.primaryKey.name))::text FROM \(model.table(source))
-                    WHERE \(SQL.identifier(relationship.column)) = ANY($1::\(target.primaryKey.sqlType)[])
-                    """, [SQL.arrayLiteral(targetIDs)])
-                let keys = rows.column(0).compactMap { $0 }.map { RecordKey(entity: source.name, id: $0) }
-                switch relationship.deleteRule {
-                case .cascade:
-                    let fresh = keys.filter { deleted.insert($0).inserted }
-                    cascaded += fresh
-                    if !fresh.isEmpty { frontier.append((source, fresh.map(\.id))) }
-                case .nullify, .setDefault:
-                    nullified += keys.map { ($0, source.name + "." + relationship.name) }
-                case .deny:
-                    denying += keys
-                }
+                var sql = SQLText()
+                let match = target.keyMatch(keys, alias: "p", into: &sql)
+                sql.text = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE c.\(SQL.identifier(relationship.column)) IN ("
+                    + "SELECT p.\(SQL.identifier(relationship.referencedColumn)) FROM \(model.table(target)) AS p WHERE \(match))"
+                statements.append(sql.statement)
+                asked.append((relationship, source.name))
             }
         }
+        frontier = []
+        return statements.isEmpty ? nil : statements
+    }
+
+    /// The results of the queries `next` gave, in order.
+    mutating func received(_ results: [StatementResult]) {
+        var fresh: [String: [RecordKey]] = [:]
+        var order: [String] = []
+        for ((relationship, sourceName), result) in zip(asked, results) {
+            guard let source = model.entity(named: sourceName) else { continue }
+            let keys = result.rows.map { source.recordKey($0) }
+            switch relationship.deleteRule {
+            case .cascade:
+                for key in keys where deleted.insert(key).inserted {
+                    cascaded.append(key)
+                    if fresh[source.name] == nil { order.append(source.name) }
+                    fresh[source.name, default: []].append(key)
+                }
+            case .nullify, .setDefault:
+                nullified += keys.map { ($0, source.name + "." + relationship.name) }
+            case .deny:
+                denying += keys
+            }
+        }
+        frontier = order.map { ($0, fresh[$0]!) }
+    }
+
+    /// Every record the deletes take with them (the roots and their cascades).
+    var allDeleted: Set<RecordKey> { deleted }
+
+    var preview: DeletePreview {
         var preview = DeletePreview()
         for key in cascaded { preview.cascaded[key.entity, default: 0] += 1 }
         for (key, label) in nullified where !deleted.contains(key) { preview.nullified[label, default: 0] += 1 }

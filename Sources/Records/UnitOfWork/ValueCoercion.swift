@@ -42,7 +42,7 @@ enum ValueCoercion {
             case .time: return .text(s)
             case .uuid:
                 guard isUUID(s) else { throw wrong("a uuid such as \"0b9f6f2a-5d3c-4e53-9a52-2f6c1e0d8a11\"") }
-                return .text(s)
+                return .text(s.lowercased())  // as PostgreSQL prints it, so keys compare equal
             case .binary:
                 guard let data = Data(base64Encoded: s) else { throw wrong("base64 text") }
                 return .text("\\x" + data.map { String(format: "%02x", $0) }.joined())

@@ -1,3 +1,4 @@
+import Foundation
 import Postgres
 
 /// Committed changes to served tables, as PostgreSQL reports them. Statement-level triggers
@@ -85,6 +86,14 @@ public enum ChangeFeed {
         }
     }
 
+    /// A record's key from the change log's text for it: a composite key is a JSON array.
+    public static func recordKey(_ text: String, of entity: Entity) -> RecordKey? {
+        guard entity.key.count > 1 else { return RecordKey(entity: entity.name, values: [text]) }
+        guard let data = text.data(using: .utf8), let values = (try? JSONSerialization.jsonObject(with: data)) as? [Any],
+              values.count == entity.key.count else { return nil }
+        return RecordKey(entity: entity.name, values: values.map { ($0 as? String) ?? "" })
+    }
+
     /// Keys a change event carries at most.
     static let eventKeys = 1000
 
@@ -96,9 +105,13 @@ public enum ChangeFeed {
     public static func prune(_ connection: Connection) throws {
         try connection.execute("""
             DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes';
-            DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes'
+            DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes';
+            DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours'
             """)
     }
+
+    /// How long a SAVE KEY's outcome is kept for retries.
+    public static let saveKeyHours = 24
 
     /// How long a server's registration of a watched entity lasts without a refresh.
     public static let registrationSeconds = 90
@@ -135,6 +148,12 @@ public enum ChangeFeed {
             );
             CREATE INDEX IF NOT EXISTS change_log_xid ON records.change_log (xid);
             CREATE INDEX IF NOT EXISTS change_log_at ON records.change_log (at);
+            CREATE OR REPLACE FUNCTION records.row_key(j jsonb, columns text[]) RETURNS text
+                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $key$
+                -- A trigger's TG_ARGV counts from 0: the first element is at the lower bound.
+                SELECT CASE WHEN cardinality(columns) = 1 THEN j ->> columns[array_lower(columns, 1)]
+                            ELSE (SELECT jsonb_agg(j ->> c ORDER BY n) FROM unnest(columns) WITH ORDINALITY AS x(c, n))::text END
+            $key$;
             CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
             DECLARE
                 operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
@@ -144,17 +163,18 @@ public enum ChangeFeed {
                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
                     RETURN NULL;
                 END IF;
-                -- Static SQL (planned once per table): the key column is read through jsonb.
+                -- Static SQL (planned once per table): the key columns, named by the trigger's
+                -- arguments, are read through jsonb; a composite key is written as a JSON array.
                 IF TG_OP = 'DELETE' THEN
                     -- A watch with a WHERE decides on deletes from the values the rows had.
                     IF EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME AND filtered
                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
                         INSERT INTO records.deleted_rows (entity, key, row)
-                        SELECT TG_TABLE_NAME, r.j ->> TG_ARGV[0], r.j FROM (SELECT to_jsonb(o) AS j FROM old_rows o) r;
+                        SELECT TG_TABLE_NAME, records.row_key(r.j, TG_ARGV), r.j FROM (SELECT to_jsonb(o) AS j FROM old_rows o) r;
                     END IF;
-                    SELECT array_agg(to_jsonb(o) ->> TG_ARGV[0]) INTO keys FROM old_rows o;
+                    SELECT array_agg(records.row_key(to_jsonb(o), TG_ARGV)) INTO keys FROM old_rows o;
                 ELSE
-                    SELECT array_agg(to_jsonb(n) ->> TG_ARGV[0]) INTO keys FROM new_rows n;
+                    SELECT array_agg(records.row_key(to_jsonb(n), TG_ARGV)) INTO keys FROM new_rows n;
                 END IF;
                 IF keys IS NULL THEN
                     RETURN NULL;
@@ -170,7 +190,8 @@ public enum ChangeFeed {
             """)
         for entity in model.entities {
             let table = model.table(entity)
-            let key = "'" + entity.primaryKey.name.replacingOccurrences(of: "'", with: "''") + "'"
+            // Trigger arguments are string literals in the DDL: the key's column names, quoted.
+            let key = entity.keyColumns.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
             try connection.execute("""
                 CREATE OR REPLACE TRIGGER records_notify_insert AFTER INSERT ON \(table)
                     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));

@@ -1,0 +1,56 @@
+import Postgres
+
+// MARK: - SAVE
+
+extension Session {
+    func save(_ policy: MergePolicy, key: String?, model: Model) throws(CommandError) -> Step {
+        guard unit.depth == 0 else {
+            throw CommandError(.denied, "\(unit.depth) nested scratchpad(s) open: MERGE or DISCARD before SAVE")
+        }
+        let changes = unit.current
+        let uncertain = uncertainSave
+        guard !changes.isEmpty || uncertain != nil || key != nil else { return .reply(.ok("nothing to save")) }
+        var settings = SavePlan.Settings()
+        settings.statementTimeout = context.work.saveTimeout
+        settings.lockTimeout = context.work.lockTimeout
+        settings.saveKey = key.map { SavePlan.SaveKey(owner: user?.name ?? "", key: $0) }
+        let plan = SavePlan(model: model, changes: changes, policy: policy, assigned: unit.assigned, settings: settings)
+        let session = id
+        let who = self.who
+        return .database(DatabaseWork { context in
+            if let uncertain {
+                // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
+                // never written twice.
+                switch context.transactionStatus(uncertain.xid, seconds: 2) {
+                case .committed?:
+                    Log.info("an earlier SAVE did commit: its unit is saved (\(who))", session: session)
+                    return WorkResult(reply: uncertain.ifCommitted) { session in
+                        session.unit.saved()
+                        session.uncertainSave = nil
+                    }
+                case .aborted?: break
+                case nil: return WorkResult(reply: WorkContext.uncertainReply)
+                }
+            }
+            if changes.isEmpty && key == nil {
+                return WorkResult(reply: .ok("nothing to save")) { $0.uncertainSave = nil }
+            }
+            let result = context.runSave(plan, model: model)
+            var reply = result.reply
+            if result.saved {
+                if result.attempts > 1, case .ok(let message) = reply.status { reply.status = .ok(message + " (\(result.attempts) attempts)") }
+                Log.info("\(reply.statusMessage) (\(who))", session: session)
+            } else {
+                Log.info("save failed (\(who)): \(reply.statusLine)", session: session)
+            }
+            let assigned = result.assigned
+            let saved = result.saved
+            let pending = result.uncertain
+            return WorkResult(reply: reply) { session in
+                session.unit.assign(assigned)
+                if saved { session.unit.saved() }
+                session.uncertainSave = pending
+            }
+        })
+    }
+}

@@ -1,0 +1,120 @@
+import Postgres
+
+/// The thin side of "decide, then do": runs the plans' rounds on the leased connection.
+extension WorkContext {
+    /// Runs `body` where the unit's pending changes are applied (a transaction rolled back
+    /// afterwards); an empty unit needs none. The keys the view gave pending inserts are kept
+    /// for the works after this one in the job (and returned for the session to keep).
+    func withView<T>(_ snapshot: UnitSnapshot, model: Model, _ body: (ViewPlan.View) throws -> T) throws -> (T, ViewPlan.View) {
+        var assigned = snapshot.assigned
+        for (ref, key) in self.assigned where assigned[ref] == nil { assigned[ref] = key }
+        var plan = ViewPlan(model: model, changes: snapshot.changes, assigned: assigned)
+        var action = plan.start()
+        var first = true
+        while case .run(let statements) = action {
+            var round = RoundResult.run(statements, on: connection)
+            if first, case .failure(_, let error) = round, error.kind == .connection {
+                // A connection that died since its last use: once more on a fresh one.
+                try lease.reconnect()
+                round = RoundResult.run(statements, on: connection)
+            }
+            first = false
+            action = plan.received(round)
+        }
+        guard case .ready(let view) = action else { throw CommandError(.internal, "the view did not finish") }
+        if let failure = plan.failure { throw failure }
+        for (ref, key) in view.allocated { self.assigned[ref] = key }
+        defer { if view.began, connection.isHealthy { _ = try? connection.execute("ROLLBACK") } }
+        return (try body(view), view)
+    }
+
+    /// Runs `body`, and once more on a fresh connection when the connection turns out dead
+    /// (PostgreSQL restarted since it was last used); only for work that changes nothing and
+    /// has sent nothing to the client yet.
+    func retryingOnce<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as PostgresError where error.kind == .connection {
+            try lease.reconnect()
+            return try body()
+        }
+    }
+
+    /// A SAVE from start to end. Whatever the outcome, the keys it gave pending inserts come
+    /// back: a retry writes the same ids.
+    func runSave(_ plan: SavePlan, model: Model) -> SaveResult {
+        var plan = plan
+        var action = plan.start()
+        while true {
+            switch action {
+            case .run(let statements):
+                action = plan.received(RoundResult.run(statements, on: connection))
+            case .committed(let reply):
+                return SaveResult(reply: reply, saved: true, assigned: plan.assigned, attempts: plan.attempts)
+            case .failed(let failure):
+                if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                return SaveResult(reply: reply(for: failure, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
+            case .uncertain(let xid, let ifCommitted):
+                switch transactionStatus(xid) {
+                case .committed?:
+                    return SaveResult(reply: ifCommitted, saved: true, assigned: plan.assigned, attempts: plan.attempts)
+                case .aborted?:
+                    return SaveResult(reply: .error(.unavailable, "PostgreSQL went away during COMMIT, which did not complete: nothing was saved; pending changes are kept: try again"),
+                                      saved: false, assigned: plan.assigned, attempts: plan.attempts)
+                case nil:
+                    return SaveResult(reply: Self.uncertainReply, saved: false, assigned: plan.assigned, attempts: plan.attempts,
+                                      uncertain: (xid, ifCommitted))
+                }
+            }
+        }
+    }
+
+    static let uncertainReply = Reply.error(.unavailable,
+        "PostgreSQL went away during COMMIT and cannot say yet whether it completed; pending changes are kept: SAVE again once it is back (it will not be written twice)")
+
+    enum TransactionStatus { case committed, aborted }
+
+    /// What PostgreSQL says of transaction `xid` (`pg_xact_status`), asked on a fresh
+    /// connection, for up to `seconds`; nil when it cannot say in that time.
+    func transactionStatus(_ xid: String, seconds: Int = 10) -> TransactionStatus? {
+        for attempt in 0..<(seconds * 4) {
+            if attempt > 0 { usleep(250_000) }
+            if !connection.isHealthy || attempt > 0 {
+                guard (try? lease.reconnect()) != nil else { continue }
+            }
+            guard let status = try? connection.query("SELECT pg_xact_status($1::xid8)", [xid]).string(0, 0) else { continue }
+            switch status {
+            case "committed": return .committed
+            case "aborted": return .aborted
+            default: continue  // "in progress": the old backend has not finished yet
+            }
+        }
+        return nil
+    }
+
+    private func reply(for failure: SavePlan.Failure, model: Model) -> Reply {
+        if let command = failure.command { return command.reply }
+        guard let error = failure.postgres else { return .error(.internal, "SAVE failed") }
+        if error.isUnavailable {
+            return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was saved; pending changes are kept: try again when it is back")
+        }
+        let record = failure.records.count == 1 ? failure.records[0]
+            : failure.records.isEmpty ? nil : "\(failure.entity) (one of \(failure.records.count) records)"
+        return ErrorMapping.map(error, record: record, model: model, connection: connection).reply
+    }
+}
+
+/// How a SAVE ended.
+struct SaveResult: Sendable {
+    var reply: Reply
+    var saved: Bool
+    /// Every key assigned to pending inserts, to keep in the unit.
+    var assigned: [String: AssignedKey]
+    var attempts: Int
+    /// Set when the outcome is not known yet.
+    var uncertain: (xid: String, ifCommitted: Reply)?
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif

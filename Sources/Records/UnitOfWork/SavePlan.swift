@@ -1,0 +1,438 @@
+import Postgres
+
+/// SAVE as a state machine: each step returns the statements to send next, as one round trip,
+/// and is fed their results; it never touches a connection, so every decision is tested without
+/// PostgreSQL. The rounds:
+///
+/// 1. BEGIN, the timeouts, the transaction's id (known before COMMIT, so that a connection lost
+///    during COMMIT can be asked about later), a SAVE KEY's earlier outcome, deferred
+///    constraints, key allocation for pending inserts, and `SELECT ... FOR UPDATE` of the
+///    records the unit updates or deletes.
+/// 2. The versions judged under the merge policy; then inserts, nil-then-set references,
+///    updates, changes by predicate, sequence moves, and the keys a DELETE ... WHERE matches;
+///    with nothing to delete, COMMIT too.
+/// 3. With deletes: the delete rules' preview, a level a round; a denied delete fails here.
+/// 4. Deletes and COMMIT.
+///
+/// Serialization failures and deadlocks start again from 1 (three attempts in all); a
+/// multi-row statement that fails on a constraint is replayed a row a statement, in a
+/// transaction rolled back, to name the record.
+struct SavePlan: Sendable {
+    struct Settings: Sendable {
+        /// `statement_timeout` and `lock_timeout` of the save's transaction, in milliseconds (0: none).
+        var statementTimeout = 0
+        var lockTimeout = 0
+        /// `SAVE ... KEY k`: the outcome is kept, so a retry answers what the first attempt did.
+        var saveKey: SaveKey?
+        var rowsPerStatement = WritePlan.defaultRowsPerStatement
+        init() {}
+    }
+
+    struct SaveKey: Sendable, Equatable {
+        var owner: String
+        var key: String
+    }
+
+    struct Outcome: Sendable, Equatable {
+        /// Each pending insert's ref, entity and key as shown.
+        var assigned: [Assigned] = []
+        var inserted = 0
+        var updated = 0
+        var deleted = 0
+        var cascaded = 0
+        var nullified = 0
+        var notes: [String] = []
+
+        struct Assigned: Sendable, Equatable {
+            var ref: String
+            var entity: String
+            var key: String
+        }
+
+        var summary: String {
+            "saved: \(inserted) inserted, \(updated) updated, \(deleted) deleted, \(cascaded) cascaded, \(nullified) nullified"
+        }
+
+        var reply: Reply { .ok(summary, lines: assigned.map { "#\($0.ref) \($0.entity) \($0.key)" } + notes) }
+    }
+
+    enum Action: Sendable {
+        /// Send these as one round trip; feed the result to `received`.
+        case run([Statement])
+        /// COMMIT returned: the unit is saved.
+        case committed(Reply)
+        /// Nothing was written (the transaction is rolled back, or was never begun).
+        case failed(Failure)
+        /// The connection was lost while COMMIT was in flight: whether transaction `xid`
+        /// committed is for `pg_xact_status` to say.
+        case uncertain(xid: String, ifCommitted: Reply)
+    }
+
+    struct Failure: Error, Sendable {
+        /// A failure decided here (validation, conflict, denied).
+        var command: CommandError?
+        /// A failure PostgreSQL reported, and the records the failing statement wrote.
+        var postgres: PostgresError?
+        var records: [String] = []
+        var entity = ""
+    }
+
+    let model: Model
+    let changes: ChangeSet
+    let policy: MergePolicy
+    let settings: Settings
+    /// Keys assigned before this SAVE and the ones it allocates: the unit keeps them whatever
+    /// the outcome, so a retry writes the same ids.
+    private(set) var assigned: [String: AssignedKey]
+    private(set) var attempts = 0
+
+    /// Where round 1's answers are.
+    private struct FirstRound: Sendable {
+        var transactionID = 0
+        var savedReply: Int?
+        var allocation: [KeyAllocation.Request] = []
+        var allocationStart = 0
+        var locks: [ConflictCheck.Lock] = []
+        var lockStart = 0
+    }
+
+    /// What the writes round sent, carried to the end.
+    private struct Written: Sendable {
+        var writes: [WritePlan.Write]
+        /// Statements in the round before the first write.
+        var offset = 0
+        var outcome: Outcome
+        var updateResults: Range<Int>
+        var bulkDeleteSelects: Range<Int>
+        var deleteRoots: [RecordKey]
+        var commitsHere: Bool
+    }
+
+    private enum State: Sendable {
+        case idle
+        case begun(FirstRound)
+        case written(Written)
+        case previewing(Written, DeletePreviewPlan)
+        case committing(outcome: Outcome, writes: [WritePlan.Write])
+        case diagnosing(original: PostgresError, failed: WritePlan.Write, writes: [WritePlan.Write], offset: Int)
+        case finished
+    }
+
+    private var state = State.idle
+    private var xid: String?
+
+    static let maxAttempts = 3
+
+    init(model: Model, changes: ChangeSet, policy: MergePolicy, assigned: [String: AssignedKey], settings: Settings = Settings()) {
+        self.model = model
+        self.changes = changes
+        self.policy = policy
+        self.settings = settings
+        self.assigned = assigned
+    }
+
+    // MARK: - Rounds
+
+    /// The first round, or the validation failure that keeps the unit from being written.
+    mutating func start() -> Action {
+        attempts += 1
+        let known = KeyAllocation.known(changes, model: model, assigned: assigned)
+        let problems = Validation.problems(changes, model: model, keys: known)
+            + InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement).problems
+        if !problems.isEmpty {
+            state = .finished
+            return .failed(Failure(command: CommandError(.validation, "\(problems.count) problem(s); nothing was saved", details: problems.map(\.message))))
+        }
+        var round = FirstRound()
+        var statements: [Statement] = attempts > 1 ? [.rollback, .begin] : [.begin]
+        if settings.statementTimeout > 0 || settings.lockTimeout > 0 {
+            statements.append(Statement("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+                                        ["\(settings.statementTimeout)", "\(settings.lockTimeout)"]))
+        }
+        round.transactionID = statements.count
+        statements.append(.transactionID)
+        if let saveKey = settings.saveKey {
+            round.savedReply = statements.count
+            statements.append(Statement("SELECT message, lines::text FROM records.save_keys WHERE owner = $1 AND key = $2",
+                                        [saveKey.owner, saveKey.key]))
+        }
+        if let deferral = deferral(InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)) {
+            statements.append(deferral)
+        }
+        round.allocation = KeyAllocation.requests(changes, model: model, known: known)
+        round.allocationStart = statements.count
+        statements += round.allocation.map(\.statement)
+        round.locks = ConflictCheck(model: model, changes: changes).locks()
+        round.lockStart = statements.count
+        statements += round.locks.map(\.statement)
+        state = .begun(round)
+        return .run(statements)
+    }
+
+    mutating func received(_ round: RoundResult) -> Action {
+        switch round {
+        case .failure(let index, let error):
+            return failed(at: index, error)
+        case .success(let results):
+            do {
+                return try advance(results)
+            } catch {
+                state = .finished
+                return .failed(Failure(command: error))
+            }
+        }
+    }
+
+    private mutating func advance(_ results: [StatementResult]) throws(CommandError) -> Action {
+        switch state {
+        case .begun(let round):
+            xid = results[round.transactionID].rows.first?[0] ?? nil
+            if let index = round.savedReply, let row = results[index].rows.first {
+                // This key's SAVE committed before: answer what it answered, write nothing.
+                state = .finished
+                return .committed(Self.storedReply(message: row[0], lines: row[1]))
+            }
+            let allocated = KeyAllocation.allocated(round.allocation, results: Array(results[round.allocationStart..<(round.allocationStart + round.allocation.count)]))
+            for (ref, key) in allocated { assigned[ref] = key }
+            let resolution = try ConflictCheck(model: model, changes: changes)
+                .resolve(policy: policy, locks: round.locks, results: Array(results[round.lockStart..<(round.lockStart + round.locks.count)]))
+            return try write(resolution: resolution)
+        case .written(var written):
+            written.outcome.updated = results[written.updateResults].reduce(0) { $0 + $1.affected }
+            if written.commitsHere {
+                state = .finished
+                return .committed(written.outcome.reply)
+            }
+            let deleting = changes.bulk.indices.filter { changes.bulk[$0].isDelete }
+            for (index, result) in zip(deleting, results[written.bulkDeleteSelects]) {
+                guard let entity = model.entity(named: changes.bulk[index].entity) else { continue }
+                written.deleteRoots += result.rows.map { entity.recordKey($0) }
+            }
+            written.deleteRoots = Self.unique(written.deleteRoots)
+            if written.deleteRoots.isEmpty { return commit(written.outcome, before: [], writes: []) }
+            var preview = DeletePreviewPlan(model: model, roots: written.deleteRoots)
+            guard let queries = preview.next() else { return delete(written, preview: preview) }
+            state = .previewing(written, preview)
+            return .run(queries)
+        case .previewing(let written, var preview):
+            preview.received(results)
+            if let queries = preview.next() {
+                state = .previewing(written, preview)
+                return .run(queries)
+            }
+            return delete(written, preview: preview)
+        case .committing(let outcome, _):
+            state = .finished
+            return .committed(outcome.reply)
+        case .diagnosing(let original, let failed, _, _):
+            // The replay wrote every row without failing: name what the original statement wrote.
+            state = .finished
+            return .failed(Failure(postgres: original, records: failed.records, entity: failed.entity))
+        case .idle, .finished:
+            throw CommandError(.internal, "SAVE received a result it did not ask for")
+        }
+    }
+
+    /// Round 2: the writes, planned now that every key is known and the policy has spoken.
+    private mutating func write(resolution: ConflictCheck.Resolution) throws(CommandError) -> Action {
+        let keys = KeyAllocation.known(changes, model: model, assigned: assigned)
+        let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
+                             rowsPerStatement: settings.rowsPerStatement)
+        if !plan.problems.isEmpty {
+            throw CommandError(.validation, "\(plan.problems.count) problem(s); nothing was saved", details: plan.problems.map(\.message))
+        }
+        var outcome = Outcome()
+        outcome.notes = resolution.notes
+        outcome.inserted = changes.inserts.count
+        let resolver = WritePlan.Resolver(model: model, changes: changes, keys: keys)
+        outcome.assigned = changes.inserts.map { insert in
+            let shown = model.entity(named: insert.entity).flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
+            return Outcome.Assigned(ref: insert.ref, entity: insert.entity, key: shown ?? "?")
+        }
+        let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates
+        let updateStart = plan.inserts.count + plan.fixups.count
+        var statements = writes.map(\.statement) + plan.sequenceBumps
+        let selectStart = statements.count
+        for change in changes.bulk where change.isDelete {
+            guard let entity = model.entity(named: change.entity) else { continue }
+            var sql = SQLText()
+            let matching = try QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql)
+            sql.text = "SELECT \(entity.keyText(alias: "d")) FROM \(model.table(entity)) AS d WHERE (\(entity.keyList(alias: "d"))) IN (\(matching)) FOR UPDATE OF d"
+            statements.append(sql.statement)
+        }
+        let roots = changes.deleteOrder.filter { !resolution.droppedDeletes.contains($0) }
+        // With nothing to delete and no key to record, COMMIT rides in the same round trip.
+        let commitsHere = roots.isEmpty && selectStart == statements.count && settings.saveKey == nil
+        if commitsHere { statements.append(.commit) }
+        state = .written(Written(writes: writes, outcome: outcome, updateResults: updateStart..<writes.count,
+                                 bulkDeleteSelects: selectStart..<(statements.count - (commitsHere ? 1 : 0)),
+                                 deleteRoots: roots, commitsHere: commitsHere))
+        return .run(statements)
+    }
+
+    /// The last round: the deletes (children before parents, so a RESTRICT between two deleted
+    /// records does not fire; cascades are PostgreSQL's to do), then COMMIT.
+    private mutating func delete(_ written: Written, preview plan: DeletePreviewPlan) -> Action {
+        let preview = plan.preview
+        if preview.deniedCount > 0 {
+            state = .finished
+            return .failed(Failure(command: CommandError(.denied,
+                "the delete is denied: \(preview.deniedCount) record(s) still point at it with a RESTRICT rule; delete or move them first",
+                details: preview.lines.filter { $0.hasPrefix("deny") })))
+        }
+        var outcome = written.outcome
+        // Every root was locked (FOR UPDATE) and found: each is deleted, by this statement or a cascade.
+        outcome.deleted = written.deleteRoots.count
+        outcome.cascaded = preview.cascadedCount
+        outcome.nullified = preview.nullifiedCount
+        let deletes = Self.deleteWrites(model: model, keys: written.deleteRoots)
+        return commit(outcome, before: deletes.map(\.statement), writes: deletes)
+    }
+
+    private mutating func commit(_ outcome: Outcome, before: [Statement], writes: [WritePlan.Write]) -> Action {
+        var statements = before
+        if let saveKey = settings.saveKey {
+            let reply = outcome.reply
+            statements.append(Statement("INSERT INTO records.save_keys (owner, key, message, lines) VALUES ($1, $2, $3, $4::text[])",
+                                        [saveKey.owner, saveKey.key, reply.statusMessage, SQL.arrayLiteral(reply.lines.map { Optional($0) })]))
+        }
+        statements.append(.commit)
+        state = .committing(outcome: outcome, writes: writes)
+        return .run(statements)
+    }
+
+    // MARK: - Failures
+
+    private mutating func failed(at index: Int, _ error: PostgresError) -> Action {
+        if error.kind == .connection {
+            // Lost while COMMIT was in flight: PostgreSQL knows whether it committed.
+            if let xid, let outcome = committingOutcome {
+                state = .finished
+                return .uncertain(xid: xid, ifCommitted: outcome.reply)
+            }
+            state = .finished
+            return .failed(Failure(postgres: error))
+        }
+        if case .diagnosing(_, let original, let writes, let offset) = state {
+            state = .finished
+            let found = index >= offset && index - offset < writes.count ? writes[index - offset] : original
+            return .failed(Failure(postgres: error, records: found.records, entity: found.entity))
+        }
+        if attempts < Self.maxAttempts, error.sqlState == .serializationFailure || error.sqlState == .deadlockDetected {
+            return start()
+        }
+        let write = self.write(at: index)
+        if let write, write.records.count > 1, error.sqlState?.errorClass == "23" || error.sqlState?.errorClass == "22" {
+            return diagnose(error, write)
+        }
+        state = .finished
+        return .failed(Failure(postgres: error, records: write?.records ?? [], entity: write?.entity ?? ""))
+    }
+
+    /// The outcome a COMMIT in flight would have answered.
+    private var committingOutcome: Outcome? {
+        switch state {
+        case .committing(let outcome, _): return outcome
+        case .written(let written) where written.commitsHere: return written.outcome
+        default: return nil
+        }
+    }
+
+    /// The write that statement `index` of the current round was, if it was one.
+    private func write(at index: Int) -> WritePlan.Write? {
+        switch state {
+        case .written(let written):
+            return index >= written.offset && index - written.offset < written.writes.count ? written.writes[index - written.offset] : nil
+        case .committing(_, let writes):
+            return index < writes.count ? writes[index] : nil
+        default:
+            return nil
+        }
+    }
+
+    /// Replays the writes a row a statement, in a transaction that is rolled back, to find the
+    /// record a multi-row statement failed on.
+    private mutating func diagnose(_ error: PostgresError, _ failed: WritePlan.Write) -> Action {
+        let keys = KeyAllocation.known(changes, model: model, assigned: assigned)
+        let plan = WritePlan(model: model, changes: changes, keys: keys, rowsPerStatement: 1)
+        let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates
+        var statements: [Statement] = [.rollback, .begin]
+        if let deferral = deferral(InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: 1)) {
+            statements.append(deferral)
+        }
+        state = .diagnosing(original: error, failed: failed, writes: writes, offset: statements.count)
+        return .run(statements + writes.map(\.statement) + [.rollback])
+    }
+
+    // MARK: - Helpers
+
+    private func deferral(_ layout: InsertLayout) -> Statement? {
+        let names = layout.deferredConstraints
+        guard !names.isEmpty else { return nil }
+        return Statement("SET CONSTRAINTS " + names.map { SQL.identifier(model.schema) + "." + SQL.identifier($0) }.joined(separator: ", ") + " DEFERRED")
+    }
+
+    /// One DELETE per entity, in an order where no RESTRICT fires between the deleted records.
+    static func deleteWrites(model: Model, keys: [RecordKey]) -> [WritePlan.Write] {
+        var byEntity: [String: [RecordKey]] = [:]
+        var names: [String] = []
+        for key in keys {
+            if byEntity[key.entity] == nil { names.append(key.entity) }
+            byEntity[key.entity, default: []].append(key)
+        }
+        return deleteOrder(model: model, names: names).compactMap { name in
+            guard let entity = model.entity(named: name), let doomed = byEntity[name] else { return nil }
+            var sql = SQLText()
+            let match = entity.keyMatch(doomed, alias: nil, into: &sql)
+            sql.text = "DELETE FROM \(model.table(entity)) WHERE \(match)"
+            return WritePlan.Write(statement: sql.statement, changes: doomed.map { .delete($0) },
+                                   records: doomed.map { "\(entity.name) \(entity.show($0))" }, entity: entity.name)
+        }
+    }
+
+    /// Entities whose records are deleted together, ordered so that an entity goes before
+    /// every entity that it, or what it cascades to, points at: the children go first, and
+    /// the records a delete cascades to are gone before a RESTRICT on them could fire (deleting
+    /// an employee cascades to its assignments, which must be gone before their project).
+    /// Entities in a cycle keep their order.
+    static func deleteOrder(model: Model, names: [String]) -> [String] {
+        func cascadeClosure(_ name: String) -> Set<String> {
+            var reached: Set<String> = [name]
+            var frontier = [name]
+            while let next = frontier.popLast() {
+                for relationship in model.references(to: next) where relationship.deleteRule == .cascade {
+                    if reached.insert(relationship.entity).inserted { frontier.append(relationship.entity) }
+                }
+            }
+            return reached
+        }
+        let members = Set(names)
+        var before: [String: Set<String>] = [:]  // name -> the members that must be deleted before it
+        for name in names {
+            for source in cascadeClosure(name) {
+                for relationship in model.entity(named: source)?.toOneRelationships ?? [] where relationship.target != name {
+                    if members.contains(relationship.target) { before[relationship.target, default: []].insert(name) }
+                }
+            }
+        }
+        var remaining = names
+        var placed: Set<String> = []
+        var order: [String] = []
+        while !remaining.isEmpty {
+            let index = remaining.firstIndex { (before[$0] ?? []).subtracting([$0]).isSubset(of: placed) } ?? 0
+            let name = remaining.remove(at: index)
+            placed.insert(name)
+            order.append(name)
+        }
+        return order
+    }
+
+    static func storedReply(message: String?, lines: String?) -> Reply {
+        .ok(message ?? "", lines: lines.map { SQL.parseArray($0).compactMap { $0 } } ?? [])
+    }
+
+    private static func unique(_ keys: [RecordKey]) -> [RecordKey] {
+        var seen: Set<RecordKey> = []
+        return keys.filter { seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,127 @@
+/// The session's unit of work: a stack of scratchpads, the bottom one what SAVE writes (NEST
+/// pushes a copy, MERGE folds the top into its parent, DISCARD drops it); the keys its pending
+/// inserts were given; and the versions of the records it read.
+public struct UnitOfWork: Sendable {
+    public private(set) var layers: [ChangeSet] = [ChangeSet()]
+    /// Key values given to pending inserts before SAVE (by a read that showed them, or a SAVE
+    /// that failed), by `#ref`: a pending insert keeps the id it was first shown.
+    public private(set) var assigned: [String: AssignedKey] = [:]
+    /// The version each record had when this unit read it (GET, FIND).
+    public private(set) var reads = ReadVersions()
+
+    public init() {}
+
+    /// Mutated in place (`_modify`): a get/set pair would copy the whole change set on every
+    /// edit, making a unit of n inserts cost O(n²).
+    public var current: ChangeSet {
+        get { layers[layers.count - 1] }
+        _modify { yield &layers[layers.count - 1] }
+    }
+
+    /// Scratchpads open above the unit itself.
+    public var depth: Int { layers.count - 1 }
+
+    public mutating func nest() { layers.append(current) }
+
+    /// Folds the innermost scratchpad into its parent; false when none is open.
+    public mutating func merge() -> Bool {
+        guard depth > 0 else { return false }
+        let top = layers.removeLast()
+        current = top
+        return true
+    }
+
+    public mutating func discard() -> Bool {
+        guard depth > 0 else { return false }
+        layers.removeLast()
+        pruneAssigned()
+        return true
+    }
+
+    /// Drops every pending change and forgets what was read.
+    public mutating func rollback() {
+        layers = [ChangeSet()]
+        assigned = [:]
+        reads.removeAll()
+    }
+
+    /// After a successful SAVE: the records it wrote have new versions, so what was read of
+    /// them is forgotten.
+    mutating func saved() {
+        let written = current.updateOrder + current.deleteOrder
+        layers = [ChangeSet()]
+        assigned = [:]
+        reads.forget(written)
+    }
+
+    /// Keys a read or a SAVE gave to pending inserts; the first given stays.
+    mutating func assign(_ keys: [String: AssignedKey]) {
+        for (ref, key) in keys {
+            guard let insert = current.insert(ref), insert.entity == key.entity else { continue }
+            if let known = assigned[ref], known.entity == key.entity {
+                assigned[ref] = AssignedKey(entity: key.entity, values: key.values.merging(known.values) { _, old in old })
+            } else {
+                assigned[ref] = key
+            }
+        }
+    }
+
+    mutating func recordReads(_ versions: [(RecordKey, String)]) {
+        for (key, version) in versions { reads.record(key, version) }
+    }
+
+    /// The keys of pending inserts that no scratchpad holds any more are dropped.
+    private mutating func pruneAssigned() {
+        guard !assigned.isEmpty else { return }
+        assigned = assigned.filter { ref, key in layers.contains { $0.insert(ref)?.entity == key.entity } }
+    }
+}
+
+/// Key values given to one pending insert before SAVE, by column.
+public struct AssignedKey: Sendable, Equatable {
+    public var entity: String
+    public var values: [String: String]
+
+    public init(entity: String, values: [String: String]) {
+        self.entity = entity
+        self.values = values
+    }
+}
+
+/// The versions (`xmin`) of the records a unit read, so that a record it reads and then
+/// changes is checked against what it saw. Bounded: past `limit` records the oldest reads are
+/// forgotten, and such a record is checked against the version it has at UPDATE or DELETE.
+public struct ReadVersions: Sendable {
+    public static let limit = 10_000
+    private var versions: [RecordKey: String] = [:]
+    /// Keys in the order read; may hold keys read again or forgotten, compacted as it grows.
+    private var order: [RecordKey] = []
+    private var head = 0
+
+    public var count: Int { versions.count }
+
+    public func version(of key: RecordKey) -> String? { versions[key] }
+
+    mutating func record(_ key: RecordKey, _ version: String) {
+        if versions.updateValue(version, forKey: key) == nil { order.append(key) }
+        while versions.count > Self.limit, head < order.count {
+            versions[order[head]] = nil
+            head += 1
+        }
+        if head > Self.limit {
+            order.removeFirst(head)
+            head = 0
+        }
+    }
+
+    mutating func forget(_ keys: [RecordKey]) {
+        for key in keys { versions[key] = nil }
+        if versions.isEmpty { removeAll() }
+    }
+
+    mutating func removeAll() {
+        versions = [:]
+        order = []
+        head = 0
+    }
+}

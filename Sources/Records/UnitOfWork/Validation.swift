@@ -1,0 +1,121 @@
+/// One pending change of a unit, as plans and problems name it.
+public enum ChangeID: Hashable, Sendable {
+    case insert(String)
+    case update(RecordKey)
+    case delete(RecordKey)
+    case bulk(Int)
+}
+
+/// Something that keeps a pending change from being written, in words for the client.
+public struct Problem: Sendable, Equatable {
+    public var change: ChangeID
+    public var message: String
+}
+
+/// The problems the model can see without PostgreSQL: required values missing, `#ref`s to
+/// records no longer pending, entities gone after a reload. Pure.
+enum Validation {
+    static func problems(_ changes: ChangeSet, model: Model, keys: [String: AssignedKey]) -> [Problem] {
+        var problems: [Problem] = []
+        for insert in changes.inserts {
+            let id = ChangeID.insert(insert.ref)
+            let label = "#\(insert.ref) \(insert.entity)"
+            guard let entity = model.entity(named: insert.entity) else {
+                problems.append(Problem(change: id, message: "\(label): the entity no longer exists"))
+                continue
+            }
+            let given = keys[insert.ref]?.values ?? [:]
+            for attribute in entity.attributes where attribute.isRequired {
+                let value = insert.value(of: attribute.name)
+                guard value == nil || value == .null, given[attribute.name] == nil else { continue }
+                let why = attribute.isPrimaryKey ? " (the key has no default: give it)" : ""
+                problems.append(Problem(change: id, message: "\(label): \(attribute.name) is required\(why)"))
+            }
+            for column in entity.keyColumns where entity.attribute(named: column) == nil {
+                // A key column that is a foreign key (a join table's): the relationship must be set.
+                let value = insert.value(of: column)
+                if (value == nil || value == .null) && given[column] == nil {
+                    problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) is required (it is part of the key)"))
+                }
+            }
+            for relationship in entity.toOneRelationships where relationship.isRequired && !entity.keyColumns.contains(relationship.column) {
+                let value = insert.value(of: relationship.column)
+                if value == nil || value == .null {
+                    problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
+                }
+            }
+            for (column, value) in insert.fields {
+                guard case .ref(let ref) = value else { continue }
+                if changes.insert(ref) == nil {
+                    problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) points at #\(ref), which is no longer pending"))
+                }
+            }
+        }
+        for key in changes.updateOrder {
+            guard let update = changes.updates[key] else { continue }
+            let id = ChangeID.update(key)
+            guard let entity = model.entity(named: update.entity) else {
+                problems.append(Problem(change: id, message: "\(update.entity): the entity no longer exists"))
+                continue
+            }
+            let label = "\(entity.name) \(entity.show(key))"
+            for column in update.order {
+                switch update.fields[column] {
+                case .null?:
+                    if let attribute = entity.attribute(named: column), attribute.isNotNull {
+                        problems.append(Problem(change: id, message: "\(label): \(column) is required"))
+                    }
+                    if let relationship = entity.relationship(column: column), relationship.isRequired {
+                        problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
+                    }
+                case .ref(let ref)?:
+                    if changes.insert(ref) == nil {
+                        problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) points at #\(ref), which is no longer pending"))
+                    }
+                default: break
+                }
+            }
+        }
+        for key in changes.deleteOrder where model.entity(named: key.entity) == nil {
+            problems.append(Problem(change: .delete(key), message: "\(key.entity): the entity no longer exists"))
+        }
+        for (index, change) in changes.bulk.enumerated() {
+            if model.entity(named: change.entity) == nil {
+                problems.append(Problem(change: .bulk(index), message: "\(change.text): the entity no longer exists"))
+            }
+            for ref in change.refs where changes.insert(ref) == nil {
+                problems.append(Problem(change: .bulk(index), message: "\(change.text): points at #\(ref), which is no longer pending"))
+            }
+        }
+        return problems
+    }
+
+    /// The changes left out of a read's view: those with problems, and those that point at a
+    /// pending insert left out (they could not be applied without it), each with its reason.
+    static func excluded(_ changes: ChangeSet, problems: [Problem]) -> [ChangeID: String] {
+        var reasons: [ChangeID: String] = [:]
+        for problem in problems where reasons[problem.change] == nil { reasons[problem.change] = problem.message }
+        var changed = true
+        while changed {
+            changed = false
+            for insert in changes.inserts where reasons[.insert(insert.ref)] == nil {
+                if let missing = insert.refs.first(where: { reasons[.insert($0)] != nil }) {
+                    reasons[.insert(insert.ref)] = "#\(insert.ref) \(insert.entity): points at #\(missing), which cannot be applied yet"
+                    changed = true
+                }
+            }
+        }
+        for key in changes.updateOrder where reasons[.update(key)] == nil {
+            let refs = changes.updates[key]!.fields.values.compactMap { if case .ref(let r) = $0 { r } else { nil } }
+            if let missing = refs.first(where: { reasons[.insert($0)] != nil }) {
+                reasons[.update(key)] = "update \(key.entity): points at #\(missing), which cannot be applied yet"
+            }
+        }
+        for (index, change) in changes.bulk.enumerated() where reasons[.bulk(index)] == nil {
+            if let missing = change.refs.first(where: { reasons[.insert($0)] != nil }) {
+                reasons[.bulk(index)] = "\(change.text): points at #\(missing), which cannot be applied yet"
+            }
+        }
+        return reasons
+    }
+}

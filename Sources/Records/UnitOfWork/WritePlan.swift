@@ -1,0 +1,421 @@
+/// The statements that write a change set once every pending insert's key is known: pure,
+/// so the order and the batching are tested without a database.
+///
+/// - Inserts go in multi-row statements (one per entity and set of columns, each column one
+///   array parameter), ordered so that a record is written after the records it points at.
+///   References that cannot be written in order (records that point at each other) are
+///   written as nil and set right after all inserts; through a DEFERRABLE key, its check is
+///   deferred to COMMIT instead; through a required, immediate key, the unit cannot be
+///   written, and says why.
+/// - Updates by key, one statement each, then changes by predicate in the order typed.
+/// - Each insert is written exactly once.
+struct WritePlan {
+    /// A statement and the changes it writes, so a failure can name them.
+    struct Write: Sendable {
+        var statement: Statement
+        var changes: [ChangeID]
+        /// How the failure names what the statement wrote (`#e1`, `employee 7`).
+        var records: [String]
+        var entity: String
+    }
+
+    let model: Model
+    let rowsPerStatement: Int
+    var inserts: [Write] = []
+    /// Nil-then-set references (records that point at each other).
+    var fixups: [Write] = []
+    var updates: [Write] = []
+    var bulkUpdates: [Write] = []
+    /// Sequences moved past keys the client gave, so later inserts do not collide.
+    var sequenceBumps: [Statement] = []
+    var problems: [Problem] = []
+
+    static let defaultRowsPerStatement = 50_000
+
+    /// - Parameters:
+    ///   - keys: every key column's value for every pending insert (given or assigned).
+    ///   - skip: changes left out (a read's view of an incomplete unit).
+    ///   - droppedFields: fields the database wins (SAVE THEIRS), per record.
+    init(model: Model, changes: ChangeSet, keys: [String: AssignedKey], skip: Set<ChangeID> = [],
+         droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement) {
+        self.model = model
+        let rows = changes.inserts.filter { !skip.contains(.insert($0.ref)) }
+        let layout = InsertLayout(model: model, rows: rows, rowsPerStatement: rowsPerStatement)
+        self.rowsPerStatement = rowsPerStatement
+        var resolver = Resolver(model: model, changes: changes, keys: keys)
+        planInserts(layout, resolver: &resolver)
+        planUpdates(changes, resolver: &resolver, skip: skip, dropped: droppedFields)
+        planBulkUpdates(changes, resolver: &resolver, skip: skip)
+        planSequenceBumps(rows, keys: keys)
+        problems += resolver.problems
+    }
+
+    // MARK: - Inserts
+
+    private mutating func planInserts(_ layout: InsertLayout, resolver: inout Resolver) {
+        problems += layout.problems
+        let nulled = layout.nulled
+        for statement in layout.statements {
+            let entity = statement.entity
+            let types = Dictionary(entity.columns.map { ($0.column, $0.sqlType) }, uniquingKeysWith: { a, _ in a })
+            let table = model.table(entity)
+            let columnList = statement.columns.map(SQL.identifier).joined(separator: ", ")
+            var values: [[String?]] = Array(repeating: [], count: statement.columns.count)
+            for row in statement.rows {
+                let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
+                for (index, column) in statement.columns.enumerated() {
+                    if !later.isEmpty && later.contains(column) {
+                        values[index].append(nil)
+                    } else {
+                        values[index].append(resolver.value(of: column, in: row, entity: entity))
+                    }
+                }
+            }
+            var sql = SQLText()
+            // Array-typed columns cannot travel through unnest (it would flatten them): row by row.
+            if statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
+                for (rowIndex, row) in statement.rows.enumerated() {
+                    var single = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE VALUES (")
+                    single.append(statement.columns.indices.map { single.bind(values[$0][rowIndex]) + "::" + (types[statement.columns[$0]] ?? "text") }
+                        .joined(separator: ", ") + ")")
+                    inserts.append(Write(statement: single.statement, changes: [.insert(row.ref)], records: ["#" + row.ref], entity: entity.name))
+                }
+                continue
+            }
+            sql.append("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(")
+            sql.append(statement.columns.indices.map { index in
+                sql.bind(SQL.arrayLiteral(values[index])) + "::" + (types[statement.columns[index]] ?? "text") + "[]"
+            }.joined(separator: ", ") + ")")
+            inserts.append(Write(statement: sql.statement, changes: statement.rows.map { .insert($0.ref) },
+                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name))
+        }
+        // The references written as nil, set now that every record exists: one statement per
+        // entity and column (a record a statement when diagnosing).
+        var byColumn: [String: [String: [(ref: String, target: String)]]] = [:]
+        var order: [(String, String)] = []
+        for statement in layout.statements {
+            for row in statement.rows {
+                for (column, target) in nulled[row.ref] ?? [] {
+                    if byColumn[statement.entity.name]?[column] == nil { order.append((statement.entity.name, column)) }
+                    byColumn[statement.entity.name, default: [:]][column, default: []].append((row.ref, target))
+                }
+            }
+        }
+        for (entityName, column) in order {
+            guard let entity = model.entity(named: entityName), let relationship = entity.relationship(column: column) else { continue }
+            let all = byColumn[entityName]![column]!
+            for pair in all where resolver.referenced(by: relationship, target: pair.target) == nil {
+                problems.append(Problem(change: .insert(pair.ref), message:
+                    "#\(pair.target) has no \(relationship.referencedColumn) yet for \(entity.name).\(relationship.name) to point at: give it one"))
+            }
+            for pairs in rowsPerStatement == 1 ? all.map({ [$0] }) : [all] {
+                fixups.append(fixup(entity, relationship, pairs, resolver: resolver))
+            }
+        }
+    }
+
+    /// `UPDATE t SET column = v.value FROM unnest(values, keys...) AS v WHERE key = v.key`.
+    private func fixup(_ entity: Entity, _ relationship: Relationship, _ pairs: [(ref: String, target: String)],
+                       resolver: Resolver) -> Write {
+        var sql = SQLText()
+        let value = sql.bind(SQL.arrayLiteral(pairs.map { resolver.referenced(by: relationship, target: $0.target) }))
+        let keys = entity.key.enumerated().map { index, attribute in
+            sql.bind(SQL.arrayLiteral(pairs.map { resolver.key(of: $0.ref, entity: entity)?.values[index] })) + "::\(attribute.sqlType)[]"
+        }
+        let names = (0..<entity.key.count).map { "k\($0)" }
+        sql.text = "UPDATE \(model.table(entity)) AS u SET \(SQL.identifier(relationship.column)) = v.value FROM unnest("
+            + "\(value)::\(relationship.columnType)[], \(keys.joined(separator: ", "))) AS v(value, \(names.joined(separator: ", "))) WHERE "
+            + zip(entity.key, names).map { "u.\(SQL.identifier($0.name)) = v.\($1)" }.joined(separator: " AND ")
+        return Write(statement: sql.statement, changes: pairs.map { .insert($0.ref) }, records: pairs.map { "#" + $0.ref }, entity: entity.name)
+    }
+
+    // MARK: - Updates
+
+    /// One UPDATE per record, of the fields that change: fields set back to what was read need
+    /// no write, nor do the ones the database wins.
+    private mutating func planUpdates(_ changes: ChangeSet, resolver: inout Resolver, skip: Set<ChangeID>,
+                                      dropped: [RecordKey: Set<String>]) {
+        for key in changes.updateOrder where !skip.contains(.update(key)) {
+            guard let update = changes.updates[key], let entity = model.entity(named: update.entity) else { continue }
+            let skipped = dropped[key] ?? []
+            let columns = update.order.filter { column in
+                guard !skipped.contains(column), let value = update.fields[column] else { return false }
+                if case .text(let text) = value, let old = update.baseline[column], old == text { return false }
+                if value == .null, let old = update.baseline[column], old == nil { return false }
+                return true
+            }
+            guard !columns.isEmpty else { continue }
+            var sql = SQLText()
+            let sets = columns.map { column in
+                "\(SQL.identifier(column)) = \(sql.bind(resolver.bind(update.fields[column]!, column: column, entity: entity, for: .update(key))))"
+            }
+            let condition = entity.keyEquals(key, alias: nil, into: &sql)
+            sql.text = "UPDATE \(model.table(entity)) SET \(sets.joined(separator: ", ")) WHERE \(condition)"
+            updates.append(Write(statement: sql.statement, changes: [.update(key)], records: ["\(entity.name) \(entity.show(key))"], entity: entity.name))
+        }
+    }
+
+    /// `UPDATE entity WHERE predicate SET ...`, in the order typed.
+    private mutating func planBulkUpdates(_ changes: ChangeSet, resolver: inout Resolver, skip: Set<ChangeID>) {
+        for (index, change) in changes.bulk.enumerated() where !skip.contains(.bulk(index)) {
+            guard case .update(let fields) = change.kind, let entity = model.entity(named: change.entity) else { continue }
+            do {
+                var sql = SQLText()
+                let matching = try QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql)
+                let sets = fields.map { field in
+                    "\(SQL.identifier(field.column)) = \(sql.bind(resolver.bind(field.value, column: field.column, entity: entity, for: .bulk(index))))"
+                }
+                sql.text = "UPDATE \(model.table(entity)) SET \(sets.joined(separator: ", ")) WHERE (\(entity.keyList(alias: nil))) IN (\(matching))"
+                bulkUpdates.append(Write(statement: sql.statement, changes: [.bulk(index)], records: [change.text], entity: entity.name))
+            } catch {
+                problems.append(Problem(change: .bulk(index), message: "\(change.text): \(error.message)"))
+            }
+        }
+    }
+
+    /// Integer keys the client gave for a column with a sequence move the sequence past them:
+    /// without it, the next record given an id by the sequence would collide.
+    private mutating func planSequenceBumps(_ rows: [PendingInsert], keys: [String: AssignedKey]) {
+        var highest: [String: Int64] = [:]
+        var order: [String] = []
+        for row in rows {
+            guard let entity = model.entity(named: row.entity) else { continue }
+            for attribute in entity.key {
+                guard let sequence = attribute.sequence, case .integer = attribute.kind,
+                      case .text(let given)? = row.value(of: attribute.name), let value = Int64(given) else { continue }
+                if highest[sequence] == nil { order.append(sequence) }
+                highest[sequence] = max(highest[sequence] ?? value, value)
+            }
+        }
+        for sequence in order {
+            sequenceBumps.append(Statement(
+                "SELECT setval($1::regclass, $2::bigint) WHERE $2::bigint > coalesce(pg_sequence_last_value($1::regclass), 0)",
+                [sequence, String(highest[sequence]!)]))
+        }
+    }
+}
+
+// MARK: - Resolving values
+
+extension WritePlan {
+    /// Turns field values into bind text: a `#ref` becomes the value its pending record has for
+    /// the referenced column (its key, as given or assigned).
+    struct Resolver {
+        let model: Model
+        let changes: ChangeSet
+        let keys: [String: AssignedKey]
+        var problems: [Problem] = []
+
+        /// The full key of a pending insert, nil while a column is unknown.
+        func key(of ref: String, entity: Entity) -> RecordKey? {
+            var values: [String] = []
+            for column in entity.keyColumns {
+                if let assigned = keys[ref]?.values[column] {
+                    values.append(assigned)
+                } else {
+                    return nil
+                }
+            }
+            return RecordKey(entity: entity.name, values: values)
+        }
+
+        /// The value `relationship`'s column takes to point at the pending record `target`.
+        func referenced(by relationship: Relationship, target: String) -> String? {
+            guard let insert = changes.insert(target) else { return nil }
+            if let assigned = keys[target]?.values[relationship.referencedColumn] { return assigned }
+            if case .text(let text)? = insert.value(of: relationship.referencedColumn) { return text }
+            return nil
+        }
+
+        /// A row's value for `column` as bind text.
+        mutating func value(of column: String, in row: PendingInsert, entity: Entity) -> String? {
+            if entity.keyColumns.contains(column), let assigned = keys[row.ref]?.values[column] { return assigned }
+            return bind(row.value(of: column) ?? .null, column: column, entity: entity, for: .insert(row.ref))
+        }
+
+        mutating func bind(_ value: FieldValue, column: String, entity: Entity, for change: ChangeID) -> String? {
+            switch value {
+            case .null: return nil
+            case .text(let text): return text
+            case .ref(let target):
+                guard let relationship = entity.relationship(column: column) else { return nil }
+                guard let resolved = referenced(by: relationship, target: target) else {
+                    problems.append(Problem(change: change, message:
+                        "#\(target) has no \(relationship.referencedColumn) yet for \(entity.name).\(relationship.name) to point at: give it one"))
+                    return nil
+                }
+                return resolved
+            }
+        }
+    }
+}
+
+/// The inserts of a unit laid out in statements: grouped by entity and set of columns, groups
+/// ordered so that a record's statement comes after the statements of the records it points
+/// at where such an order exists, records within a group ordered the same way, and groups cut
+/// into statements of at most `rowsPerStatement` rows.
+struct InsertLayout {
+    struct Statement {
+        var entity: Entity
+        var columns: [String]
+        var rows: [PendingInsert]
+    }
+
+    var statements: [Statement] = []
+    /// The statement each pending record is written by.
+    var position: [String: Int] = [:]
+    /// References to records written by a later statement, written as nil and set after all
+    /// inserts (the key may be nil), by `#ref`.
+    var nulled: [String: [(column: String, target: String)]] = [:]
+    /// Foreign keys whose check must wait for COMMIT (`SET CONSTRAINTS ... DEFERRED`).
+    var deferredConstraints: [String] = []
+    /// References that can be written neither in order, nor as nil first, nor deferred.
+    var problems: [Problem] = []
+
+    init(model: Model, rows: [PendingInsert], rowsPerStatement: Int) {
+        struct Group {
+            var entity: Entity
+            var columns: [String]
+            var rows: [PendingInsert]
+        }
+        var groups: [Group] = []
+        var groupIndex: [String: Int] = [:]
+        var groupOf: [String: Int] = [:]
+        for row in rows {
+            guard let entity = model.entity(named: row.entity) else { continue }
+            // Key columns first (their values are always known by now), then the row's fields
+            // in the table's column order.
+            let set = Set(row.fields.map(\.column))
+            let columns = entity.keyColumns + entity.columns.map(\.column).filter { set.contains($0) && !entity.keyColumns.contains($0) }
+            let name = entity.name + "\u{0}" + columns.joined(separator: "\u{0}")
+            if groupIndex[name] == nil {
+                groupIndex[name] = groups.count
+                groups.append(Group(entity: entity, columns: columns, rows: []))
+            }
+            groupOf[row.ref] = groupIndex[name]!
+            groups[groupIndex[name]!].rows.append(row)
+        }
+        // Which groups each group must follow: those of the records its records point at
+        // through keys checked at once (a DEFERRABLE key is checked at COMMIT).
+        func pointsAt(_ row: PendingInsert, in entity: Entity) -> [String] {
+            row.fields.compactMap { field in
+                guard case .ref(let target) = field.value, let relationship = entity.relationship(column: field.column),
+                      !relationship.isDeferrable else { return nil }
+                return target
+            }
+        }
+        var after: [Set<Int>] = Array(repeating: [], count: groups.count)
+        for (index, group) in groups.enumerated() {
+            for row in group.rows {
+                for target in pointsAt(row, in: group.entity) {
+                    if let other = groupOf[target], other != index { after[index].insert(other) }
+                }
+            }
+        }
+        // Kahn's algorithm; where records point at each other, the first group left goes next.
+        var placed: [Bool] = Array(repeating: false, count: groups.count)
+        var order: [Int] = []
+        while order.count < groups.count {
+            let next = groups.indices.first { !placed[$0] && after[$0].allSatisfy { placed[$0] } }
+                ?? groups.indices.first { !placed[$0] }!
+            placed[next] = true
+            order.append(next)
+        }
+        for index in order {
+            var group = groups[index]
+            group.rows = Self.parentsFirst(group.rows) { pointsAt($0, in: group.entity).filter { groupOf[$0] == index } }
+            var start = 0
+            while start < group.rows.count {
+                let chunk = Array(group.rows[start..<min(start + rowsPerStatement, group.rows.count)])
+                start += chunk.count
+                for row in chunk { position[row.ref] = statements.count }
+                statements.append(Statement(entity: group.entity, columns: group.columns, rows: chunk))
+            }
+        }
+        // A reference to a record written by a later statement: deferred through a DEFERRABLE
+        // key, else written as nil and set afterwards, else impossible.
+        var deferred: Set<String> = []
+        for (index, statement) in statements.enumerated() {
+            let entity = statement.entity
+            for row in statement.rows {
+                for (column, value) in row.fields {
+                    guard case .ref(let target) = value, let targetIndex = position[target], targetIndex > index,
+                          let relationship = entity.relationship(column: column) else { continue }
+                    if relationship.isDeferrable {
+                        deferred.insert(relationship.constraint)
+                    } else if !relationship.isRequired && !entity.keyColumns.contains(column) {
+                        nulled[row.ref, default: []].append((column, target))
+                    } else {
+                        problems.append(Problem(change: .insert(row.ref), message:
+                            "#\(row.ref) \(entity.name): its \(relationship.name) #\(target) cannot be written before it (records that point at each other need a key that may be nil, or a DEFERRABLE one)"))
+                    }
+                }
+            }
+        }
+        deferredConstraints = deferred.sorted()
+    }
+
+    /// `names` ordered so that every entity comes after the entities it points at (Kahn's
+    /// algorithm); self-references are ignored; entities in a cycle keep their order, after the rest.
+    static func entityOrder(model: Model, names: [String]) -> [String] {
+        let members = Set(names)
+        var remaining = names
+        var placed: Set<String> = []
+        var order: [String] = []
+        while !remaining.isEmpty {
+            guard let next = remaining.firstIndex(where: { name in
+                (model.entity(named: name)?.toOneRelationships.map(\.target) ?? []).allSatisfy {
+                    $0 == name || placed.contains($0) || !members.contains($0)
+                }
+            }) else {
+                order.append(contentsOf: remaining)
+                break
+            }
+            let name = remaining.remove(at: next)
+            placed.insert(name)
+            order.append(name)
+        }
+        return order
+    }
+
+    /// Rows ordered so that a row comes after the rows (of the same group) it points at, where
+    /// such an order exists (Kahn's algorithm, linear); in a cycle, the first row left goes next.
+    static func parentsFirst(_ rows: [PendingInsert], pointsAt: (PendingInsert) -> [String]) -> [PendingInsert] {
+        var index: [String: Int] = [:]
+        for (position, row) in rows.enumerated() { index[row.ref] = position }
+        var waiting = Array(repeating: 0, count: rows.count)
+        var children: [[Int]] = Array(repeating: [], count: rows.count)
+        for (position, row) in rows.enumerated() {
+            for parent in Set(pointsAt(row)) {
+                guard let parentIndex = index[parent], parentIndex != position else { continue }
+                waiting[position] += 1
+                children[parentIndex].append(position)
+            }
+        }
+        guard waiting.contains(where: { $0 > 0 }) else { return rows }
+        var placed = Array(repeating: false, count: rows.count)
+        var ready = rows.indices.filter { waiting[$0] == 0 }
+        var head = 0
+        var scan = 0
+        var result: [PendingInsert] = []
+        result.reserveCapacity(rows.count)
+        while result.count < rows.count {
+            let next: Int
+            if head < ready.count {
+                next = ready[head]
+                head += 1
+                if placed[next] { continue }
+            } else {
+                while placed[scan] { scan += 1 }
+                next = scan
+            }
+            placed[next] = true
+            result.append(rows[next])
+            for child in children[next] {
+                waiting[child] -= 1
+                if waiting[child] == 0 && !placed[child] { ready.append(child) }
+            }
+        }
+        return result
+    }
+}

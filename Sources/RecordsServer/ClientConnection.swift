@@ -114,6 +114,8 @@ struct ImportState {
     let feed: ImportFeed
     var header: String?
     var chunk: [UInt8] = []
+    /// The data so far ends inside a quoted CSV field (which may hold line breaks).
+    var inQuotedField = false
     var lines = 0
     var started = false
     /// The COPY's reply when it ended before the `.` (a bad header, a stall, PostgreSQL

@@ -16,9 +16,10 @@ extension Server {
         guard connection.importing != nil else { return }
         let number = connection.importing!.lines + 1
         switch event {
-        case .line("."):
+        case .line("."), .line(".\r"):
             let state = connection.importing!
             connection.importing = nil
+            connection.framer.keepsCarriageReturns = false
             if let reply = state.reply { return connection.append(bytes: reply) }
             if !state.started, let failure = state.feed.failure { return connection.append(failure) }
             state.feed.push(state.chunk)
@@ -29,12 +30,23 @@ extension Server {
             connection.importing!.lines = number
             guard connection.importing!.feed.accepting else { return }  // failed or ended: dropped
             // Dot-stuffing: a data line starting with . has one more in front.
-            let data = line.utf8.first == UInt8(ascii: ".") ? line.utf8.dropFirst() : line.utf8[...]
+            var data = line.utf8.first == UInt8(ascii: ".") ? line.utf8.dropFirst() : line.utf8[...]
             if number == 1 && connection.importing!.job.takesHeader {
+                if data.last == 13 { data = data.dropLast() }
                 connection.importing!.header = String(data)
                 return
             }
-            connection.importing!.chunk.append(contentsOf: data)
+            // COPY takes a line `\.` outside a quoted field for the end of its data and would
+            // drop the rows after it: in CSV it is the value `\.`, sent quoted.
+            let content = data.last == 13 ? data.dropLast() : data
+            if !connection.importing!.inQuotedField, content.elementsEqual("\\.".utf8) {
+                connection.importing!.chunk.append(contentsOf: "\"\\.\"".utf8)
+                if data.last == 13 { connection.importing!.chunk.append(13) }
+            } else {
+                connection.importing!.chunk.append(contentsOf: data)
+            }
+            // A quoted field may span lines: an odd number of quotes opens or closes one.
+            if data.reduce(0, { $0 + ($1 == 34 ? 1 : 0) }) % 2 == 1 { connection.importing!.inQuotedField.toggle() }
             connection.importing!.chunk.append(10)
             guard connection.importing!.chunk.count >= Self.importChunk else { return }
             connection.importing!.feed.push(connection.importing!.chunk)

@@ -235,6 +235,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 loop.post { [self] in if !connection.closed && !connection.busy { service(connection) } }
             }
             connection.importing = ImportState(job: job, feed: feed)
+            connection.framer.keepsCarriageReturns = true
         case .database(let work):
             onPool(connection, [.work(work)])
         }

@@ -11,6 +11,9 @@ public struct LineFramer: Sendable {
     }
 
     public let maxLineLength: Int
+    /// While set, a CR before the LF stays in the line: IMPORT's CSV may hold a CR LF inside a
+    /// quoted field, which must arrive as it was sent.
+    public var keepsCarriageReturns = false
     private var buffer: [UInt8] = []
     private var scanned = 0
     private var discarding = false
@@ -46,7 +49,7 @@ public struct LineFramer: Sendable {
                 return nil
             }
             var end = newline
-            if end > 0, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+            if !keepsCarriageReturns, end > 0, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
             let length = end
             defer {
                 buffer.removeSubrange(0...newline)

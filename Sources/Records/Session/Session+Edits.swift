@@ -247,9 +247,8 @@ extension Session {
                 let keys = (0..<rows.rowCount).map { row in entity.recordKey((0..<entity.key.count).map { rows.string(row, $0) }) }
                 return (keys, change.isDelete ? try context.preview(keys, model: model) : DeletePreview())
             }
-            let noun = "\(keys.count) \(entity.name) record\(keys.count == 1 ? "" : "s")"
-            let message = (change.isDelete ? "pending delete of \(noun) that match now" + Self.effects(preview)
-                                           : "pending update of \(noun) that match now")
+            let noun = "\(keys.count) \(entity.name) record\(keys.count == 1 ? " that matches" : "s that match") now"
+            let message = (change.isDelete ? "pending delete of \(noun)" + Self.effects(preview) : "pending update of \(noun)")
                 + "; SAVE applies it to those that match then (\(count + 1) pending)"
             let allocated = view.allocated
             return WorkResult(reply: .ok(message, lines: preview.lines)) { session in

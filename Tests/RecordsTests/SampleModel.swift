@@ -34,7 +34,7 @@ enum SampleModel {
         let projectID = attribute("id", "integer", .integer(bits: 32), key: true, defaultValue: "nextval('project_id_seq'::regclass)", sequence: "public.project_id_seq")
         let (employeeDepartment, departmentEmployees) = toOne("department", of: "employee", to: "department", inverse: "employees", column: "department_id")
         let (manager, reports) = toOne("manager", of: "employee", to: "employee", inverse: "reports", column: "manager_id", rule: .nullify)
-        let (memberProject, projectMembers) = toOne("project", of: "project_member", to: "project", inverse: "project_members", column: "project_id", required: true)
+        let (memberProject, projectMembers) = toOne("project", of: "project_member", to: "project", inverse: "project_members", column: "project_id", rule: .deny, required: true)
         let (memberEmployee, employeeMembers) = toOne("employee", of: "project_member", to: "employee", inverse: "project_members", column: "employee_id", required: true)
         let (aPartner, partnerOfA) = toOne("partner", of: "pa", to: "pb", inverse: "pas", column: "partner_id", rule: .nullify)
         let (bPartner, partnerOfB) = toOne("partner", of: "pb", to: "pa", inverse: "pbs", column: "partner_id", rule: .deny, required: true, deferrable: true)

@@ -48,7 +48,7 @@ extension Session {
     /// The record's version for the unit's read versions, from the columns `versions: true`
     /// added; nil for a row the view itself wrote (its `xmin` is the view's transaction).
     static func version(_ result: QueryResult, row: Int, select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View) -> (RecordKey, String)? {
-        guard select.versionColumns > 0 else { return nil }
+        guard select.versionColumns > 0, view.tracksVersions else { return nil }
         let start = select.encoder.count + select.cursorColumns
         guard let xmin = result.string(row, start), xmin != view.transactionID else { return nil }
         return (entity.recordKey((0..<entity.key.count).map { result.string(row, start + 1 + $0) }), xmin)

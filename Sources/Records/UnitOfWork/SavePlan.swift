@@ -390,11 +390,10 @@ struct SavePlan: Sendable {
         }
     }
 
-    /// Entities whose records are deleted together, ordered so that an entity goes before
-    /// every entity that it, or what it cascades to, points at: the children go first, and
-    /// the records a delete cascades to are gone before a RESTRICT on them could fire (deleting
-    /// an employee cascades to its assignments, which must be gone before their project).
-    /// Entities in a cycle keep their order.
+    /// Entities whose records are deleted together, ordered so that no RESTRICT fires between
+    /// them: an entity goes before every entity that it, or what it cascades to, points at with
+    /// a RESTRICT (deleting an employee cascades to its assignments, which must be gone before
+    /// their project). Other entities, and entities in a cycle, keep their order.
     static func deleteOrder(model: Model, names: [String]) -> [String] {
         func cascadeClosure(_ name: String) -> Set<String> {
             var reached: Set<String> = [name]
@@ -410,7 +409,8 @@ struct SavePlan: Sendable {
         var before: [String: Set<String>] = [:]  // name -> the members that must be deleted before it
         for name in names {
             for source in cascadeClosure(name) {
-                for relationship in model.entity(named: source)?.toOneRelationships ?? [] where relationship.target != name {
+                for relationship in model.entity(named: source)?.toOneRelationships ?? []
+                where relationship.deleteRule == .deny && relationship.target != name {
                     if members.contains(relationship.target) { before[relationship.target, default: []].insert(name) }
                 }
             }

@@ -22,6 +22,9 @@ struct ViewPlan: Sendable {
         /// The id (as `xmin` prints it) of the view's transaction, when it wrote anything: rows
         /// with this `xmin` show this unit's changes, not a stored version.
         var transactionID: String?
+        /// False when the view's rows cannot be told from stored ones by `xmin` (it had to
+        /// apply changes under savepoints): a read then records no versions.
+        var tracksVersions = true
 
         /// `; 1 pending change not applied: #c1 contact: name is required`, for a read's status.
         var note: String {
@@ -47,7 +50,12 @@ struct ViewPlan: Sendable {
         case idle
         case begun([KeyAllocation.Request])
         case applying
-        case oneByOne(remaining: [Unit])
+        /// Changes one at a time under savepoints, to find those that fail; `prefix` statements
+        /// come before the first unit in the round.
+        case oneByOne(remaining: [Unit], prefix: Int, replayAfter: Bool)
+        /// What applies, again in one transaction without savepoints, so every row the view
+        /// writes has the transaction's own id as `xmin` (a savepoint's rows have their own).
+        case replaying
         case done
     }
 
@@ -74,13 +82,7 @@ struct ViewPlan: Sendable {
         problems += InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: WritePlan.defaultRowsPerStatement).problems
         skip = Validation.excluded(changes, problems: problems)
         let requests = KeyAllocation.requests(changes, model: model, known: known, skip: Set(skip.keys))
-        var statements: [Statement] = [.begin]
-        let layout = InsertLayout(model: model, rows: changes.inserts.filter { skip[.insert($0.ref)] == nil },
-                                  rowsPerStatement: WritePlan.defaultRowsPerStatement)
-        if !layout.deferredConstraints.isEmpty {
-            statements.append(Statement("SET CONSTRAINTS " + layout.deferredConstraints.map { SQL.identifier(model.schema) + "." + SQL.identifier($0) }
-                .joined(separator: ", ") + " DEFERRED"))
-        }
+        let statements = Array(restart().dropFirst())  // no ROLLBACK: nothing was begun
         view.began = true
         state = .begun(requests)
         return .run(statements + requests.map(\.statement))
@@ -95,29 +97,56 @@ struct ViewPlan: Sendable {
             view.keys = KeyAllocation.known(changes, model: model, assigned: assigned)
             let units = self.units(rowsPerStatement: WritePlan.defaultRowsPerStatement)
             state = .applying
-            return .run([Statement("SAVEPOINT records_view")] + units.map(\.statement) + [Self.transactionID])
-        case (.applying, .success(let results)), (.oneByOne, .success(let results)):
+            return .run(units.map(\.statement) + [Self.transactionID])
+        case (.applying, .success(let results)), (.replaying, .success(let results)):
             return finish(results.last)
         case (.applying, .failure(_, let error)) where error.kind != .connection:
             // Not all of it applies: again, a change at a time, leaving out what fails.
-            let units = self.units(rowsPerStatement: 1)
-            state = .oneByOne(remaining: units)
-            return .run([Statement("ROLLBACK TO SAVEPOINT records_view")] + Self.guarded(units) + [Self.transactionID])
-        case (.oneByOne(let remaining), .failure(let index, let error)) where error.kind != .connection:
-            // Statement `index` is `ROLLBACK TO` (on the first round after a failure) or one of a
-            // unit's three: SAVEPOINT, the change, RELEASE.
-            let offset = index - 1
-            let failed = max(0, offset / 3)
-            guard failed < remaining.count else { return giveUp(error) }
+            return oneByOne(replayAfter: true)
+        case (.replaying, .failure(_, let error)) where error.kind != .connection:
+            // What applied one by one did not apply together: keep the savepoints' view, whose
+            // rows tell nothing of versions.
+            return oneByOne(replayAfter: false)
+        case (.oneByOne(_, _, let replay), .success(let results)):
+            guard replay else {
+                view.tracksVersions = false
+                return finish(nil)
+            }
+            _ = results
+            state = .replaying
+            return .run(restart() + units(rowsPerStatement: WritePlan.defaultRowsPerStatement).map(\.statement) + [Self.transactionID])
+        case (.oneByOne(let remaining, let prefix, let replay), .failure(let index, let error)) where error.kind != .connection:
+            // Each unit is three statements: SAVEPOINT, the change, RELEASE.
+            let failed = (index - prefix) / 3
+            guard index >= prefix, failed < remaining.count else { return giveUp(error) }
             exclude(remaining[failed], because: error)
             let rest = Array(remaining[(failed + 1)...])
-            state = .oneByOne(remaining: rest)
+            state = .oneByOne(remaining: rest, prefix: 1, replayAfter: replay)
             return .run([Statement("ROLLBACK TO SAVEPOINT records_change")] + Self.guarded(rest) + [Self.transactionID])
         case (_, .failure(_, let error)):
             return giveUp(error)
         default:
             return giveUp(PostgresError(kind: .unexpected, message: "the view received a result it did not ask for"))
         }
+    }
+
+    private mutating func oneByOne(replayAfter: Bool) -> Action {
+        let units = self.units(rowsPerStatement: 1)
+        let prefix = restart()
+        state = .oneByOne(remaining: units, prefix: prefix.count, replayAfter: replayAfter)
+        return .run(prefix + Self.guarded(units) + [Self.transactionID])
+    }
+
+    /// A new transaction for the view, with the deferred checks its inserts need.
+    private func restart() -> [Statement] {
+        var statements: [Statement] = [.rollback, .begin]
+        let layout = InsertLayout(model: model, rows: changes.inserts.filter { skip[.insert($0.ref)] == nil },
+                                  rowsPerStatement: WritePlan.defaultRowsPerStatement)
+        if !layout.deferredConstraints.isEmpty {
+            statements.append(Statement("SET CONSTRAINTS " + layout.deferredConstraints.map { SQL.identifier(model.schema) + "." + SQL.identifier($0) }
+                .joined(separator: ", ") + " DEFERRED"))
+        }
+        return statements
     }
 
     /// The connection failed, or something unexpected: the read fails with this error.
@@ -130,7 +159,7 @@ struct ViewPlan: Sendable {
     }
 
     private mutating func finish(_ last: StatementResult?) -> Action {
-        view.transactionID = last?.rows.first?[0] ?? nil
+        view.transactionID = view.tracksVersions ? (last?.rows.first?[0] ?? nil) : nil
         let order = changes.inserts.map { ChangeID.insert($0.ref) } + changes.updateOrder.map { .update($0) }
             + changes.bulk.indices.map { .bulk($0) } + changes.deleteOrder.map { .delete($0) }
         view.excluded = order.compactMap { id in skip[id].map { (id, $0) } }

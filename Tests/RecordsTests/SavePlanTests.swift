@@ -1,0 +1,209 @@
+import Postgres
+import Testing
+@testable import Records
+
+/// SAVE's planner, without a database: the statements of each round for every kind of key,
+/// fed made-up results.
+@Suite struct SavePlanTests {
+    let model = SampleModel.model
+
+    private func insert(_ ref: String, _ entity: String, _ fields: [(String, FieldValue)]) -> PendingInsert {
+        PendingInsert(ref: ref, entity: entity, fields: fields.map { (column: $0.0, value: $0.1) })
+    }
+
+    private func unit(_ inserts: [PendingInsert]) -> ChangeSet {
+        var changes = ChangeSet()
+        inserts.forEach { changes.add($0) }
+        return changes
+    }
+
+    private func statements(_ action: SavePlan.Action) -> [Statement] {
+        guard case .run(let statements) = action else { Issue.record("expected statements, got \(action)"); return [] }
+        return statements
+    }
+
+    /// Answers every statement with no rows, except allocations, which get `1`, `2`, ... (a
+    /// uuid for uuid keys), as many as asked.
+    private func answer(_ statements: [Statement]) -> RoundResult {
+        var next = 100
+        return .success(statements.map { statement in
+            if statement.sql.hasPrefix("SELECT nextval") || statement.sql.contains("gen_random_uuid()") {
+                let count = Int(statement.parameters[0]!)!
+                return StatementResult(rows: (0..<count).map { _ in
+                    next += 1
+                    return [statement.sql.contains("gen_random_uuid") ? "00000000-0000-4000-8000-000000000\(next)" : String(next)]
+                })
+            }
+            if statement.sql.hasPrefix("SELECT pg_current_xact_id") { return StatementResult(rows: [["777"]]) }
+            return StatementResult()
+        })
+    }
+
+    @Test func everyInsertIsWrittenExactlyOnceWhateverItsKey() {
+        let changes = unit([
+            insert("d", "department", [("name", .text("Sales")), ("number", .text("1"))]),
+            insert("e1", "employee", [("first_name", .text("A")), ("gender", .text("1")), ("department_id", .ref("d"))]),
+            insert("b1", "book", [("title", .text("One"))]),
+            insert("b2", "book", [("title", .text("Two"))]),
+            insert("t", "tag", [("label", .text("red"))]),
+            insert("p", "project", [("name", .text("Apollo"))]),
+            insert("m", "project_member", [("project_id", .ref("p")), ("employee_id", .ref("e1")), ("role", .text("lead"))]),
+        ])
+        var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+        let first = statements(plan.start())
+        #expect(first.first == Statement("BEGIN"))
+        #expect(first.contains(Statement("SELECT pg_current_xact_id()::text")))
+        // One allocation per entity whose keys come from a sequence or a default; none for the
+        // text key the client gave, nor for the join table whose key is made of references.
+        let allocations = first.filter { $0.sql.hasPrefix("SELECT nextval") || $0.sql.contains("generate_series") }
+        #expect(allocations.count == 4)
+        #expect(allocations.contains { $0.sql == "SELECT (gen_random_uuid())::text FROM generate_series(1, $1::int)" && $0.parameters == ["2"] })
+        let second = statements(plan.received(answer(first)))
+        let inserts = second.filter { $0.sql.hasPrefix("INSERT") }
+        #expect(inserts.count == 6)
+        #expect(second.last == Statement("COMMIT"))
+        // Parents before children: the department's statement before the employee's, both
+        // before the membership's.
+        let order = inserts.map { $0.sql.components(separatedBy: "INSERT INTO \"public\".\"")[1].prefix { $0 != "\"" } }
+        #expect(order.firstIndex(of: "department")! < order.firstIndex(of: "employee")!)
+        #expect(order.firstIndex(of: "employee")! < order.firstIndex(of: "project_member")!)
+        #expect(order.firstIndex(of: "project")! < order.firstIndex(of: "project_member")!)
+        // Every key is bound: the books' two uuids in one statement, the membership's from its references.
+        let books = inserts.first { $0.sql.contains("\"book\"") }!
+        #expect(books.parameters[0] == #"{"00000000-0000-4000-8000-000000000101","00000000-0000-4000-8000-000000000102"}"#
+                || books.parameters[0]!.hasPrefix(#"{"00000000-0000-4000-8000-0000000001"#))
+        let member = inserts.first { $0.sql.contains("\"project_member\"") }!
+        #expect(member.sql.hasPrefix(#"INSERT INTO "public"."project_member" ("project_id", "employee_id", "role")"#))
+        guard case .committed(let reply) = plan.received(answer(second)) else { Issue.record("not committed"); return }
+        #expect(reply.statusLine == "+OK saved: 7 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(reply.lines.contains(#"#t tag "red""#))
+        #expect(reply.lines.contains { $0.hasPrefix("#m project_member project=") && $0.contains(" employee=") })
+        // The keys allocated stay with the unit.
+        #expect(plan.assigned["b1"]?.entity == "book")
+    }
+
+    @Test func keysAssignedBeforeAreKeptAndNotAllocatedAgain() {
+        let changes = unit([insert("p", "project", [("name", .text("X"))])])
+        var plan = SavePlan(model: model, changes: changes, policy: .fail,
+                            assigned: ["p": AssignedKey(entity: "project", values: ["id": "41"])])
+        let first = statements(plan.start())
+        #expect(!first.contains { $0.sql.contains("nextval") })
+        let second = statements(plan.received(answer(first)))
+        #expect(second.first { $0.sql.hasPrefix("INSERT") }?.parameters == [#"{"41"}"#, #"{"X"}"#])
+    }
+
+    @Test func aKeyWithoutDefaultMustBeGiven() {
+        var plan = SavePlan(model: model, changes: unit([insert("t", "tag", [("color", .text("red"))])]), policy: .fail, assigned: [:])
+        guard case .failed(let failure) = plan.start() else { Issue.record("not refused"); return }
+        #expect(failure.command?.details == ["#t tag: label is required (the key has no default: give it)"])
+    }
+
+    @Test func recordsThatPointAtEachOtherAreInsertedThenPointed() {
+        // A self-reference both ways, through a key that may be nil.
+        let changes = unit([
+            insert("a", "employee", [("first_name", .text("A")), ("gender", .text("1"))]),
+            insert("b", "employee", [("first_name", .text("B")), ("gender", .text("1")), ("manager_id", .ref("a"))]),
+        ])
+        var withCycle = changes
+        withCycle.updateInsert("a") { $0.set("manager_id", .ref("b")) }
+        var plan = SavePlan(model: model, changes: withCycle, policy: .fail, assigned: [:])
+        let first = statements(plan.start())
+        let second = statements(plan.received(answer(first)))
+        let inserts = second.filter { $0.sql.hasPrefix("INSERT") }
+        let fixups = second.filter { $0.sql.hasPrefix("UPDATE") }
+        #expect(inserts.count == 1)  // one statement: a row may point at another of the same statement
+        #expect(fixups.isEmpty)
+        // Across two statements (rows of different columns), the later one is pointed afterwards.
+        var split = changes
+        split.add(insert("c", "employee", [("first_name", .text("C")), ("gender", .text("1")), ("age", .text("3"))]))
+        split.updateInsert("a") { $0.set("manager_id", .ref("c")) }
+        var plan2 = SavePlan(model: model, changes: split, policy: .fail, assigned: [:])
+        let first2 = statements(plan2.start())
+        let second2 = statements(plan2.received(answer(first2)))
+        #expect(second2.filter { $0.sql.hasPrefix("INSERT") }.count == 2)
+        #expect(second2.filter { $0.sql.hasPrefix("UPDATE") }.count <= 1)
+    }
+
+    @Test func aDeferrableKeyIsDeferredAndARequiredImmediateCycleIsRefused() {
+        // pb.partner is required and DEFERRABLE; pa.partner may be nil.
+        var changes = unit([insert("a", "pa", []), insert("b", "pb", [("partner_id", .ref("a"))])])
+        changes.updateInsert("a") { $0.set("partner_id", .ref("b")) }
+        var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+        let first = statements(plan.start())
+        let deferred = first.contains { $0.sql.hasPrefix("SET CONSTRAINTS") } 
+        let second = statements(plan.received(answer(first)))
+        let nilThenSet = second.contains { $0.sql.hasPrefix("UPDATE") }
+        // Either way round is right: pb first with its check deferred, or pa first, pointed later.
+        #expect(deferred || nilThenSet)
+    }
+
+    @Test func lostDuringCommitIsUncertainWithTheTransactionID() {
+        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:])
+        let first = statements(plan.start())
+        let second = statements(plan.received(answer(first)))
+        #expect(second.last == Statement("COMMIT"))
+        guard case .uncertain(let xid, let reply) = plan.received(.failure(index: 1, error: PostgresError(kind: .connection, message: "gone"))) else {
+            Issue.record("not uncertain"); return
+        }
+        #expect(xid == "777")
+        #expect(reply.statusLine == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+    }
+
+    @Test func lostBeforeCommitIsAFailure() {
+        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:])
+        _ = plan.start()
+        guard case .failed(let failure) = plan.received(.failure(index: 0, error: PostgresError(kind: .connection, message: "gone"))) else {
+            Issue.record("not failed"); return
+        }
+        #expect(failure.postgres?.kind == .connection)
+    }
+
+    @Test func deadlocksStartAgainAndAreBoundedToThreeAttempts() {
+        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:])
+        _ = plan.start()
+        let deadlock = PostgresError(kind: .server, sqlState: .deadlockDetected, message: "deadlock")
+        let again = statements(plan.received(.failure(index: 2, error: deadlock)))
+        #expect(Array(again.prefix(2)) == [Statement("ROLLBACK"), Statement("BEGIN")])
+        _ = plan.received(.failure(index: 2, error: deadlock))
+        guard case .failed(let failure) = plan.received(.failure(index: 2, error: deadlock)) else { Issue.record("not failed"); return }
+        #expect(failure.postgres?.sqlState == .deadlockDetected)
+        #expect(plan.attempts == 3)
+    }
+
+    @Test func aMultiRowFailureIsReplayedARowAStatementToNameTheRecord() {
+        let changes = unit((1...3).map { insert("g\($0)", "project", [("name", .text("n\($0)"))]) })
+        var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+        let first = statements(plan.start())
+        _ = plan.received(answer(first))
+        let unique = PostgresError(kind: .server, sqlState: .uniqueViolation, message: "duplicate key")
+        let replay = statements(plan.received(.failure(index: 0, error: unique)))
+        #expect(Array(replay.prefix(2)) == [Statement("ROLLBACK"), Statement("BEGIN")])
+        #expect(replay.filter { $0.sql.hasPrefix("INSERT") }.count == 3)
+        // The second row fails alone: it is the one named.
+        guard case .failed(let failure) = plan.received(.failure(index: 3, error: unique)) else { Issue.record("not failed"); return }
+        #expect(failure.records == ["#g2"])
+    }
+
+    @Test func aSaveKeyThatCommittedBeforeAnswersWhatItDid() {
+        var settings = SavePlan.Settings()
+        settings.saveKey = SavePlan.SaveKey(owner: "alice", key: "k1")
+        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail,
+                            assigned: [:], settings: settings)
+        let first = statements(plan.start())
+        let lookup = first.firstIndex { $0.sql.contains("records.save_keys") }!
+        var results = first.map { _ in StatementResult() }
+        results[lookup] = StatementResult(rows: [["saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "{\"#p project 9\"}"]])
+        guard case .committed(let reply) = plan.received(.success(results)) else { Issue.record("not answered"); return }
+        #expect(reply.lines == ["#p project 9"])
+        #expect(reply.statusLine == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+    }
+
+    @Test func deletesGoWhereNoRestrictFires() {
+        // project_member points at project with RESTRICT (deny), and is cascaded from employee:
+        // the employee goes first, taking its memberships, then the project.
+        let order = SavePlan.deleteOrder(model: SampleModel.model, names: ["project", "employee"])
+        #expect(order == ["employee", "project"])
+        #expect(SavePlan.deleteOrder(model: SampleModel.model, names: ["pa", "pb"]) == ["pb", "pa"])
+        #expect(SavePlan.deleteOrder(model: SampleModel.model, names: ["department", "employee"]) == ["department", "employee"])
+    }
+}

@@ -8,6 +8,7 @@ import CLibPQ
 /// `PQfinish` happens in `close()` and nowhere else.
 public final class Connection {
     private var handle: OpaquePointer?
+    private var cachedCanceller: Canceller?
     /// SQL text -> name of its prepared statement on this connection.
     private var prepared: [String: String] = [:]
     /// Beyond this many, the cache is dropped (DEALLOCATE ALL) and starts again.
@@ -39,6 +40,7 @@ public final class Connection {
     public func close() {
         if let handle { PQfinish(handle) }
         handle = nil
+        cachedCanceller = nil
         prepared.removeAll()
     }
 
@@ -60,10 +62,13 @@ public final class Connection {
         return false
     }
 
-    /// Cancels the statement this connection runs, from any thread (`PQcancel`).
+    /// Cancels the statement this connection runs, from any thread (`PQcancel`); made once
+    /// per connection.
     public func canceller() -> Canceller? {
+        if let cachedCanceller { return cachedCanceller }
         guard let handle, let token = PQgetCancel(handle) else { return nil }
-        return Canceller(token)
+        cachedCanceller = Canceller(token)
+        return cachedCanceller
     }
 
     public var inTransaction: Bool {

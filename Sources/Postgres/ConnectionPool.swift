@@ -6,8 +6,15 @@ import Foundation
 /// cooperative pool: a job submitted here runs on a worker thread with that worker's
 /// connection. Connections open lazily and are replaced when they break, so the pool
 /// reconnects by itself after PostgreSQL comes back.
+///
+/// Two lanes: jobs that may run long (a SAVE waiting on a row lock, a FIND or EXPORT streaming
+/// to a slow client, an IMPORT) take at most `size - 1` workers, so one is always left for the
+/// quick ones (GET, COUNT, AUTH): a pool full of slow work cannot pin every connection.
 public final class ConnectionPool: @unchecked Sendable {  // all state guarded by `condition`
     public typealias Job = @Sendable (Result<Lease, PostgresError>) -> Void
+
+    /// How long a job may hold its connection, which decides its lane.
+    public enum Lane: Sendable { case quick, long }
 
     public struct Statistics: Sendable {
         public var size: Int
@@ -17,16 +24,47 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     }
 
     public let size: Int
+    /// Workers long jobs may take at once.
+    public let longLimit: Int
     private let conninfo: String
     private let setup: [String]
     private let condition = NSCondition()
-    private var queue: [Job] = []
-    private var queueHead = 0
+    private var quick = JobQueue()
+    private var long = JobQueue()
+    private var sequence = 0
+    private var longRunning = 0
     private var openCount = 0
     private var busyCount = 0
     private var stopping = false
     private var workers: [Thread] = []
     private var running = 0
+    /// The statement each busy worker runs may be cancelled from another thread (shutdown).
+    private var cancellers: [Int: Canceller] = [:]
+    /// Workers whose current job was cancelled by `cancelRunning`.
+    private var cancelled: Set<Int> = []
+
+    private struct Queued {
+        var job: Job
+        var lane: Lane
+        var sequence: Int
+    }
+
+    private struct JobQueue {
+        private var items: [Queued] = []
+        private var head = 0
+        var count: Int { items.count - head }
+        var first: Queued? { head < items.count ? items[head] : nil }
+        mutating func append(_ item: Queued) { items.append(item) }
+        mutating func removeFirst() -> Queued {
+            let item = items[head]
+            head += 1
+            if head > 1024 && head * 2 > items.count {
+                items.removeFirst(head)
+                head = 0
+            }
+            return item
+        }
+    }
 
     /// - Parameters:
     ///   - setup: statements run once on each new connection (session settings).
@@ -34,9 +72,10 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         precondition(size > 0, "pool size must be positive")
         self.conninfo = conninfo
         self.size = size
+        self.longLimit = max(1, size - 1)
         self.setup = setup
         for index in 0..<size {
-            let thread = Thread { [unowned self] in self.work() }
+            let thread = Thread { [unowned self] in self.work(index) }
             thread.name = "pg-\(index)"
             thread.stackSize = 1 << 20
             workers.append(thread)
@@ -47,14 +86,16 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
 
     /// Queues `job`; it runs on a worker thread with a healthy connection, or with the error
     /// that prevented connecting. The job must leave the connection outside any transaction.
-    public func submit(_ job: @escaping Job) {
+    public func submit(_ lane: Lane = .quick, _ job: @escaping Job) {
         condition.lock()
         if stopping {
             condition.unlock()
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        queue.append(job)
+        sequence += 1
+        let item = Queued(job: job, lane: lane, sequence: sequence)
+        if lane == .quick { quick.append(item) } else { long.append(item) }
         condition.signal()
         condition.unlock()
     }
@@ -62,7 +103,17 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     public var statistics: Statistics {
         condition.lock()
         defer { condition.unlock() }
-        return Statistics(size: size, open: openCount, busy: busyCount, queued: queue.count - queueHead)
+        return Statistics(size: size, open: openCount, busy: busyCount, queued: quick.count + long.count)
+    }
+
+    /// Asks PostgreSQL to cancel the statement every busy worker runs (at the shutdown
+    /// deadline: each job then answers its client).
+    public func cancelRunning() {
+        condition.lock()
+        let running = Array(cancellers.values)
+        cancelled.formUnion(cancellers.keys)
+        condition.unlock()
+        running.forEach { $0.cancel() }
     }
 
     /// Lets queued jobs finish, then closes every connection and joins the workers.
@@ -74,34 +125,55 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
-    /// The next job for a worker; `finished` says the worker's previous job is done (one lock
-    /// round per job instead of two).
-    private func nextJob(finished: Bool) -> Job? {
+    /// The next job for a worker, the oldest its lane allows; `finished` says the worker's
+    /// previous job is done (one lock round per job instead of two).
+    private func nextJob(worker: Int, finished: Lane?) -> Queued? {
         condition.lock()
         defer { condition.unlock() }
-        if finished { busyCount -= 1 }
-        while queueHead == queue.count && !stopping { condition.wait() }
-        guard queueHead < queue.count else { return nil }
-        let job = queue[queueHead]
-        queueHead += 1
-        if queueHead > 1024 && queueHead * 2 > queue.count {
-            queue.removeFirst(queueHead)
-            queueHead = 0
+        if let finished {
+            busyCount -= 1
+            if finished == .long { longRunning -= 1 }
+            cancellers[worker] = nil
+            cancelled.remove(worker)
         }
-        busyCount += 1
-        return job
+        while true {
+            let longAllowed = longRunning < longLimit && long.first != nil
+            if let q = quick.first, !longAllowed || q.sequence < long.first!.sequence {
+                busyCount += 1
+                return quick.removeFirst()
+            }
+            if longAllowed {
+                busyCount += 1
+                longRunning += 1
+                return long.removeFirst()
+            }
+            if stopping && quick.count == 0 && long.count == 0 { return nil }
+            condition.wait()
+        }
+    }
+
+    fileprivate func wasCancelled(_ worker: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return cancelled.contains(worker)
+    }
+
+    private func register(_ worker: Int, _ canceller: Canceller?) {
+        condition.lock()
+        cancellers[worker] = canceller
+        condition.unlock()
     }
 
     /// A connection used this recently is taken as alive without probing its socket: one
     /// syscall less per job under load, while one idle across a restart is still probed.
     private static let probeAfterIdleNanoseconds: UInt64 = 100_000_000
 
-    private func work() {
+    private func work(_ index: Int) {
         var connection: Connection?
         var lastUsed: UInt64 = 0
-        var finished = false
-        while let job = nextJob(finished: finished) {
-            finished = true
+        var finished: Lane?
+        while let item = nextJob(worker: index, finished: finished) {
+            finished = item.lane
             let now = DispatchTime.now().uptimeNanoseconds
             if let conn = connection, now - lastUsed > Self.probeAfterIdleNanoseconds || !conn.isHealthy,
                !conn.isAliveWhileIdle() {
@@ -113,12 +185,15 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
                     connection = try open()
                     adjustOpen(+1)
                 } catch {
-                    job(.failure(error))
+                    item.job(.failure(error))
                     continue
                 }
             }
-            let lease = Lease(connection: connection!, open: open)
-            job(.success(lease))
+            let lease = Lease(connection: connection!, open: open,
+                              replaced: { [weak self] canceller in self?.register(index, canceller) },
+                              cancelled: { [weak self] in self?.wasCancelled(index) ?? false })
+            register(index, connection!.canceller())
+            item.job(.success(lease))
             connection = lease.connection  // the job may have replaced a broken one
             if let conn = connection, conn.isHealthy, conn.inTransaction {
                 _ = try? conn.execute("ROLLBACK")  // a job that forgot: never leak a transaction
@@ -153,11 +228,19 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
 public final class Lease {
     public private(set) var connection: Connection
     private let open: () throws(PostgresError) -> Connection
+    private let replaced: (Canceller?) -> Void
+    private let cancelled: () -> Bool
 
-    init(connection: Connection, open: @escaping () throws(PostgresError) -> Connection) {
+    init(connection: Connection, open: @escaping () throws(PostgresError) -> Connection,
+         replaced: @escaping (Canceller?) -> Void, cancelled: @escaping () -> Bool) {
         self.connection = connection
         self.open = open
+        self.replaced = replaced
+        self.cancelled = cancelled
     }
+
+    /// The pool cancelled this job's statement (the server is stopping).
+    public var wasCancelled: Bool { cancelled() }
 
     /// A fresh connection in place of the current one.
     @discardableResult
@@ -165,6 +248,7 @@ public final class Lease {
         let fresh = try open()
         if connection.isHealthy { connection.close() }
         connection = fresh
+        replaced(fresh.canceller())
         return fresh
     }
 }

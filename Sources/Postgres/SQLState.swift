@@ -25,6 +25,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let adminShutdown = SQLState(rawValue: "57P01")
     public static let cannotConnectNow = SQLState(rawValue: "57P03")
     public static let queryCanceled = SQLState(rawValue: "57014")
+    public static let lockNotAvailable = SQLState(rawValue: "55P03")
 
     /// Class 08 (connection exception) and the shutdown codes: the server is not there right now.
     public var meansUnavailable: Bool {

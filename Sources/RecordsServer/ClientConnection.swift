@@ -29,18 +29,7 @@ final class ClientConnection {
     /// The IMPORT's COPY has not caught up with the data: read no more for now.
     var importPaused: Bool { importing.map { $0.started && $0.feed.isFull } ?? false }
     /// Change events not yet pushed (only between replies), oldest first, bounded.
-    var events: [String] = []
-    var eventsDropped = 0
-    static let maxQueuedEvents = 10_000
-
-    func queue(events new: [String]) {
-        events.append(contentsOf: new)
-        if events.count > Self.maxQueuedEvents {
-            let excess = events.count - Self.maxQueuedEvents
-            events.removeFirst(excess)
-            eventsDropped += excess
-        }
-    }
+    var events = PushQueue()
 
     /// A line taken from the framer but not yet run (it ended a batch of reads).
     var pushedBack: LineFramer.Event?
@@ -82,6 +71,9 @@ final class ClientConnection {
         output.append(contentsOf: event.utf8)
         output.append(UInt8(ascii: "\n"))
     }
+
+    /// A pushed line already rendered (`! ...\n`).
+    func push(bytes: [UInt8]) { output.append(contentsOf: bytes) }
 
     enum FlushResult { case drained, blocked, failed }
 

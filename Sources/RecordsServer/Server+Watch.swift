@@ -7,27 +7,54 @@ import Records
 
 /// WATCH: committed changes fanned out to the sessions that watch them.
 extension Server {
-    /// On the loop: committed changes for the sessions that WATCH them. A WHERE needs
-    /// PostgreSQL: its query runs on the pool (the sessions' own commands are not held up),
-    /// once per distinct query however many sessions watch with the same predicate.
-    func deliver(_ events: [ChangeFeed.Event]) {
+    /// A batch of committed changes, each event's lines rendered once (off the loop, by the
+    /// thread that read them), for every session that watches without a WHERE.
+    struct Delivery: Sendable {
+        var events: [ChangeFeed.Event]
+        var lines: [PushLines]
+    }
+
+    /// Off the loop: renders the lines of `events` once, then hands them to the loop.
+    static func render(_ events: [ChangeFeed.Event], model: Model) -> Delivery {
+        Delivery(events: events, lines: events.map { event in
+            guard let entity = model.entity(named: event.entity) else { return PushLines([]) }
+            return PushLines(Session.lines(entity, event.operation, event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }))
+        })
+    }
+
+    /// Sessions a turn of the loop hands events to: a fan-out to thousands of sessions is
+    /// spread over turns, so the sessions' own commands are served between them.
+    static let deliveriesPerTurn = 512
+
+    /// On the loop: committed changes for the sessions that WATCH them, `deliveriesPerTurn`
+    /// sessions a turn. A WHERE needs PostgreSQL: its query runs on the pool, once per distinct
+    /// query however many sessions watch with the same predicate.
+    func deliver(_ delivery: Delivery, from start: Int = 0, watching: [ClientConnection]? = nil) {
+        let sessions = watching ?? connections.values.filter { !$0.session.watches.isEmpty }
+        let end = min(sessions.count, start + Self.deliveriesPerTurn)
         var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, connections: [ClientConnection])] = [:]
         var order: [String] = []
-        for connection in connections.values where !connection.session.watches.isEmpty {
-            for event in events {
-                switch connection.session.delivery(of: event) {
-                case .none: continue
-                case .lines(let lines): connection.queue(events: lines)
-                case .filter(let sql, let parameters):
-                    let key = ([sql] + parameters.map { $0.map { "=" + $0 } ?? "nil" }).joined(separator: "\u{0}")
-                    if filters[key] == nil {
-                        filters[key] = (sql, parameters, event, [])
-                        order.append(key)
-                    }
-                    filters[key]!.connections.append(connection)
+        let model = context.model
+        for connection in sessions[start..<end] where !connection.closed {
+            for (index, event) in delivery.events.enumerated() {
+                guard let watch = connection.session.watches[event.entity] else { continue }
+                guard let predicate = watch else {
+                    connection.events.append(delivery.lines[index])  // shared, rendered once
+                    continue
                 }
+                // One query per event and distinct predicate, whatever the number of sessions.
+                let key = "\(index)\u{0}\(predicate)"
+                if filters[key] == nil {
+                    guard let query = Session.matching(event, predicate, model: model) else { continue }
+                    filters[key] = (query.sql, query.parameters, event, [])
+                    order.append(key)
+                }
+                filters[key]!.connections.append(connection)
             }
             if !connection.events.isEmpty && !connection.busy { service(connection) }
+        }
+        if end < sessions.count {
+            loop.post { [self] in deliver(delivery, from: end, watching: sessions) }
         }
         for key in order {
             let filter = filters[key]!
@@ -41,10 +68,10 @@ extension Server {
                     return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(filter.connections.count) session(s): \(error)")
                 }
                 guard !keys.isEmpty else { return }
-                let lines = Session.lines(entity, filter.event.operation, keys)
+                let lines = PushLines(Session.lines(entity, filter.event.operation, keys))
                 loop.post { [self] in
                     for connection in filter.connections where !connection.closed {
-                        connection.queue(events: lines)
+                        connection.events.append(lines)
                         if !connection.busy { service(connection) }
                     }
                 }
@@ -55,16 +82,12 @@ extension Server {
     /// Pushes queued events while the output has room; a session that falls behind has its
     /// oldest events dropped and is told how many.
     func pushEvents(_ connection: ClientConnection) {
-        if connection.eventsDropped > 0 {
-            connection.push("overflow \(connection.eventsDropped) events dropped")
-            connection.eventsDropped = 0
+        if connection.events.dropped > 0 {
+            connection.push("overflow \(connection.events.dropped) events dropped")
+            connection.events.dropped = 0
         }
-        var pushed = 0
-        for event in connection.events {
-            if connection.pendingOutput >= configuration.outputHighWater { break }
-            connection.push(event)
-            pushed += 1
+        while connection.pendingOutput < configuration.outputHighWater, let line = connection.events.pop() {
+            connection.push(bytes: line)
         }
-        connection.events.removeFirst(pushed)
     }
 }

@@ -24,6 +24,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         public var importStallSeconds = 30
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
+        /// Bytes of one line from a session that has not signed in.
+        public var preAuthLineLength = 4096
+        /// Seconds a streamed reply waits for a client that reads nothing.
+        public var replyStallSeconds = 30
         /// Shown in the banner of sessions that need no AUTH.
         public var authenticationNote = "no authentication"
         public init() {}
@@ -41,6 +45,12 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     var stopping = false
     var stopDeadline: UInt64 = 0
+    /// The running statements were cancelled at the shutdown deadline; their replies are awaited.
+    var cancelledAtShutdown = false
+    /// A descriptor kept open to be given up when there is no other, to refuse a connection.
+    var reserveFD: Int32 = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    var acceptPaused = false
+    var lastWarning: UInt64 = 0
     var finished = false
     let countLock = NSLock()
     var sessionCount = 0
@@ -50,8 +60,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         self.context = context
         self.pool = pool
         self.loop = try EventLoop()
-        context.onChanges { [weak self] events in
-            self?.loop.post { self?.deliver(events) }
+        context.onChanges { [weak self, context] events in
+            let delivery = Self.render(events, model: context.model)  // on the watcher's thread
+            self?.loop.post { self?.deliver(delivery) }
         }
         context.setStatusProvider { [weak self] in
             guard let self else { return (0, nil) }
@@ -83,11 +94,14 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     // MARK: - Accepting
 
     func acceptAll() {
-        guard let listener, !stopping else { return }
+        guard let listener, !stopping, !acceptPaused else { return }
         while true {
             let fd: Int32?
             do { fd = try listener.accept() } catch {
-                Log.warning("accept failed: \(error)")  // e.g. EMFILE: retried on the next event
+                if error.errno == EMFILE || error.errno == ENFILE {
+                    return outOfDescriptors(listener)
+                }
+                logOnce("accept failed: \(error)")
                 return
             }
             guard let fd else { return }
@@ -104,8 +118,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             let peer = peerName(fd)
             let session = Session(id: nextSessionID, context: context, peer: peer)
             nextSessionID += 1
+            // Before sign-in a line is short: an unknown client holds little.
             let connection = ClientConnection(fd: fd, session: session, peer: peer,
-                                              maxLineLength: configuration.maxLineLength, now: now())
+                                              maxLineLength: session.mustAuthenticate ? min(configuration.preAuthLineLength, configuration.maxLineLength)
+                                                                                      : configuration.maxLineLength, now: now())
             connections[fd] = connection
             setCount(connections.count)
             do {
@@ -120,6 +136,40 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             connection.append(.ok("recordsd \(ServerContext.version) ready (\(note)); type HELP for commands"))
             service(connection)
         }
+    }
+
+    /// No descriptor left for a new connection: the reserve one is given up to take it and
+    /// tell it why, then the listener pauses (no busy loop on a connection it cannot take)
+    /// until a session closes or the next tick.
+    func outOfDescriptors(_ listener: Listener) {
+        if reserveFD >= 0 {
+            close(reserveFD)
+            reserveFD = -1
+            if let fd = try? listener.accept() {
+                var refusal: [UInt8] = []
+                Reply.error(.limit, "the server has no file descriptor left; try again later").encode(into: &refusal)
+                _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                close(fd)
+            }
+            reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        }
+        acceptPaused = true
+        loop.modify(listener.fd, events: 0)
+        logOnce("out of file descriptors (\(connections.count) sessions open): not accepting until one frees")
+    }
+
+    func resumeAccepting() {
+        guard acceptPaused, let listener, !stopping else { return }
+        acceptPaused = false
+        loop.modify(listener.fd, events: EventLoop.readable)
+    }
+
+    /// A warning at most once a second, however often it happens.
+    func logOnce(_ message: String) {
+        let current = now()
+        guard current - lastWarning >= 1_000_000_000 else { return }
+        lastWarning = current
+        Log.warning(message)
     }
 
     // MARK: - Serving a connection
@@ -167,7 +217,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 }
                 switch event {
                 case .tooLong(let length):
-                    connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(configuration.maxLineLength))"))
+                    let limit = connection.framer.maxLineLength
+                    let why = limit < configuration.maxLineLength ? " before sign-in" : ""
+                    connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(limit)\(why))"))
                 case .invalid(let reason):
                     connection.append(.error(.syntax, reason))
                 case .line(let line):
@@ -247,17 +299,25 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
         connection.busy = true
         connection.flushHeldReplies = false
-        let sink = StreamSink(server: self, connection: connection)
+        let sink = StreamSink(server: self, connection: connection, stallSeconds: configuration.replyStallSeconds)
         let maxReplyBytes = configuration.maxReplyBytes
-        pool.submit { [loop] database in
-            let batch = BatchSink(sink: sink)
+        let highWater = configuration.outputHighWater
+        let settings = context.work
+        let lane: ConnectionPool.Lane = works.contains { if case .work(let w) = $0 { w.lane == .long } else { false } } ? .long : .quick
+        pool.submit(lane) { [loop] database in
+            let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
-            let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch) }
+            let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
+            var open = true
             for item in works {
                 switch item {
                 case .reply(let bytes):
                     batch.pending += bytes
                 case .work(let work):
+                    guard open else {
+                        Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
+                        continue
+                    }
                     guard let context else {
                         if case .failure(let error) = database { Self.unavailable(error).encode(into: &batch.pending) }
                         continue
@@ -266,6 +326,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                     batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
                     if let apply = result.apply { effects.append(apply) }
                 }
+                if open && !batch.flushIfLarge() { open = false }
             }
             let bytes = batch.pending
             loop.post { [self] in
@@ -305,6 +366,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         connection.busy = false
         guard !connection.closed else { return }
         connection.append(bytes: bytes)
+        // Signed in: the full line length from now on.
+        if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
+            connection.framer.maxLineLength = configuration.maxLineLength
+        }
         if stopping {
             connection.push("shutdown recordsd is stopping")
             connection.closeAfterFlush = true
@@ -323,6 +388,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         close(connection.fd)
         connections[connection.fd] = nil
         setCount(connections.count)
+        resumeAccepting()
         Log.debug("closed", session: connection.session.id)
         if stopping && connections.isEmpty { finished = true }
     }
@@ -332,12 +398,23 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     func tick() {
         let current = now()
         if stopping {
+            if !connections.isEmpty && current >= stopDeadline && !cancelledAtShutdown
+                && connections.values.contains(where: { $0.busy }) {
+                // Commands still running at the deadline are cancelled and answered before
+                // their connections close: a SAVE's client learns whether it committed.
+                cancelledAtShutdown = true
+                stopDeadline = current + 5_000_000_000
+                pool.cancelRunning()
+                Log.info("shutting down: cancelled the commands still running")
+                return
+            }
             if connections.isEmpty || current >= stopDeadline {
                 for connection in Array(connections.values) { closeConnection(connection) }
                 finished = true
             }
             return
         }
+        resumeAccepting()
         // Replies held behind a step that has run for a tick go out now.
         for connection in connections.values where connection.busy && connection.pendingOutput > 0 {
             connection.flushHeldReplies = true

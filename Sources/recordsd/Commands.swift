@@ -83,8 +83,16 @@ struct ServeCommand {
         let context = ServerContext(model: model, databaseDescription: database.description, limits: limits,
                                     throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0)
         context.authenticationDisabled = options.insecureNoAuth
+        var work = WorkSettings()
+        work.readTimeout = options.statementTimeout * 1000
+        work.saveTimeout = options.saveTimeout * 1000
+        work.lockTimeout = options.lockTimeout * 1000
+        work.bulkTimeout = options.bulkTimeout * 1000
+        work.replyStall = options.replyStall
+        context.work = work
+        // Reads run under the read timeout; SAVE, IMPORT and EXPORT set their own per transaction.
         let pool = ConnectionPool(conninfo: database.conninfo, size: options.poolSize,
-                                  setup: ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO"])
+                                  setup: ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO", "SET statement_timeout = \(work.readTimeout)"])
         var configuration = Server.Configuration()
         configuration.host = options.listenHost
         configuration.port = options.listenPort
@@ -94,6 +102,7 @@ struct ServeCommand {
         configuration.importStallSeconds = options.importStall
         configuration.maxReplyBytes = options.maxReplyBytes
         configuration.shutdownGrace = options.shutdownGrace
+        configuration.replyStallSeconds = options.replyStall
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
         let server = try Server(configuration: configuration, context: context, pool: pool)
         // The watcher reads the change log from its first read on: it starts before any session

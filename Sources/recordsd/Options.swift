@@ -25,6 +25,12 @@ struct Options {
     var importStall = 30
     var maxReplyBytes = 64 << 20
     var shutdownGrace = 10
+    /// Seconds: reads, SAVE, a row lock SAVE waits for, IMPORT and EXPORT; a client that stops reading.
+    var statementTimeout = 5
+    var saveTimeout = 60
+    var lockTimeout = 5
+    var bulkTimeout = 300
+    var replyStall = 30
     var insecureNoAuth = false
     var throttle = LoginThrottle.Policy()
     /// `user add` / `user passwd`: the role, and a password read from stdin instead of a prompt.
@@ -62,8 +68,15 @@ struct Options {
                                    holds a pooled connection (RECORDSD_IMPORT_STALL; default 30)
           --max-reply-bytes N      a reply held in memory; streamed FIND records are not held
                                    (RECORDSD_MAX_REPLY_BYTES; default 67108864)
-          --shutdown-grace SECONDS how long in-flight commands may finish on SIGTERM/SIGINT
-                                   (RECORDSD_SHUTDOWN_GRACE; default 10)
+          --shutdown-grace SECONDS how long in-flight commands may finish on SIGTERM/SIGINT; those
+                                   still running then are cancelled and answered (RECORDSD_SHUTDOWN_GRACE; default 10)
+          --statement-timeout S    a read's statement may run this long (RECORDSD_STATEMENT_TIMEOUT; default 5)
+          --save-timeout S         a SAVE's statements may run this long (RECORDSD_SAVE_TIMEOUT; default 60)
+          --lock-timeout S         a SAVE waits this long for a row another transaction holds
+                                   (RECORDSD_LOCK_TIMEOUT; default 5)
+          --bulk-timeout S         an IMPORT's or EXPORT's COPY may run this long (RECORDSD_BULK_TIMEOUT; default 300)
+          --reply-stall S          a FIND or EXPORT whose client reads nothing this long stops and
+                                   frees its connection (RECORDSD_REPLY_STALL; default 30)
           --auth-delay SECONDS     wait after a failed AUTH, doubling with each further one
                                    (RECORDSD_AUTH_DELAY; default 0.5)
           --auth-lock-after N      failures of one user from one address before a lock (default 5)
@@ -94,6 +107,11 @@ struct Options {
         if let value = environment["RECORDSD_IMPORT_STALL"] { importStall = try positive(value, "RECORDSD_IMPORT_STALL") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
+        if let value = environment["RECORDSD_STATEMENT_TIMEOUT"] { statementTimeout = try positive(value, "RECORDSD_STATEMENT_TIMEOUT") }
+        if let value = environment["RECORDSD_SAVE_TIMEOUT"] { saveTimeout = try positive(value, "RECORDSD_SAVE_TIMEOUT") }
+        if let value = environment["RECORDSD_LOCK_TIMEOUT"] { lockTimeout = try positive(value, "RECORDSD_LOCK_TIMEOUT") }
+        if let value = environment["RECORDSD_BULK_TIMEOUT"] { bulkTimeout = try positive(value, "RECORDSD_BULK_TIMEOUT") }
+        if let value = environment["RECORDSD_REPLY_STALL"] { replyStall = try positive(value, "RECORDSD_REPLY_STALL") }
         if let value = environment["RECORDSD_INSECURE_NO_AUTH"], ["1", "true", "yes"].contains(value.lowercased()) { insecureNoAuth = true }
         if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
         if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
@@ -131,6 +149,11 @@ struct Options {
             case "--import-stall": importStall = try positive(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
+            case "--statement-timeout": statementTimeout = try positive(try value(), flag)
+            case "--save-timeout": saveTimeout = try positive(try value(), flag)
+            case "--lock-timeout": lockTimeout = try positive(try value(), flag)
+            case "--bulk-timeout": bulkTimeout = try positive(try value(), flag)
+            case "--reply-stall": replyStall = try positive(try value(), flag)
             case "--insecure-no-auth": insecureNoAuth = true
             case "--auth-delay": throttle.baseDelay = try seconds(try value(), flag)
             case "--auth-lock-after": throttle.lockAfter = try positive(try value(), flag)

@@ -66,4 +66,30 @@ import Testing
         framer.append(bytes[6...])
         #expect(drain(&framer) == [.line("PING ü€")])
     }
+
+    @Test func manyLinesInOnePacketAreTakenWithoutShiftingTheRest() {
+        var framer = LineFramer()
+        let lines = (0..<20_000).map { "PING \($0)" }
+        framer.append(Array((lines.joined(separator: "\n") + "\nPART").utf8))
+        var taken = 0
+        while case .line? = framer.next() { taken += 1 }
+        #expect(taken == 20_000)
+        #expect(framer.bufferedByteCount == 4)
+        framer.append(Array("IAL\n".utf8))
+        #expect(drain(&framer) == [.line("PARTIAL")])
+    }
+
+    @Test func aSmallerLimitAppliesFromTheNextLine() {
+        var framer = LineFramer(maxLineLength: 100)
+        framer.maxLineLength = 4
+        framer.append(Array("AUTH x y\nPING\n".utf8))
+        #expect(drain(&framer) == [.tooLong(length: 8), .line("PING")])
+    }
+
+    @Test func carriageReturnsKeptWhileAsked() {
+        var framer = LineFramer()
+        framer.keepsCarriageReturns = true
+        framer.append(Array("\"a\r\nb\"\r\n".utf8))
+        #expect(drain(&framer) == [.line("\"a\r"), .line("b\"\r")])
+    }
 }

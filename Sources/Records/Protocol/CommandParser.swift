@@ -10,6 +10,13 @@ public enum CommandParser {
         return Verb(rawValue: String(decoding: word, as: UTF8.self).uppercased())
     }
 
+    /// The error for a line whose first word is no verb, from that word alone.
+    public static func notAVerb(_ line: String) -> CommandError {
+        let word = String(decoding: line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }.prefix(40), as: UTF8.self)
+        if word.isEmpty { return CommandError(.syntax, "empty line: type HELP for the list of verbs") }
+        return CommandError(.unknown, "unknown verb '\(word)'\(suggestion(for: word)): type HELP for the list")
+    }
+
     public static func parse(_ line: String) throws(CommandError) -> Command {
         let first = verb(of: line)
         if first == .auth || first == .user { return try parseCredentials(line) }
@@ -18,9 +25,7 @@ public enum CommandParser {
             if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }
             throw tokens.error("expected a verb (type HELP)")
         }
-        guard let verb = Verb(rawValue: verbWord.uppercased()) else {
-            throw CommandError(.unknown, "unknown verb '\(verbWord)'\(suggestion(for: verbWord)): type HELP for the list")
-        }
+        guard let verb = Verb(rawValue: verbWord.uppercased()) else { throw notAVerb(line) }
         tokens.advance()
         let command = try parse(verb, &tokens)
         try tokens.expectEnd()
@@ -279,6 +284,7 @@ public enum CommandParser {
 
     /// ` (did you mean FIND?)` for a near miss.
     static func suggestion(for word: String) -> String {
+        guard word.count <= 12 else { return "" }
         let upper = word.uppercased()
         let best = Verb.allCases.map { ($0, editDistance(upper, $0.rawValue)) }.min { $0.1 < $1.1 }
         guard let best, best.1 <= 2 else { return "" }

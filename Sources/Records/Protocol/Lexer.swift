@@ -26,15 +26,17 @@ public struct Token: Equatable, Sendable {
 
     public func isSymbol(_ symbol: String) -> Bool { kind == .symbol(symbol) }
 
-    /// How the token reads in an error message.
+    /// How the token reads in an error message (a long one cut short: an error never echoes
+    /// a whole line back).
     public var display: String {
+        func short(_ text: String) -> String { text.count <= 60 ? text : String(text.prefix(60)) + "…" }
         switch kind {
-        case .word(let w): "'\(w)'"
-        case .number(let n): n
-        case .string(let s): JSON.quote(s)
-        case .ref(let r): "#" + r
-        case .symbol(let s): "'\(s)'"
-        case .end: "end of line"
+        case .word(let w): return "'\(short(w))'"
+        case .number(let n): return short(n)
+        case .string(let s): return JSON.quote(short(s))
+        case .ref(let r): return "#" + short(r)
+        case .symbol(let s): return "'\(s)'"
+        case .end: return "end of line"
         }
     }
 }

@@ -50,7 +50,9 @@ enum ErrorMapping {
         case .serializationFailure?, .deadlockDetected?:
             return CommandError(.conflict, "\(subject)\(error.message) (still failing after \(SavePlan.maxAttempts) attempts)")
         case .queryCanceled?:
-            return CommandError(.limit, "\(subject)the statement took too long and was canceled")
+            return CommandError(.limit, "\(subject)the statement ran past its time limit and was cancelled")
+        case .lockNotAvailable?:
+            return CommandError(.conflict, "\(subject)a record stayed locked by another transaction past the lock time limit: try again")
         case let state? where state.errorClass == "22":
             return CommandError(.validation, "\(subject)\(error.message)")
         case let state? where state.errorClass == "42" && state != .undefinedTable:

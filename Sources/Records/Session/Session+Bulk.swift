@@ -24,26 +24,14 @@ extension Session {
         watches.removeAll()
     }
 
-    /// What a change event means for this session: nothing (not watched), its pushed lines,
-    /// or a query whose keys are the records that match the WATCH's predicate: as they are
-    /// now for inserts and updates, as they were for deletes.
-    public enum EventDelivery {
-        case none
-        case lines([String])
-        case filter(sql: String, parameters: [String?])
-    }
-
-    public func delivery(of event: ChangeFeed.Event) -> EventDelivery {
-        guard let watch = watches[event.entity] else { return .none }
-        let model = context.model
-        guard let entity = model.entity(named: event.entity) else { return .none }
+    /// The query whose keys are the records of `event` that match a WATCH's predicate: as
+    /// they are now for inserts and updates, as they were for deletes. Nil when the predicate
+    /// no longer compiles (the model changed).
+    public static func matching(_ event: ChangeFeed.Event, _ predicate: Predicate, model: Model) -> (sql: String, parameters: [String?])? {
+        guard let entity = model.entity(named: event.entity) else { return nil }
         let keys = event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }
-        if let predicate = watch {
-            guard let query = try? QueryBuilder.matching(event.entity, predicate: predicate, keys: keys, logKeys: event.ids,
-                                                         deleted: event.operation == "deleted", model: model) else { return .none }
-            return .filter(sql: query.sql, parameters: query.parameters)
-        }
-        return .lines(Self.lines(entity, event.operation, keys))
+        return try? QueryBuilder.matching(event.entity, predicate: predicate, keys: keys, logKeys: event.ids,
+                                          deleted: event.operation == "deleted", model: model)
     }
 
     /// `employee 42 updated`: each record's key as commands take it (a string quoted, a
@@ -77,7 +65,8 @@ extension Session {
         let query = "SELECT " + columns.map { "t0.\(SQL.identifier($0))" }.joined(separator: ", ") + select.body
         let snapshot = self.snapshot
         let timeout = context.work.bulkTimeout
-        return database(model) { context in
+        let stall = context.work.replyStall
+        return database(model, lane: .long) { context in
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection
@@ -91,6 +80,9 @@ extension Session {
                     return batch.sendIfFull()
                 }
                 batch.finish()
+                if context.sink.stalled {
+                    throw CommandError(.limit, "the client read nothing for \(stall) s: the EXPORT stopped after \(count) record(s), to free its connection")
+                }
                 return (count, 0)
             }
             let allocated = view.allocated

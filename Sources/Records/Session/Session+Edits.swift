@@ -49,9 +49,10 @@ extension Session {
         return target.attribute(named: relationship.referencedColumn)?.kind ?? target.keyKind(relationship.referencedColumn)
     }
 
+    /// Room for one more pending change, counting every nested scratchpad's copy.
     private func checkRoom() throws(CommandError) {
-        guard unit.current.count < context.limits.maxPendingChanges else {
-            throw CommandError(.limit, "the unit of work holds \(context.limits.maxPendingChanges) pending changes, the limit: SAVE or ROLLBACK first")
+        guard unit.heldCount < context.limits.maxPendingChanges else {
+            throw CommandError(.limit, "the unit of work holds \(context.limits.maxPendingChanges) pending changes (nested scratchpads count in full), the limit: SAVE or ROLLBACK first")
         }
     }
 

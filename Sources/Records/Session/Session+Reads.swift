@@ -60,7 +60,8 @@ extension Session {
         let entity = try entity(request.entity, model)
         let select = try QueryBuilder.select(request, model: model, versions: true)
         let snapshot = self.snapshot
-        return database(model) { context in
+        let stall = context.work.replyStall
+        return database(model, lane: .long) { context in
             let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
                 var count = 0
                 var more = false
@@ -79,6 +80,9 @@ extension Session {
                         versions.append(version)
                     }
                     return true
+                }
+                if context.sink.stalled {
+                    throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
                 }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 if more { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }

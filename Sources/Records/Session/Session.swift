@@ -5,6 +5,8 @@ import Postgres
 /// it blocks while the client is slow to read (backpressure) and returns false once it is gone.
 public protocol LineSink: AnyObject {
     func send(_ lines: [UInt8]) -> Bool
+    /// The client read nothing for the reply-stall time: `send` gave up waiting for it.
+    var stalled: Bool { get }
 }
 
 /// Work for a pool worker. It runs there with a leased connection and a snapshot of what it
@@ -13,8 +15,14 @@ public protocol LineSink: AnyObject {
 /// which the event loop runs on the session.
 public struct DatabaseWork: Sendable {
     let body: @Sendable (WorkContext) -> WorkResult
+    /// Work that may hold its connection long (SAVE, a streamed FIND or EXPORT) goes in the
+    /// pool's long lane, which always leaves a connection for quick work.
+    public let lane: ConnectionPool.Lane
 
-    init(_ body: @escaping @Sendable (WorkContext) -> WorkResult) { self.body = body }
+    init(lane: ConnectionPool.Lane = .quick, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+        self.lane = lane
+        self.body = body
+    }
 
     public func run(_ context: WorkContext) -> WorkResult { body(context) }
 }
@@ -36,11 +44,13 @@ public struct WorkResult: Sendable {
 public final class WorkContext {
     public let lease: Lease
     public let sink: LineSink
+    let settings: WorkSettings
     var assigned: [String: AssignedKey] = [:]
 
-    public init(lease: Lease, sink: LineSink) {
+    public init(lease: Lease, sink: LineSink, settings: WorkSettings) {
         self.lease = lease
         self.sink = sink
+        self.settings = settings
     }
 
     public var connection: Connection { lease.connection }
@@ -54,6 +64,11 @@ public struct WorkSettings: Sendable {
     public var lockTimeout = 5_000
     /// `statement_timeout` of EXPORT's COPY and IMPORT's, milliseconds.
     public var bulkTimeout = 300_000
+    /// `statement_timeout` of reads, milliseconds (the pool's connections are set to it).
+    public var readTimeout = 5_000
+    /// Seconds a streamed reply (FIND, EXPORT) waits for a client that reads nothing before
+    /// it stops and frees its connection.
+    public var replyStall = 30
     public init() {}
 }
 
@@ -117,6 +132,14 @@ public final class Session {
     }
 
     private func run(_ line: String) -> Step {
+        // Before sign-in only the verb is read: the rest of a line from an unknown client is
+        // never parsed unless the verb is one it may use.
+        if role == nil {
+            guard let verb = CommandParser.verb(of: line) else { return .reply(CommandParser.notAVerb(line).reply) }
+            if verb.requiredRole != nil {
+                return .reply(.error(.auth, "sign in first: AUTH name password (before it, only HELP, PING, AUTH and QUIT)"))
+            }
+        }
         let command: Command
         do {
             command = try CommandParser.parse(line)
@@ -164,6 +187,12 @@ public final class Session {
             unit.rollback()
             return .reply(.ok("rolled back \(dropped) pending change(s)"))
         case .nest:
+            guard unit.depth < UnitOfWork.maxDepth else {
+                throw CommandError(.limit, "at most \(UnitOfWork.maxDepth) nested scratchpads: MERGE or DISCARD one first")
+            }
+            guard unit.heldCount + unit.current.count <= context.limits.maxPendingChanges else {
+                throw CommandError(.limit, "a nested scratchpad copies the \(unit.current.count) pending changes, past the limit of \(context.limits.maxPendingChanges) held: SAVE, MERGE or DISCARD first")
+            }
             unit.nest()
             return .reply(.ok("nested scratchpad open (depth \(unit.depth))"))
         case .merge:
@@ -186,8 +215,8 @@ public final class Session {
     }
 
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
-    func database(_ model: Model, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork { context in
+    func database(_ model: Model, lane: ConnectionPool.Lane = .quick, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
+        .database(DatabaseWork(lane: lane) { context in
             do {
                 return try body(context)
             } catch {

@@ -8,7 +8,8 @@ extension WorkContext {
     func withView<T>(_ snapshot: UnitSnapshot, model: Model, _ body: (ViewPlan.View) throws -> T) throws -> (T, ViewPlan.View) {
         var assigned = snapshot.assigned
         for (ref, key) in self.assigned where assigned[ref] == nil { assigned[ref] = key }
-        var plan = ViewPlan(model: model, changes: snapshot.changes, assigned: assigned)
+        var plan = ViewPlan(model: model, changes: snapshot.changes, assigned: assigned,
+                            timeouts: (apply: settings.saveTimeout, read: settings.readTimeout))
         var action = plan.start()
         var first = true
         while case .run(let statements) = action {
@@ -95,6 +96,15 @@ extension WorkContext {
     private func reply(for failure: SavePlan.Failure, model: Model) -> Reply {
         if let command = failure.command { return command.reply }
         guard let error = failure.postgres else { return .error(.internal, "SAVE failed") }
+        if error.sqlState == .queryCanceled && lease.wasCancelled {
+            return .error(.unavailable, "the server is stopping: this SAVE was cancelled before it committed; nothing was saved")
+        }
+        if error.sqlState == .queryCanceled {
+            return .error(.limit, "the SAVE ran past its time limit (\(settings.saveTimeout / 1000) s) and was cancelled; nothing was saved; pending changes are kept")
+        }
+        if error.sqlState == .lockNotAvailable {
+            return .error(.conflict, "a record this unit writes stayed locked by another transaction past \(settings.lockTimeout / 1000) s; nothing was saved; pending changes are kept: try again")
+        }
         if error.isUnavailable {
             return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was saved; pending changes are kept: try again when it is back")
         }

@@ -21,6 +21,13 @@ public struct UnitOfWork: Sendable {
     /// Scratchpads open above the unit itself.
     public var depth: Int { layers.count - 1 }
 
+    /// Pending changes held in memory: a nested scratchpad is a copy of its parent, so each
+    /// layer counts in full (what `--max-pending` bounds).
+    public var heldCount: Int { layers.reduce(0) { $0 + $1.count } }
+
+    /// Scratchpads nested deeper than this are refused.
+    public static let maxDepth = 16
+
     public mutating func nest() { layers.append(current) }
 
     /// Folds the innermost scratchpad into its parent; false when none is open.

@@ -66,10 +66,21 @@ struct ViewPlan: Sendable {
     private var skip: [ChangeID: String] = [:]
     private var state = State.idle
 
-    init(model: Model, changes: ChangeSet, assigned: [String: AssignedKey]) {
+    /// `statement_timeout`s in milliseconds: applying a large unit may take as long as SAVE
+    /// may; the read that follows gets the read's own again.
+    private let timeouts: (apply: Int, read: Int)?
+
+    init(model: Model, changes: ChangeSet, assigned: [String: AssignedKey], timeouts: (apply: Int, read: Int)? = nil) {
         self.model = model
         self.changes = changes
         self.assigned = assigned
+        self.timeouts = timeouts
+    }
+
+    /// The statements that end a round that may finish the view: the read's timeout back, and
+    /// the transaction's id (last: `finish` reads it).
+    private var tail: [Statement] {
+        (timeouts.map { [Statement("SELECT set_config('statement_timeout', $1, true)", [String($0.read)])] } ?? []) + [Self.transactionID]
     }
 
     mutating func start() -> Action {
@@ -97,7 +108,7 @@ struct ViewPlan: Sendable {
             view.keys = KeyAllocation.known(changes, model: model, assigned: assigned)
             let units = self.units(rowsPerStatement: WritePlan.defaultRowsPerStatement)
             state = .applying
-            return .run(units.map(\.statement) + [Self.transactionID])
+            return .run(units.map(\.statement) + tail)
         case (.applying, .success(let results)), (.replaying, .success(let results)):
             return finish(results.last)
         case (.applying, .failure(_, let error)) where error.kind != .connection:
@@ -114,7 +125,7 @@ struct ViewPlan: Sendable {
             }
             _ = results
             state = .replaying
-            return .run(restart() + units(rowsPerStatement: WritePlan.defaultRowsPerStatement).map(\.statement) + [Self.transactionID])
+            return .run(restart() + units(rowsPerStatement: WritePlan.defaultRowsPerStatement).map(\.statement) + tail)
         case (.oneByOne(let remaining, let prefix, let replay), .failure(let index, let error)) where error.kind != .connection:
             // Each unit is three statements: SAVEPOINT, the change, RELEASE.
             let failed = (index - prefix) / 3
@@ -122,7 +133,7 @@ struct ViewPlan: Sendable {
             exclude(remaining[failed], because: error)
             let rest = Array(remaining[(failed + 1)...])
             state = .oneByOne(remaining: rest, prefix: 1, replayAfter: replay)
-            return .run([Statement("ROLLBACK TO SAVEPOINT records_change")] + Self.guarded(rest) + [Self.transactionID])
+            return .run([Statement("ROLLBACK TO SAVEPOINT records_change")] + Self.guarded(rest) + tail)
         case (_, .failure(_, let error)):
             return giveUp(error)
         default:
@@ -134,12 +145,13 @@ struct ViewPlan: Sendable {
         let units = self.units(rowsPerStatement: 1)
         let prefix = restart()
         state = .oneByOne(remaining: units, prefix: prefix.count, replayAfter: replayAfter)
-        return .run(prefix + Self.guarded(units) + [Self.transactionID])
+        return .run(prefix + Self.guarded(units) + tail)
     }
 
     /// A new transaction for the view, with the deferred checks its inserts need.
     private func restart() -> [Statement] {
         var statements: [Statement] = [.rollback, .begin]
+        if let timeouts { statements.append(Statement("SELECT set_config('statement_timeout', $1, true)", [String(timeouts.apply)])) }
         let layout = InsertLayout(model: model, rows: changes.inserts.filter { skip[.insert($0.ref)] == nil },
                                   rowsPerStatement: WritePlan.defaultRowsPerStatement)
         if !layout.deferredConstraints.isEmpty {

@@ -22,6 +22,9 @@ struct WireReply: CustomStringConvertible {
 final class LineClient {
     let fd: Int32
     private var buffer: [UInt8] = []
+    private var start = 0
+    private var scanned = 0
+    private var chunk = [UInt8](repeating: 0, count: 65536)
     /// Pushed `!` lines seen while reading replies.
     private(set) var pushed: [String] = []
     private(set) var banner = ""
@@ -83,16 +86,28 @@ final class LineClient {
         }
     }
 
-    /// The next line, nil at end of stream.
+    /// The next line, nil at end of stream. Linear in the bytes read: a line of megabytes is
+    /// scanned once, and lines are taken from a moving start.
     func readLine() throws -> String? {
         while true {
-            if let newline = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[0..<newline], as: UTF8.self)
-                buffer.removeSubrange(0...newline)
+            if let newline = buffer[scanned...].firstIndex(of: 10) {
+                let line = String(decoding: buffer[start..<newline], as: UTF8.self)
+                start = newline + 1
+                scanned = start
+                if start == buffer.count {
+                    buffer.removeAll(keepingCapacity: true)
+                    start = 0
+                    scanned = 0
+                }
                 return line
             }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = recv(fd, &chunk, chunk.count, 0)
+            scanned = buffer.count
+            if start > 0 && start * 2 >= buffer.count {
+                buffer.removeSubrange(0..<start)
+                scanned -= start
+                start = 0
+            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
             if n == 0 { return nil }
             if n < 0 { throw TestFailure("recv failed (timeout?): \(String(cString: strerror(errno)))") }
             buffer.append(contentsOf: chunk[0..<n])

@@ -12,13 +12,20 @@ final class TestServer {
     let logPath: String
 
     /// Starts `recordsd serve` on 127.0.0.1 with a free port and waits until it listens.
-    init(databaseURL: String? = nil, arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// - Parameter fileLimit: the server's limit of open descriptors (`ulimit -n`).
+    init(databaseURL: String? = nil, arguments: [String] = [], environment: [String: String] = [:], fileLimit: Int? = nil) throws {
         self.databaseURL = try databaseURL ?? TestEnvironment.freshDatabase()
         logPath = NSTemporaryDirectory() + "recordsd-test-\(UUID().uuidString).log"
         FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--database", self.databaseURL,
-                             "--migrations", TestEnvironment.migrations, "--pool-size", "3"] + arguments
+        let serve = ["serve", "--listen", "127.0.0.1:0", "--database", self.databaseURL,
+                     "--migrations", TestEnvironment.migrations, "--pool-size", "3"] + arguments
+        if let fileLimit {
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", "ulimit -n \(fileLimit) && exec \"$0\" \"$@\"", TestEnvironment.recordsdBinary] + serve
+        } else {
+            process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
+            process.arguments = serve
+        }
         var env = ProcessInfo.processInfo.environment
         env["DATABASE_URL"] = nil
         for (key, value) in environment { env[key] = value }
@@ -46,6 +53,14 @@ final class TestServer {
     }
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// The server's resident memory now, in MiB (from /proc).
+    var residentMiB: Double {
+        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kilobytes = Double(line.split(separator: " ").dropFirst().first ?? "") else { return 0 }
+        return kilobytes / 1024
+    }
 
     func client(from source: String? = nil) throws -> LineClient {
         let client = try LineClient(port: port, source: source)

@@ -1,0 +1,283 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+import Testing
+
+/// Hostile clients and failing infrastructure: each defect reported against the server
+/// reproduced (a crash, a frozen loop, a pinned pool, a unit written twice), over TCP against
+/// a real server and PostgreSQL. No test measures time: a hang shows as a client's read
+/// timing out (20 s), far past what the bounds allow.
+@Suite struct HostileClientTests {
+    private func scalar(_ db: Connection, _ sql: String, _ parameters: [String?] = []) throws -> String? {
+        try db.query(sql, parameters).string(0, 0)
+    }
+
+    @Test func predicatesOfAnyShapeNeverCrashTheServer() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let deep = String(repeating: "(", count: 2_000) + "age == 1" + String(repeating: ")", count: 2_000)
+        #expect(try client.send("FIND employee WHERE " + deep).status == "-ERR LIMIT at 53: parentheses nest deeper than 32 levels")
+        #expect(try client.send("WATCH employee WHERE " + deep).status.hasPrefix("-ERR LIMIT"))
+        #expect(try client.send("FIND employee WHERE " + String(repeating: "NOT ", count: 5_000) + "age == 1").status == "+OK 0 records")
+        let wide = (0..<5_000).map { "id == \($0)" }.joined(separator: " OR ")
+        #expect(try client.send("FIND employee WHERE " + wide).status == "+OK 0 records")
+        #expect(try client.send("COUNT employee WHERE " + wide).status == "+OK 0")
+        let tooMany = (0...10_000).map { "id == \($0)" }.joined(separator: " OR ")
+        #expect(try client.send("COUNT employee WHERE " + tooMany).status == "-ERR LIMIT the predicate has more than 10000 comparisons")
+        #expect(try client.send("FIND employee LIMIT 9223372036854775807").status == "+OK 0 records")
+        #expect(try client.send("FIND employee LIMIT 99999999999999999999").status.hasPrefix("-ERR SYNTAX"))
+        #expect(try client.send("FIND employee OFFSET 9223372036854775807").status == "+OK 0 records")
+        #expect(try server.client().send("PING alive").status == "+OK alive")
+    }
+
+    @Test func beforeSignInOnlyTheVerbIsReadAndLinesAreShort() throws {
+        let server = try TestServer()
+        _ = try runRecordsd(["user", "add", "boss", "--role", "admin", "--database", server.databaseURL,
+                             "--migrations", TestEnvironment.migrations], input: "pw-boss-123\n")
+        #expect(try eventually({ try server.client().banner }, until: { $0.contains("authentication required") }).contains("authentication required"))
+        let stranger = try server.client()
+        let deep = String(repeating: "(", count: 1_000) + "age == 1" + String(repeating: ")", count: 1_000)
+        #expect(try stranger.send("FIND employee WHERE " + deep).status == "-ERR AUTH sign in first: AUTH name password (before it, only HELP, PING, AUTH and QUIT)")
+        #expect(try stranger.send("NOSUCH " + String(repeating: "x", count: 3_000)).status == "-ERR UNKNOWN unknown verb 'NOSUCH': type HELP for the list")
+        #expect(try stranger.send("PING " + String(repeating: "y", count: 5_000)).status == "-ERR LIMIT line too long (5005+ bytes; the limit is 4096 before sign-in)")
+        // A partial line of more than 4 KiB is refused without waiting for its end.
+        try stranger.write(String(repeating: "z", count: 70_000))
+        #expect(try stranger.readReply().status.hasPrefix("-ERR LIMIT line too long"))
+        try stranger.write("\n")
+        #expect(try stranger.send("AUTH boss pw-boss-123").status == "+OK signed in as boss (admin)")
+        #expect(try stranger.send("PING " + String(repeating: "y", count: 5_000)).ok)
+    }
+
+    @Test func aLineOfFortyThousandPairsDoesNotFreezeOtherSessions() throws {
+        let server = try TestServer()
+        let flood = try server.client()
+        let pairs = (0..<40_000).map { "a\($0)=1" }.joined(separator: " ")
+        try flood.write("INSERT game " + pairs + "\n")
+        let other = try server.client()
+        #expect(try other.send("PING").status == "+OK PONG")
+        #expect(try flood.readReply().status == "-ERR UNKNOWN game has no attribute or relationship 'a0'")
+    }
+
+    @Test func clientsThatStopReadingGiveTheirConnectionsBack() throws {
+        let server = try TestServer(arguments: ["--pool-size", "3", "--reply-stall", "2"])
+        let db = try server.database()
+        try db.execute("INSERT INTO employee (first_name, last_name, gender) SELECT 'f' || i, repeat('x', 1000), 1 FROM generate_series(1, 40000) i")
+        // Three clients ask for everything and never read.
+        let stuck = try (0..<3).map { _ in try server.client() }
+        for client in stuck { try client.write("FIND employee\n") }
+        // Quick work still has its lane meanwhile.
+        let honest = try server.client()
+        #expect(try honest.send("COUNT employee").status == "+OK 40000")
+        #expect(try honest.send("GET employee 1").ok)
+        // Past the stall (no byte taken for 2 s) the FINDs stop and nothing is left idle in a
+        // transaction; each says why (two run at once in the long lane of a pool of three).
+        #expect(try eventually(tries: 150, {
+            try scalar(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'recordsd' AND state = 'idle in transaction'")
+        }, until: { $0 == "0" }) == "0")
+        for client in stuck {
+            var status = ""
+            while !status.hasPrefix("+OK") && !status.hasPrefix("-ERR") { status = try client.readLine() ?? "-ERR closed" }
+            #expect(status.hasPrefix("-ERR LIMIT the client read nothing for 2 s: the FIND stopped after"))
+        }
+        #expect(try honest.send("FIND employee LIMIT 1").ok)
+    }
+
+    @Test func aRunawayQueryIsCancelledAtTheStatementTimeout() throws {
+        let server = try TestServer(arguments: ["--statement-timeout", "1"])
+        let db = try server.database()
+        // Backtracking through a back-reference: one such row takes PostgreSQL minutes.
+        try db.execute("INSERT INTO memo (uid, body) SELECT 'm' || i, repeat('a', 51) || 'b' FROM generate_series(1, 3) i")
+        let client = try server.client()
+        #expect(try client.send(#"COUNT memo WHERE body MATCHES "((a+)\\2)+b""#).status == "-ERR LIMIT the statement ran past its time limit and was cancelled")
+        #expect(try client.send("COUNT memo").status == "+OK 3")
+        // Its anchors cannot be escaped by a pattern that closes the group.
+        #expect(try client.send(#"FIND memo WHERE body MATCHES "x)|(?:.*""#).status
+                == "-ERR VALIDATION MATCHES: the regular expression's parentheses or brackets do not balance")
+    }
+
+    @Test func aSaveBlockedOnARowLockGivesUpAtTheLockTimeout() throws {
+        let server = try TestServer(arguments: ["--lock-timeout", "1"])
+        let db = try server.database()
+        try db.execute("INSERT INTO game (id, name) VALUES (1, 'Go')")
+        let holder = try server.database()
+        try holder.execute("BEGIN; SELECT * FROM game WHERE id = 1 FOR UPDATE")
+        let client = try server.client()
+        try client.ok(#"UPDATE game 1 name="Chess""#)
+        #expect(try client.send("SAVE").status == "-ERR CONFLICT a record this unit writes stayed locked by another transaction past 1 s; nothing was saved; pending changes are kept: try again")
+        #expect(try server.client().send("COUNT game").status == "+OK 1")
+        try holder.execute("ROLLBACK")
+        #expect(try client.send("SAVE").ok)
+        #expect(try scalar(db, "SELECT name FROM game") == "Chess")
+    }
+
+    /// The connection to PostgreSQL dies after COMMIT was sent: whether it committed is asked
+    /// of PostgreSQL, and the answer is definitive; a retried SAVE is never written twice.
+    @Test func aCommitWhoseAnswerIsLostIsAnsweredExactlyOnce() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let components = URLComponents(string: url)!
+        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
+        var through = components
+        through.port = proxy.port
+        let server = try TestServer(databaseURL: through.string!)
+        let db = try Connection(url)
+        let client = try server.client()
+        try client.ok(#"INSERT game name="Committed""#)
+        try client.ok(#"INSERT game name="Too""#)
+        proxy.arm(.afterCommit)
+        #expect(try client.send("SAVE").status == "+OK saved: 2 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(proxy.cuts == 1)
+        #expect(try scalar(db, "SELECT count(*) FROM game") == "2")
+        #expect(try client.send("CHANGES").status == "+OK no pending changes")
+        // Cut before COMMIT reaches PostgreSQL: nothing was saved, and saying so is definitive.
+        try client.ok(#"INSERT game name="Later""#)
+        proxy.arm(.beforeCommit)
+        let lost = try client.send("SAVE").status
+        #expect(lost.hasPrefix("-ERR UNAVAILABLE") && lost.contains("nothing was saved"), "\(lost)")
+        #expect(try scalar(db, "SELECT count(*) FROM game WHERE name = 'Later'") == "0")
+        #expect(try client.send("SAVE").ok)
+        #expect(try scalar(db, "SELECT count(*) FROM game") == "3")
+    }
+
+    @Test func aClientsOwnSaveKeyMakesItsRetrySafe() throws {
+        let server = try TestServer()
+        let first = try server.client()
+        try first.ok(#"INSERT game name="Once""#)
+        let answer = try first.send("SAVE KEY order-17")
+        #expect(answer.status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        // The client lost that answer: a new session sends the same unit with the same key.
+        let retry = try server.client()
+        try retry.ok(#"INSERT game name="Once""#)
+        let again = try retry.send("SAVE KEY order-17")
+        #expect(again.lines == answer.lines)
+        #expect(again.status == answer.status)
+        #expect(try retry.send("CHANGES").status == "+OK no pending changes")
+        #expect(try scalar(try server.database(), "SELECT count(*) FROM game") == "1")
+        // Another key saves anew.
+        try retry.ok(#"INSERT game name="Twice""#)
+        #expect(try retry.send("SAVE KEY order-18").ok)
+        #expect(try scalar(try server.database(), "SELECT count(*) FROM game") == "2")
+    }
+
+    @Test func aSaveRunningAtTheShutdownDeadlineIsCancelledAndAnswered() throws {
+        let server = try TestServer(arguments: ["--lock-timeout", "60", "--shutdown-grace", "1"])
+        let db = try server.database()
+        try db.execute("INSERT INTO game (id, name) VALUES (1, 'Go')")
+        let holder = try server.database()
+        try holder.execute("BEGIN; SELECT * FROM game WHERE id = 1 FOR UPDATE")
+        let client = try server.client()
+        try client.ok(#"UPDATE game 1 name="Chess""#)
+        try client.write("SAVE\n")
+        usleep(300_000)  // the SAVE is waiting on the lock
+        kill(server.process.processIdentifier, SIGTERM)
+        #expect(try client.readReply().status == "-ERR UNAVAILABLE the server is stopping: this SAVE was cancelled before it committed; nothing was saved")
+        #expect(try client.readToEnd() == ["! shutdown recordsd is stopping"])
+        try holder.execute("ROLLBACK")
+        server.process.waitUntilExit()
+        #expect(try scalar(db, "SELECT name FROM game") == "Go")
+    }
+
+    @Test func aHugeChangeToAWatchedTableKeepsMemoryBounded() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("INSERT INTO game (name) SELECT 'g' || i FROM generate_series(1, 100000) i")
+        // 100 sessions watch and never read.
+        let watchers = try (0..<100).map { _ in try server.client() }
+        for watcher in watchers { try watcher.ok("WATCH game") }
+        let before = server.residentMiB
+        try db.execute("UPDATE game SET name = name || '!'")
+        let honest = try server.client()
+        usleep(1_500_000)  // the change log read and fanned out
+        #expect(try honest.send("PING").status == "+OK PONG")
+        // Each session holds references to lines rendered once, not 100,000 strings of its own.
+        #expect(server.residentMiB - before < 150, "resident memory grew from \(before) to \(server.residentMiB) MiB")
+        // A session that reads again gets what it can hold, and is told what it lost.
+        let first = watchers[0]
+        var lines: [String] = []
+        while lines.count < 100, let line = try first.readLine() { lines.append(line) }
+        #expect(lines.first?.hasPrefix("! overflow ") == true || lines.first?.hasPrefix("! game ") == true)
+        #expect(lines.contains { $0.hasPrefix("! overflow ") })
+    }
+
+    @Test func pipelinedLargeRepliesAreNotAllHeldInMemory() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("""
+            INSERT INTO department (id, name, number) VALUES (1, 'Big', 1);
+            INSERT INTO employee (first_name, last_name, gender, department_id)
+            SELECT 'f' || i, repeat('x', 100), 1, 1 FROM generate_series(1, 30000) i;
+            """)
+        let client = try server.client()
+        let before = server.residentMiB
+        try client.write(String(repeating: "GET department 1 INCLUDE employees\n", count: 16))
+        usleep(2_000_000)
+        // Without reading: the server holds about one reply (some 5 MB), not sixteen.
+        #expect(server.residentMiB - before < 60, "resident memory grew from \(before) to \(server.residentMiB) MiB")
+        for _ in 0..<16 { #expect(try client.readReply().status == "+OK 1 record") }
+    }
+
+    @Test func nestedScratchpadsAreBounded() throws {
+        let server = try TestServer(arguments: ["--max-pending", "100"])
+        let client = try server.client()
+        for _ in 0..<16 { try client.ok("NEST") }
+        #expect(try client.send("NEST").status == "-ERR LIMIT at most 16 nested scratchpads: MERGE or DISCARD one first")
+        try client.ok("ROLLBACK")
+        for i in 0..<40 { try client.ok("INSERT game name=\"g\(i)\"") }
+        try client.ok("NEST")
+        #expect(try client.send("NEST").status
+                == "-ERR LIMIT a nested scratchpad copies the 40 pending changes, past the limit of 100 held: SAVE, MERGE or DISCARD first")
+    }
+
+    /// One warning a second at most, whatever the number of connections it cannot take.
+    @Test func runningOutOfFileDescriptorsNeitherSpinsNorStops() throws {
+        let server = try TestServer(fileLimit: 64)
+        let started = Date()
+        var clients: [LineClient] = []
+        var refused = 0
+        for _ in 0..<100 where refused < 3 {
+            guard let client = try? LineClient(port: server.port, timeout: 1, readBanner: false) else { continue }
+            if let banner = try? client.readLine(), banner.hasPrefix("+OK") {
+                clients.append(client)
+            } else {
+                refused += 1
+            }
+        }
+        #expect(!clients.isEmpty)
+        #expect(refused > 0)
+        let seconds = Date().timeIntervalSince(started)
+        let warnings = server.log.components(separatedBy: "out of file descriptors").count - 1
+        #expect(warnings >= 1 && Double(warnings) <= seconds + 2, "\(warnings) warnings in \(seconds) s")
+        clients.removeAll()
+        #expect(try eventually({ (try? server.client().send("PING").ok) ?? false }, until: { $0 }))
+    }
+
+    @Test func afterPostgreSQLRestartsTheFirstCommandsWork() throws {
+        let cluster = try PrivateCluster()
+        let server = try TestServer(databaseURL: cluster.url, arguments: ["--pool-size", "3"])
+        let clients = try (0..<3).map { _ in try server.client() }
+        for client in clients { try client.ok("COUNT game") }
+        try cluster.stop()
+        try cluster.start()
+        usleep(200_000)
+        // Every pooled connection broke: each is replaced before a command uses it, or the
+        // read is tried once more on a fresh one.
+        for client in clients {
+            #expect(try client.send("COUNT game").status == "+OK 0")
+            #expect(try client.send("FIND game").status == "+OK 0 records")
+        }
+    }
+
+    @Test func aLatin1DatabaseStoresWhatClientsSend() throws {
+        let admin = try Connection(try TestEnvironment.adminURL())
+        let name = "rt_latin1_" + UUID().uuidString.prefix(8).lowercased()
+        try admin.execute("CREATE DATABASE \(name) ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        let url = TestEnvironment.url(try TestEnvironment.adminURL(), database: name)
+        let server = try TestServer(databaseURL: url)
+        let client = try server.client()
+        try client.ok(#"INSERT game name="café""#)
+        try client.ok("SAVE")
+        #expect(try client.send("FIND game").lines == [#"{"id":1,"name":"café"}"#])
+        #expect(try scalar(try Connection(url), "SELECT length(name)::text FROM game") == "4")
+    }
+}

@@ -26,6 +26,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let cannotConnectNow = SQLState(rawValue: "57P03")
     public static let queryCanceled = SQLState(rawValue: "57014")
     public static let lockNotAvailable = SQLState(rawValue: "55P03")
+    public static let undefinedFunction = SQLState(rawValue: "42883")
+    public static let raiseException = SQLState(rawValue: "P0001")
 
     /// Class 08 (connection exception) and the shutdown codes: the server is not there right now.
     public var meansUnavailable: Bool {

@@ -309,6 +309,173 @@ import Testing
     }
 }
 
+/// What a user trying their own schema found (each failed before).
+@Suite struct TheirSchemaTests {
+    static let schema = #"""
+        CREATE TABLE skipper (id serial PRIMARY KEY, v text);
+        CREATE FUNCTION skip_some() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF TG_OP = 'DELETE' THEN RETURN NULL; END IF;
+          IF NEW.v = 'skip' THEN RETURN NULL; END IF;
+          IF NEW.v = 'refuse' THEN RAISE EXCEPTION 'v may not be refuse'; END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER skip_some BEFORE INSERT OR UPDATE OR DELETE ON skipper FOR EACH ROW EXECUTE FUNCTION skip_some();
+        CREATE TABLE region (country text, code int, name text, PRIMARY KEY (country, code));
+        CREATE TABLE city (id serial PRIMARY KEY, name text NOT NULL, country text NOT NULL, region_code int NOT NULL,
+                           FOREIGN KEY (country, region_code) REFERENCES region ON DELETE CASCADE);
+        CREATE SCHEMA other;
+        CREATE SEQUENCE other.xseq START 1000;
+        CREATE TABLE xs (id int PRIMARY KEY DEFAULT nextval('other.xseq'), v text);
+        CREATE TABLE ticket (id serial PRIMARY KEY, number int NOT NULL UNIQUE DEFAULT nextval('other.xseq'), title text);
+        CREATE TABLE husband (id int PRIMARY KEY, wife_id int NOT NULL);
+        CREATE TABLE wife (id int PRIMARY KEY, husband_id int NOT NULL REFERENCES husband DEFERRABLE INITIALLY DEFERRED);
+        ALTER TABLE husband ADD FOREIGN KEY (wife_id) REFERENCES wife DEFERRABLE INITIALLY DEFERRED;
+        CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+        CREATE TABLE note (id serial PRIMARY KEY, feeling mood, tags text[], body text,
+                           loud text GENERATED ALWAYS AS (upper(body)) STORED);
+        CREATE TABLE "Tag Table" ("label x" text PRIMARY KEY, "Name" text, name text);
+        CREATE TABLE owner (id serial PRIMARY KEY, name text UNIQUE);
+        CREATE TABLE pet (id serial PRIMARY KEY, owner text, owner_id int REFERENCES owner ON DELETE RESTRICT);
+        CREATE TABLE always (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, v text);
+        """#
+
+    private func scalar(_ db: Connection, _ sql: String) throws -> String? { try db.query(sql).string(0, 0) }
+
+    @Test func aSaveKeyNeverAnswersForOtherChanges() throws {
+        let server = try TestServer()
+        let a = try server.client(), b = try server.client()
+        try a.ok(#"INSERT game name="first""#)
+        try a.ok("SAVE KEY order-17")
+        try b.ok(#"INSERT game name="other""#)
+        #expect(try b.send("SAVE KEY order-17").status
+                == "-ERR CONFLICT SAVE KEY order-17 was used before by a save of other changes; nothing was saved: give this save a key of its own")
+        #expect(try b.send("CHANGES").lines == [#"insert #g1 game name="other""#])
+        #expect(try b.send("SAVE KEY order-18").ok)
+        #expect(try scalar(try server.database(), "SELECT string_agg(name, ',' ORDER BY name) FROM game") == "first,other")
+    }
+
+    @Test func countsAreWhatPostgreSQLWrote() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        try client.ok(#"INSERT skipper v="skip""#)
+        try client.ok(#"INSERT skipper v="keep""#)
+        #expect(try client.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        let id = try scalar(try server.database(), "SELECT id FROM skipper")!
+        try client.ok("DELETE skipper \(id)")
+        #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        try client.ok(#"INSERT skipper v="refuse""#)
+        #expect(try client.send("SAVE").status.hasPrefix("-ERR VALIDATION #s1: v may not be refuse"))
+    }
+
+    @Test func compositeForeignKeysOrderInsertsAndCountCascades() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        try client.ok(#"INSERT city name="Paris" country="FR" region_code=75"#)
+        try client.ok(#"INSERT region country="FR" code=75 name="IdF""#)
+        #expect(try client.send("SAVE").status == "+OK saved: 2 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        let delete = try client.send(#"DELETE region country="FR" code=75"#)
+        #expect(delete.lines == ["cascade city 1"])
+        #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 1 cascaded, 0 nullified")
+    }
+
+    @Test func sequencesAKeyDrawsFromMoveOnAndNonKeyOnesStayPut() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        try client.write("IMPORT xs (id, v)\n1000,a\n1001,b\n.\n")
+        #expect(try client.readReply().status == "+OK imported 2 records")
+        try client.ok(#"INSERT xs v="after""#)
+        #expect(try client.send("SAVE").lines == ["#x1 xs 1002"])
+        // A number drawn from a sequence is shown once and kept, like a key.
+        try client.ok(#"INSERT ticket AS #t title="T""#)
+        let shown = try client.send("GET ticket #t").lines
+        #expect(try client.send("GET ticket #t").lines == shown)
+        try client.ok("SAVE")
+        #expect(try client.send("FIND ticket").lines == shown)
+    }
+
+    @Test func aDeferredDenyIsLeftOutOfReads() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        try server.database().execute("BEGIN; INSERT INTO husband VALUES (1, 1); INSERT INTO wife VALUES (1, 1); COMMIT")
+        let client = try server.client()
+        try client.ok("DELETE wife 1")
+        #expect(try client.send("COUNT wife").status.hasPrefix("+OK 1; 1 pending change not applied: wife 1:"))
+        #expect(try client.send("SAVE").status.hasPrefix("-ERR DENIED"))
+    }
+
+    @Test func typesTheServerPassesAsText() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        try client.ok(#"INSERT note feeling="sad" tags="{a,b}" body="hi""#)
+        try client.ok("SAVE")
+        #expect(try client.send(#"FIND note WHERE feeling IN {"sad", "ok"}"#).lines
+                == [#"{"id":1,"feeling":"sad","tags":["a","b"],"body":"hi","loud":"HI"}"#])
+        #expect(try client.send(#"WATCH note WHERE feeling IN {"sad"}"#).ok)
+        // An EXPORT gives an IMPORT back exactly: generated columns are PostgreSQL's to compute.
+        let export = try client.send("EXPORT note")
+        #expect(export.lines.first == "id,feeling,tags,body")
+        try client.ok("DELETE note 1")
+        try client.ok("SAVE")
+        try client.write("IMPORT note\n" + export.lines.joined(separator: "\n") + "\n.\n")
+        #expect(try client.readReply().status == "+OK imported 1 record")
+        #expect(try client.send("GET note 1").lines == [#"{"id":1,"feeling":"sad","tags":["a","b"],"body":"hi","loud":"HI"}"#])
+    }
+
+    @Test func namesThatAreNotOneWordOrDifferInCase() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        #expect(try client.send(#"INSERT "Tag Table" "label x"="a b" Name="Cap" name="low""#).ok)
+        try client.ok("SAVE")
+        #expect(try client.send(#"GET "Tag Table" "a b""#).lines == [#"{"label x":"a b","Name":"Cap","name":"low"}"#])
+        #expect(try client.send(#"FIND "Tag Table" WHERE name == "low""#).lines.count == 1)
+        #expect(try client.send(#"FIND "Tag Table" WHERE Name == "low""#).lines.isEmpty)
+        // A column and a relationship that would share a name: the relationship keeps its column's.
+        try client.ok(#"INSERT owner AS #o name="O""#)
+        try client.ok(#"INSERT pet owner="Alice" owner_id=#o"#)
+        try client.ok("SAVE")
+        #expect(try client.send("GET pet 1").lines == [#"{"id":1,"owner":"Alice","owner_id":1}"#])
+        #expect(try client.send(#"FIND pet WHERE owner_id.name == "O""#).lines.count == 1)
+        // Changing a value others point at is not a delete.
+        #expect(try client.send(#"DELETE owner 1"#).status.contains("DENIED by 1"))
+        try client.ok("ROLLBACK")
+    }
+
+    @Test func cursorsHoldAnyText() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        for (index, name) in ["a\u{1F}b", "a\u{1F}c", "a\u{1E}d", "e"].enumerated() {
+            _ = try db.query("INSERT INTO game (id, name) VALUES ($1, $2)", [String(index + 1), name])
+        }
+        let client = try server.client()
+        var seen = 0
+        var after = ""
+        for _ in 0..<5 {
+            let page = try client.send("FIND game ORDER BY name LIMIT 1" + after)
+            #expect(page.ok, "\(page.status)")
+            seen += page.lines.count
+            guard let range = page.status.range(of: "AFTER ") else { break }
+            after = " AFTER " + page.status[range.upperBound...]
+        }
+        #expect(seen == 4)
+    }
+
+    @Test func identityAlwaysAndSurrogatePairs() throws {
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        #expect(try client.send(#"INSERT always id=7 v="x""#).status == "-ERR VALIDATION always.id is GENERATED ALWAYS: PostgreSQL gives it, not the client")
+        try client.ok(#"INSERT always v="\ud83d\ude00""#)
+        try client.ok("SAVE")
+        #expect(try client.send("FIND always").lines == [#"{"id":1,"v":"😀"}"#])
+    }
+}
+
 /// A count several threads add to.
 final class Counter: @unchecked Sendable {  // `count` guarded by `lock`
     private let lock = NSLock()

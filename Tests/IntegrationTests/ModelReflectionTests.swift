@@ -46,7 +46,7 @@ import Testing
         #expect(model.entity(named: "assignment")?.relationship(named: "project")?.deleteRule == .deny)
         #expect(model.entity(named: "assignment")?.relationship(named: "employee")?.deleteRule == .cascade)
         #expect(model.entity(named: "employee")?.relationship(named: "assignments")?.inverse == "employee")
-        #expect(model.references(to: "employee").map(\.entity) == ["assignment"])
+        #expect(model.foreignKeys(to: "employee").map(\.entity) == ["assignment"])
     }
 
     @Test func anExistingDatabaseIsServedAsItIs() throws {

@@ -35,6 +35,9 @@ import Testing
                 })
             }
             if statement.sql.hasPrefix("SELECT pg_current_xact_id") { return StatementResult(rows: [["777"]]) }
+            if statement.sql.hasPrefix("INSERT") {  // as many rows as its first array holds
+                return StatementResult(affected: statement.sql.contains("unnest") ? SQL.parseArray(statement.parameters[0] ?? "{}").count : 1)
+            }
             return StatementResult()
         })
     }
@@ -184,18 +187,25 @@ import Testing
         #expect(failure.records == ["#g2"])
     }
 
-    @Test func aSaveKeyThatCommittedBeforeAnswersWhatItDid() {
+    @Test func aSaveKeyThatCommittedBeforeAnswersWhatItDidForTheSameChangesOnly() {
         var settings = SavePlan.Settings()
         settings.saveKey = SavePlan.SaveKey(owner: "alice", key: "k1")
-        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail,
-                            assigned: [:], settings: settings)
-        let first = statements(plan.start())
-        let lookup = first.firstIndex { $0.sql.contains("records.save_keys") }!
-        var results = first.map { _ in StatementResult() }
-        results[lookup] = StatementResult(rows: [["saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "{\"#p project 9\"}"]])
-        guard case .committed(let reply) = plan.received(.success(results)) else { Issue.record("not answered"); return }
+        let changes = unit([insert("p", "project", [("name", .text("X"))])])
+        func replay(fingerprint: String) -> SavePlan.Action {
+            var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:], settings: settings)
+            let first = statements(plan.start())
+            let lookup = first.firstIndex { $0.sql.contains("records.save_keys") }!
+            var results = first.map { _ in StatementResult() }
+            results[lookup] = StatementResult(rows: [["saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "{\"#p project 9\"}", fingerprint]])
+            return plan.received(.success(results))
+        }
+        guard case .committed(let reply) = replay(fingerprint: changes.fingerprint) else { Issue.record("not answered"); return }
         #expect(reply.lines == ["#p project 9"])
         #expect(reply.statusLine == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        // The key saved other changes: refused, and this unit is kept.
+        guard case .failed(let failure) = replay(fingerprint: "other") else { Issue.record("not refused"); return }
+        #expect(failure.command?.code == .conflict)
+        #expect(unit([insert("p", "project", [("name", .text("Y"))])]).fingerprint != changes.fingerprint)
     }
 
     @Test func deletesGoWhereNoRestrictFires() {
@@ -204,6 +214,7 @@ import Testing
         let order = SavePlan.deleteOrder(model: SampleModel.model, names: ["project", "employee"])
         #expect(order == ["employee", "project"])
         #expect(SavePlan.deleteOrder(model: SampleModel.model, names: ["pa", "pb"]) == ["pb", "pa"])
-        #expect(SavePlan.deleteOrder(model: SampleModel.model, names: ["department", "employee"]) == ["department", "employee"])
+        // What a delete cascades to goes first, so each DELETE counts what it was given.
+        #expect(SavePlan.deleteOrder(model: SampleModel.model, names: ["department", "employee"]) == ["employee", "department"])
     }
 }

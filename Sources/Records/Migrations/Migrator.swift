@@ -95,6 +95,8 @@ public enum Migrator {
                 PRIMARY KEY (owner, key)
             );
             CREATE INDEX IF NOT EXISTS save_keys_at ON records.save_keys (at);
+            -- Which changes the key saved: the key answers again only for the same ones.
+            ALTER TABLE records.save_keys ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT '';
             """)
         do {
             try Users.ensureSchema(connection)

@@ -18,6 +18,9 @@ public struct Attribute: Sendable, Equatable {
     public var comment: String?
     /// The sequence behind the column (serial or identity), as `pg_get_serial_sequence` names it.
     public var sequence: String?
+    /// The sequence the column's default draws from: its own (above), or one it does not own
+    /// (`DEFAULT nextval('other.seq')`, `nextval('s') * 10`), found through `pg_depend`.
+    public var drawsFrom: String?
 
     public enum Identity: String, Sendable, Equatable {
         case always, byDefault = "by default"
@@ -33,7 +36,7 @@ public struct Attribute: Sendable, Equatable {
 
     public init(name: String, sqlType: String, kind: ValueKind, isNotNull: Bool, defaultValue: String?,
                 identity: Identity? = nil, isUnique: Bool, isPrimaryKey: Bool, isGenerated: Bool,
-                comment: String?, sequence: String? = nil) {
+                comment: String?, sequence: String? = nil, drawsFrom: String? = nil) {
         self.name = name
         self.sqlType = sqlType
         self.kind = kind
@@ -45,6 +48,7 @@ public struct Attribute: Sendable, Equatable {
         self.isGenerated = isGenerated
         self.comment = comment
         self.sequence = sequence
+        self.drawsFrom = drawsFrom ?? sequence
     }
 
     /// A value must be given on insert: NOT NULL and PostgreSQL has no default for it.
@@ -115,6 +119,22 @@ public struct Relationship: Sendable, Equatable {
     }
 }
 
+/// A foreign key of a served table to another, of one column or several: what orders inserts
+/// and deletes and what the delete rules follow. The single-column ones are also
+/// relationships, navigable by name.
+public struct ForeignKey: Sendable, Equatable {
+    public var constraint: String
+    /// The referencing entity.
+    public var entity: String
+    public var columns: [String]
+    public var target: String
+    public var referencedColumns: [String]
+    public var deleteRule: DeleteRule
+    public var isDeferrable: Bool
+    /// How a delete preview names the records it reaches: `memo.color`, or the columns.
+    public var label: String
+}
+
 /// A served table: one with a primary key, of one column or several.
 public struct Entity: Sendable {
     public var name: String
@@ -130,9 +150,16 @@ public struct Entity: Sendable {
     /// Row-level security is enabled on the table and it has policies.
     public var hasRowSecurity: Bool
     public var comment: String?
+    /// Every foreign key of this table to a served one, composite ones included.
+    public var foreignKeys: [ForeignKey]
+    /// The primary key's index, as a unique violation names it.
+    public var keyConstraint: String?
+    /// Unique indexes (the primary key's included) by name, with their columns.
+    public var uniqueConstraints: [String: [String]] = [:]
 
     public init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship],
-                uniqueKeys: [[String]] = [], hasRowSecurity: Bool = false, comment: String? = nil) {
+                uniqueKeys: [[String]] = [], hasRowSecurity: Bool = false, comment: String? = nil,
+                foreignKeys: [ForeignKey]? = nil, keyConstraint: String? = nil) {
         self.name = name
         self.key = key
         self.attributes = attributes
@@ -140,18 +167,40 @@ public struct Entity: Sendable {
         self.uniqueKeys = uniqueKeys.isEmpty ? [key.map(\.name)] : uniqueKeys
         self.hasRowSecurity = hasRowSecurity
         self.comment = comment
+        self.keyConstraint = keyConstraint
+        // Without a list of their own, the foreign keys are the to-one relationships'.
+        self.foreignKeys = foreignKeys ?? relationships.filter { !$0.isToMany }.map {
+            ForeignKey(constraint: $0.constraint, entity: name, columns: [$0.column], target: $0.target,
+                       referencedColumns: [$0.referencedColumn], deleteRule: $0.deleteRule,
+                       isDeferrable: $0.isDeferrable, label: name + "." + $0.name)
+        }
     }
 
     public var keyColumns: [String] { key.map(\.name) }
+
+    /// Columns a pending insert is given a value for before it is written, when the client set
+    /// none, so that every read shows the value SAVE writes: the key's columns that have a
+    /// sequence or a default, and the other columns whose default draws from a sequence
+    /// (`number DEFAULT nextval('ticket_seq')`).
+    public var allocatedColumns: [Attribute] {
+        key.filter { $0.allocation != nil }
+            + attributes.filter { !$0.isPrimaryKey && !$0.isGenerated && $0.drawsFrom != nil && $0.allocation != nil }
+    }
     /// The one key column of a single-column key, nil for a composite key.
     public var singleKey: Attribute? { key.count == 1 ? key[0] : nil }
 
+    /// By exact name, else case-insensitively when that names one attribute only (`Name` and
+    /// `name` are two columns: each is reached by its own spelling).
     public func attribute(named name: String) -> Attribute? {
-        attributes.first { $0.name == name } ?? attributes.first { $0.name.lowercased() == name.lowercased() }
+        if let exact = attributes.first(where: { $0.name == name }) { return exact }
+        let folded = attributes.filter { $0.name.lowercased() == name.lowercased() }
+        return folded.count == 1 ? folded[0] : nil
     }
 
     public func relationship(named name: String) -> Relationship? {
-        relationships.first { $0.name == name } ?? relationships.first { $0.name.lowercased() == name.lowercased() }
+        if let exact = relationships.first(where: { $0.name == name }) { return exact }
+        let folded = relationships.filter { $0.name.lowercased() == name.lowercased() }
+        return folded.count == 1 ? folded[0] : nil
     }
 
     public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }
@@ -164,9 +213,11 @@ public struct Entity: Sendable {
     /// A column by the name clients use: an attribute's, a to-one relationship's, or a
     /// foreign-key column's; the column's real name.
     public func column(named name: String) -> String? {
+        if let exact = columns.first(where: { $0.column == name }) { return exact.column }
         if let attribute = attribute(named: name) { return attribute.name }
         if let relationship = relationship(named: name), !relationship.isToMany { return relationship.column }
-        return toOneRelationships.first { $0.column.lowercased() == name.lowercased() }?.column
+        let folded = toOneRelationships.filter { $0.column.lowercased() == name.lowercased() }
+        return folded.count == 1 ? folded[0].column : nil
     }
 
     /// The name clients see for a column: the relationship's for a foreign key.
@@ -199,23 +250,37 @@ public final class Model: Sendable {
     public let unserved: [UnservedTable]
     private let index: [String: Int]
 
+    private let exact: [String: Int]
+    private let referencing: [String: [ForeignKey]]
+
     public init(schema: String, entities: [Entity], unserved: [UnservedTable]) {
         self.schema = schema
         self.entities = entities.sorted { $0.name < $1.name }
         self.unserved = unserved
         var index: [String: Int] = [:]
-        for (position, entity) in self.entities.enumerated() { index[entity.name.lowercased()] = position }
-        self.index = index
+        var exact: [String: Int] = [:]
+        var referencing: [String: [ForeignKey]] = [:]
+        for (position, entity) in self.entities.enumerated() {
+            exact[entity.name] = position
+            // Names that differ only in case are reached by their exact spelling only.
+            let folded = entity.name.lowercased()
+            index[folded] = index[folded] == nil ? position : -1
+            for key in entity.foreignKeys { referencing[key.target, default: []].append(key) }
+        }
+        self.index = index.filter { $0.value >= 0 }
+        self.exact = exact
+        self.referencing = referencing
     }
 
-    /// Case-insensitive lookup.
+    /// By exact name, else case-insensitively when that names one entity only.
     public func entity(named name: String) -> Entity? {
-        index[name.lowercased()].map { entities[$0] }
+        if let position = exact[name] { return entities[position] }
+        return index[name.lowercased()].map { entities[$0] }
     }
 
-    /// The to-one relationships, in any entity, that point at `entity`.
-    public func references(to entity: String) -> [Relationship] {
-        entities.flatMap { $0.toOneRelationships.filter { $0.target == entity } }
+    /// The foreign keys, in any entity, that point at `entity`.
+    public func foreignKeys(to entity: String) -> [ForeignKey] {
+        referencing[entity] ?? []
     }
 
     /// The qualified, quoted table name for SQL.

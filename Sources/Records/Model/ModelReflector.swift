@@ -21,7 +21,10 @@ public enum ModelReflector {
                    CASE WHEN t.typtype = 'd' THEN bt.typname ELSE t.typname END,
                    a.attnotnull, a.attidentity::text, pg_get_expr(d.adbin, d.adrelid),
                    a.attgenerated <> '', col_description(c.oid, a.attnum),
-                   pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname)
+                   pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname),
+                   (SELECT dep.refobjid::regclass::text FROM pg_depend dep JOIN pg_class s ON s.oid = dep.refobjid AND s.relkind = 'S'
+                    WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid AND dep.refclassid = 'pg_class'::regclass
+                    ORDER BY dep.refobjid LIMIT 1)
             FROM pg_attribute a
             JOIN pg_class c ON c.oid = a.attrelid
             JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -33,7 +36,7 @@ public enum ModelReflector {
             """, [schema])
         // Primary and unique keys without predicate or expression, with their columns in order.
         let indexes = try connection.query("""
-            SELECT c.relname, i.indisprimary,
+            SELECT c.relname, i.indisprimary, (SELECT ic.relname FROM pg_class ic WHERE ic.oid = i.indexrelid),
                    (SELECT json_agg(a.attname ORDER BY k.n)
                     FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
                     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
@@ -48,7 +51,11 @@ public enum ModelReflector {
         let keys = try connection.query("""
             SELECT con.conname, src.relname, sa.attname, tgt.relname, tn.nspname, con.confdeltype,
                    obj_description(con.oid, 'pg_constraint'), cardinality(con.conkey), sa.attnotnull,
-                   ta.attname, con.condeferrable
+                   ta.attname, con.condeferrable,
+                   (SELECT json_agg(a.attname ORDER BY k.n) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, n)
+                    JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum)::text,
+                   (SELECT json_agg(a.attname ORDER BY k.n) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, n)
+                    JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.attnum)::text
             FROM pg_constraint con
             JOIN pg_class src ON src.oid = con.conrelid
             JOIN pg_namespace n ON n.oid = src.relnamespace
@@ -61,12 +68,18 @@ public enum ModelReflector {
             """, [schema])
 
         var primary: [String: [String]] = [:]
+        var keyIndex: [String: String] = [:]
+        var uniqueNames: [String: [String: [String]]] = [:]
         var uniqueSets: [String: [[String]]] = [:]
         for row in 0..<indexes.rowCount {
             let table = indexes.string(row, 0)!
-            guard let json = indexes.string(row, 2), let data = json.data(using: .utf8),
+            guard let json = indexes.string(row, 3), let data = json.data(using: .utf8),
                   let names = try? JSONSerialization.jsonObject(with: data) as? [String], !names.isEmpty else { continue }
-            if indexes.bool(row, 1) == true { primary[table] = names }
+            if let index = indexes.string(row, 2) { uniqueNames[table, default: [:]][index] = names }
+            if indexes.bool(row, 1) == true {
+                primary[table] = names
+                keyIndex[table] = indexes.string(row, 2)  // as a unique violation names it
+            }
             if !(uniqueSets[table] ?? []).contains(names) { uniqueSets[table, default: []].append(names) }
         }
         func isUnique(_ table: String, _ column: String) -> Bool {
@@ -94,7 +107,8 @@ public enum ModelReflector {
                 isPrimaryKey: primary[table]?.contains(name) ?? false,
                 isGenerated: generated,
                 comment: columns.string(row, 8),
-                sequence: columns.string(row, 9)))
+                sequence: columns.string(row, 9),
+                drawsFrom: columns.string(row, 10)))
         }
 
         var entities: [String: Entity] = [:]
@@ -115,7 +129,9 @@ public enum ModelReflector {
                 name: name, key: key,
                 attributes: key + attributes.filter { !$0.isPrimaryKey },
                 relationships: [], uniqueKeys: uniqueSets[name] ?? [keyNames],
-                hasRowSecurity: tables.bool(row, 2) ?? false, comment: tables.string(row, 1))
+                hasRowSecurity: tables.bool(row, 2) ?? false, comment: tables.string(row, 1),
+                foreignKeys: [], keyConstraint: keyIndex[name])
+            entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.
@@ -125,8 +141,21 @@ public enum ModelReflector {
             var required, deferrable: Bool
         }
         var foreignKeys: [Key] = []
+        func names(_ json: String?) -> [String] {
+            guard let data = json?.data(using: .utf8) else { return [] }
+            return (try? JSONSerialization.jsonObject(with: data) as? [String]) ?? []
+        }
         for row in 0..<keys.rowCount {
-            guard keys.int(row, 7) == 1, keys.string(row, 4) == schema else { continue }
+            guard keys.string(row, 4) == schema, let source = keys.string(row, 1), let target = keys.string(row, 3),
+                  entities[source] != nil, entities[target] != nil else { continue }
+            // Every key orders writes and carries delete rules, composite ones included.
+            let columns = names(keys.string(row, 11))
+            entities[source]!.foreignKeys.append(ForeignKey(
+                constraint: keys.string(row, 0)!, entity: source, columns: columns, target: target,
+                referencedColumns: names(keys.string(row, 12)), deleteRule: DeleteRule(code: keys.string(row, 5)!),
+                isDeferrable: keys.bool(row, 10) ?? false,
+                label: source + "." + (columns.count == 1 ? toOneName(column: columns[0]) : "(" + columns.joined(separator: ", ") + ")")))
+            guard keys.int(row, 7) == 1 else { continue }
             let key = Key(constraint: keys.string(row, 0)!, source: keys.string(row, 1)!,
                           column: keys.string(row, 2)!, target: keys.string(row, 3)!,
                           referenced: keys.string(row, 9)!, rule: keys.string(row, 5)!,
@@ -138,7 +167,13 @@ public enum ModelReflector {
             foreignKeys.append(key)
         }
         for key in foreignKeys {
-            let toOne = toOneName(column: key.column)
+            var toOne = toOneName(column: key.column)
+            // A name an attribute or another relationship already has: the column's own.
+            let source = entities[key.source]!
+            if toOne != key.column && (source.attributes.contains { $0.name == toOne && $0.name != key.column }
+                                        || foreignKeys.contains { $0.source == key.source && $0.column != key.column && toOneName(column: $0.column) == toOne }) {
+                toOne = key.column
+            }
             var inverse = inverseName(comment: key.comment) ?? Inflection.plural(key.source)
             let sameName = foreignKeys.filter { $0.source == key.source && $0.target == key.target }
             if sameName.count > 1 && inverseName(comment: key.comment) == nil { inverse += "_by_" + toOne }
@@ -154,6 +189,15 @@ public enum ModelReflector {
                 constraint: key.constraint, isRequired: false, isDeferrable: key.deferrable))
             // The foreign-key column is shown as the relationship, not as an attribute.
             entities[key.source]!.attributes.removeAll { $0.name == key.column }
+        }
+        // A single-column key's effects are named by its relationship, as DESCRIBE shows it.
+        for name in Array(entities.keys) {
+            for index in entities[name]!.foreignKeys.indices where entities[name]!.foreignKeys[index].columns.count == 1 {
+                let column = entities[name]!.foreignKeys[index].columns[0]
+                if let relationship = entities[name]!.relationship(column: column) {
+                    entities[name]!.foreignKeys[index].label = name + "." + relationship.name
+                }
+            }
         }
         return Model(schema: schema, entities: Array(entities.values), unserved: unserved)
     }

@@ -233,16 +233,16 @@ public enum CommandParser {
         case .number(let n) where !n.contains(".") && !n.contains("e") && !n.contains("E"):
             t.advance()
             return .key(n)
-        case .string(let s):
+        case .string(let s) where !t.peek(1).isSymbol("="):
             t.advance()
             return .key(s)
         case .ref(let r):
             t.advance()
             return .pending(r)
-        case .word where t.peek(1).isSymbol("="):
+        case .word where t.peek(1).isSymbol("="), .string where t.peek(1).isSymbol("="):
             var pairs: [Assignment] = []
             var seen: Set<String> = []
-            while case .word(let name) = t.peek.kind, t.peek(1).isSymbol("="), !t.peek.isWord("SET") {
+            while t.peek(1).isSymbol("="), !t.peek.isWord("SET"), let name = t.peek.nameText {
                 let offset = t.peek.offset
                 t.advance()
                 t.advance()
@@ -260,13 +260,14 @@ public enum CommandParser {
 
     private static func assignments(_ t: inout TokenStream, required: Bool) throws(CommandError) -> [Assignment] {
         var result: [Assignment] = []
-        var seen: Set<String> = []  // a Set: a line of 40,000 pairs must not cost 40,000² comparisons
+        var seen: Set<String> = []  // a Set: a line of 40,000 pairs must not cost 40,000² comparisons;
+                                    // exact names (`Name` and `name` may be two columns)
         while !t.atEnd {
             let offset = t.peek.offset
             let name = try t.name("attr=value")
             guard t.consumeSymbol("=") else { throw t.error("expected '=' after '\(name)'") }
             let value = try t.value(after: "'\(name)='")
-            guard seen.insert(name.lowercased()).inserted else {
+            guard seen.insert(name).inserted else {
                 throw CommandError(.syntax, "at \(t.column(of: offset)): '\(name)' is given twice")
             }
             result.append(Assignment(name: name, value: value, offset: offset))

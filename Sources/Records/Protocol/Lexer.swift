@@ -19,6 +19,14 @@ public struct Token: Equatable, Sendable {
         return nil
     }
 
+    /// A name as written: a word, or a quoted string (a name that is not one word).
+    public var nameText: String? {
+        switch kind {
+        case .word(let w), .string(let w): w
+        default: nil
+        }
+    }
+
     public func isWord(_ keyword: String) -> Bool {
         guard case .word(let w) = kind else { return false }
         return w.count == keyword.count && w.uppercased() == keyword
@@ -183,13 +191,24 @@ public struct Lexer {
                 case UInt8(ascii: "r"): out.append(13)
                 case UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "/"): out.append(e)
                 case UInt8(ascii: "u"):
-                    guard position + 4 <= bytes.count,
-                          let code = UInt32(String(decoding: bytes[position..<(position + 4)], as: UTF8.self), radix: 16),
-                          let scalar = UnicodeScalar(code), code != 0 else {
+                    func hex(_ at: Int) -> UInt32? {
+                        guard at + 4 <= bytes.count else { return nil }
+                        return UInt32(String(decoding: bytes[at..<(at + 4)], as: UTF8.self), radix: 16)
+                    }
+                    guard var code = hex(position), code != 0 else {
                         throw error("\\u needs four hex digits of a character other than NUL", at: position - 2)
                     }
-                    out.append(contentsOf: Array(String(Character(scalar)).utf8))
                     position += 4
+                    // A surrogate pair, as JSON writes a character beyond the first plane: \ud83d\ude00.
+                    if (0xD800...0xDBFF).contains(code), position + 6 <= bytes.count, bytes[position] == 92,
+                       bytes[position + 1] == UInt8(ascii: "u"), let low = hex(position + 2), (0xDC00...0xDFFF).contains(low) {
+                        code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                        position += 6
+                    }
+                    guard let scalar = UnicodeScalar(code) else {
+                        throw error("\\u\(String(code, radix: 16)) is half a surrogate pair: give both halves, or the character itself", at: position - 6)
+                    }
+                    out.append(contentsOf: Array(String(Character(scalar)).utf8))
                 default:
                     throw error("unknown escape '\\\(Character(UnicodeScalar(e)))' (use \\\" \\\\ \\n \\t \\r \\uXXXX)", at: position - 2)
                 }

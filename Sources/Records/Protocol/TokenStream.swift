@@ -40,10 +40,15 @@ struct TokenStream {
         guard consumeSymbol(symbol) else { throw error(message) }
     }
 
+    /// A name: a word, or a quoted string for a name that is not one word (`"Tag Table"`).
     mutating func name(_ what: String) throws(CommandError) -> String {
-        guard let word = peek.word else { throw error("expected \(what)") }
-        advance()
-        return word
+        switch peek.kind {
+        case .word(let word), .string(let word):
+            advance()
+            return word
+        default:
+            throw error("expected \(what)")
+        }
     }
 
     /// A literal: number, string, true/false, nil/null, or #ref.

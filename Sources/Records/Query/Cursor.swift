@@ -1,12 +1,13 @@
-/// Keyset cursors: the last row's sort-key values and the query's fingerprint, as one opaque
-/// word (`c` + hex) that the client passes back with AFTER.
-enum Cursor {
-    private static let separator: Character = "\u{1F}"
-    private static let nilMark = "\u{1E}"
+import Foundation
 
+/// Keyset cursors: the last row's sort-key values and the query's fingerprint, as one opaque
+/// word (`c` + hex of a JSON array) that the client passes back with AFTER. JSON holds any text
+/// a key may hold, so no value can break a cursor.
+enum Cursor {
     static func encode(_ values: [String?], fingerprint: String) -> String {
-        let text = ([fingerprint] + values.map { $0 ?? nilMark }).joined(separator: String(separator))
-        return "c" + text.utf8.map { byte in
+        let array: [Any] = [fingerprint] + values.map { $0.map { $0 as Any } ?? NSNull() }
+        let data = (try? JSONSerialization.data(withJSONObject: array)) ?? Data()
+        return "c" + data.map { byte in
             let hex = String(byte, radix: 16)
             return byte < 16 ? "0" + hex : hex
         }.joined()
@@ -14,7 +15,7 @@ enum Cursor {
 
     static func decode(_ token: String, fingerprint: String, count: Int) throws(CommandError) -> [String?] {
         let invalid = CommandError(.validation, "AFTER: this cursor does not belong to this query (pass the one the previous page of the same FIND gave)")
-        guard token.hasPrefix("c"), token.count % 2 == 1 else { throw invalid }
+        guard token.hasPrefix("c"), token.count % 2 == 1, token.count < 1 << 20 else { throw invalid }
         var bytes: [UInt8] = []
         var hex = token.dropFirst()
         while !hex.isEmpty {
@@ -22,9 +23,12 @@ enum Cursor {
             bytes.append(byte)
             hex = hex.dropFirst(2)
         }
-        guard let text = String(validating: bytes, as: UTF8.self) else { throw invalid }
-        let parts = text.split(separator: separator, omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == count + 1, parts[0] == fingerprint else { throw invalid }
-        return parts.dropFirst().map { $0 == nilMark ? nil : $0 }
+        guard let array = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [Any], array.count == count + 1,
+              array[0] as? String == fingerprint else { throw invalid }
+        var values: [String?] = []
+        for item in array.dropFirst() {
+            if item is NSNull { values.append(nil) } else if let text = item as? String { values.append(text) } else { throw invalid }
+        }
+        return values
     }
 }

@@ -81,7 +81,7 @@ struct PredicateParser {
             break
         }
         let keyToken = tokens.peek
-        guard let keyPath = keyToken.word else {
+        guard let keyPath = keyToken.nameText else {
             throw tokens.error("expected an attribute or key path")
         }
         tokens.advance()

@@ -93,13 +93,16 @@ struct QueryBuilder {
 
     /// `SELECT t0.key FROM table AS t0 ... WHERE predicate`, its values bound after those
     /// `sql` holds: the records a change by predicate touches.
-    static func keys(of entity: Entity, matching predicate: Predicate, model: Model, into sql: inout SQLText) throws(CommandError) -> String {
+    /// With `locking`, the rows are locked in key order (`FOR UPDATE`), so concurrent saves
+    /// that change overlapping records by predicate wait for each other instead of deadlocking.
+    static func keys(of entity: Entity, matching predicate: Predicate, model: Model, into sql: inout SQLText,
+                     locking: Bool = false) throws(CommandError) -> String {
         var builder = QueryBuilder(model: model)
         builder.parameters = sql.parameters
         let condition = try builder.compile(predicate, entity: entity, alias: "t0")
         sql.parameters = builder.parameters
         return "SELECT \(entity.keyList(alias: "t0")) FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined()
-            + " WHERE " + condition
+            + " WHERE " + condition + (locking ? " ORDER BY \(entity.keyList(alias: "t0")) FOR UPDATE OF t0" : "")
     }
 
     /// The records among `keys` that match `predicate` (their key columns as text): as
@@ -172,9 +175,13 @@ struct QueryBuilder {
         var result: [(key: String, sql: String, format: RowEncoder.Format)] = []
         for attribute in entity.attributes {
             let column = "\(alias).\(SQL.identifier(attribute.name))"
-            result.append(attribute.kind == .binary
-                ? (attribute.name, "translate(encode(\(column), 'base64'), E'\\n', '')", .string)
-                : (attribute.name, column, RowEncoder.Format(attribute.kind)))
+            if attribute.kind == .binary {
+                result.append((attribute.name, "translate(encode(\(column), 'base64'), E'\\n', '')", .string))
+            } else if attribute.sqlType.hasSuffix("]") {
+                result.append((attribute.name, "to_json(\(column))", .raw))  // an array prints as a JSON array
+            } else {
+                result.append((attribute.name, column, RowEncoder.Format(attribute.kind)))
+            }
         }
         for relationship in entity.relationships {
             if let sub = includes.children[relationship.name] {
@@ -251,7 +258,8 @@ struct QueryBuilder {
 
     /// Where a key path leads: a value expression, or a to-many relationship with the rest of the path.
     private enum Resolved {
-        case value(sql: String, kind: ValueKind, name: String)
+        /// `type`: the column's SQL type, for casts of lists (an enum's `IN` compares with `mood[]`).
+        case value(sql: String, kind: ValueKind, name: String, type: String)
         case toMany(Relationship, ownerAlias: String, rest: [String])
         case count(sql: String)
     }
@@ -267,7 +275,7 @@ struct QueryBuilder {
             let isLast = index == components.count - 1
             if let attribute = entity.attribute(named: component) {
                 guard isLast else { throw unknown(path, "\(component) is an attribute, not a relationship", offset) }
-                return .value(sql: "\(alias).\(SQL.identifier(attribute.name))", kind: attribute.kind, name: attribute.name)
+                return .value(sql: "\(alias).\(SQL.identifier(attribute.name))", kind: attribute.kind, name: attribute.name, type: attribute.sqlType)
             }
             if component.lowercased() == "@count" {
                 throw unknown(path, "@count follows a to-many relationship", offset)
@@ -285,7 +293,8 @@ struct QueryBuilder {
                 return .toMany(relationship, ownerAlias: alias, rest: rest)
             }
             if isLast {
-                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: referencedKind(relationship), name: relationship.name)
+                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: referencedKind(relationship), name: relationship.name,
+                              type: relationship.columnType)
             }
             prefix += "." + relationship.name
             if let existing = joinAliases[prefix] {
@@ -311,7 +320,7 @@ struct QueryBuilder {
                                    path: key.path, offset: key.offset, joinInto: &outer)
         joins = outer
         switch resolved {
-        case .value(let sql, _, _), .count(let sql): return sql
+        case .value(let sql, _, _, _), .count(let sql): return sql
         case .toMany: throw CommandError(.unknown, "cannot order by '\(key.path)': it leads through a to-many relationship (use @count)")
         }
     }
@@ -339,13 +348,13 @@ struct QueryBuilder {
         let resolved = try resolve(components, entity: entity, alias: alias, path: c.keyPath, offset: c.keyPathOffset, joinInto: &outer)
         joins = outer
         switch resolved {
-        case .value(let sql, let kind, let name):
+        case .value(let sql, let kind, let name, let type):
             if c.quantifier != nil {
                 throw CommandError(.syntax, "\(c.quantifier!.rawValue) needs a key path through a to-many relationship, not '\(c.keyPath)'")
             }
-            return try condition(sql, kind: kind, name: name, c)
+            return try condition(sql, kind: kind, name: name, type: type, c)
         case .count(let sql):
-            return try condition(sql, kind: .integer(bits: 64), name: c.keyPath, c)
+            return try condition(sql, kind: .integer(bits: 64), name: c.keyPath, type: "bigint", c)
         case .toMany(let relationship, let ownerAlias, let rest):
             guard !rest.isEmpty, let target = model.entity(named: relationship.target) else {
                 throw CommandError(.unknown, "'\(c.keyPath)' is a to-many relationship: compare one of its attributes (ANY \(c.keyPath).name == ...) or its @count")
@@ -359,10 +368,10 @@ struct QueryBuilder {
             let innerResolved = try resolve(rest, entity: target, alias: sub, path: c.keyPath, offset: c.keyPathOffset, joinInto: &inner)
             let innerJoins = inner
             (joins, joinAliases) = saved
-            guard case .value(let sql, let kind, let name) = innerResolved else {
+            guard case .value(let sql, let kind, let name, let type) = innerResolved else {
                 throw CommandError(.unknown, "'\(c.keyPath)': only one to-many relationship per key path")
             }
-            let test = try condition(sql, kind: kind, name: name, c)
+            let test = try condition(sql, kind: kind, name: name, type: type, c)
             let from = "SELECT 1 FROM \(model.table(target)) AS \(sub)" + innerJoins.map { " " + $0 }.joined()
                 + " WHERE \(sub).\(SQL.identifier(relationship.column)) = \(ownerAlias).\(SQL.identifier(relationship.referencedColumn))"
             switch c.quantifier ?? .any {
@@ -374,7 +383,7 @@ struct QueryBuilder {
     }
 
     /// One comparison of an expression with the typed values, every value a parameter.
-    private mutating func condition(_ lhs: String, kind: ValueKind, name: String, _ c: Comparison) throws(CommandError) -> String {
+    private mutating func condition(_ lhs: String, kind: ValueKind, name: String, type: String, _ c: Comparison) throws(CommandError) -> String {
         func plainText(_ value: Value) throws(CommandError) -> String? {
             switch try ValueCoercion.coerce(value, to: kind == .other ? .other : kind, name: name) {
             case .null: return nil
@@ -420,7 +429,7 @@ struct QueryBuilder {
         switch c.op {
         case .in:
             let values = try c.values.map { (v: Value) throws(CommandError) -> String? in try text(v) }
-            let typeCast = castType(kind, lhs: lhs)
+            let typeCast = castType(kind, type: type)
             let nonNull = values.compactMap { $0 }
             let list = bind(SQL.arrayLiteral(nonNull.map { Optional($0) }))
             // lower() of the array's text form folds every element at once.
@@ -446,7 +455,9 @@ struct QueryBuilder {
         }
     }
 
-    private func castType(_ kind: ValueKind, lhs: String) -> String {
+    /// The element type of a list compared with `= ANY`: the kind's type, or the column's own
+    /// for kinds passed as text (enums, inet, intervals, arrays' element... as the column has it).
+    private func castType(_ kind: ValueKind, type: String) -> String {
         switch kind {
         case .integer: "bigint"
         case .decimal: "numeric"
@@ -456,6 +467,7 @@ struct QueryBuilder {
         case .timestamp: "timestamptz"
         case .uuid: "uuid"
         case .binary: "bytea"
+        case .other where !type.hasSuffix("]"): type
         default: "text"
         }
     }

@@ -2,58 +2,115 @@ import Foundation
 import Postgres
 
 /// Turns PostgreSQL's errors into the protocol's codes and into words a user understands,
-/// naming the record and field where they are known.
+/// naming the record and field where they are known. Decided from the SQLSTATE and libpq's
+/// diagnostic fields (table, column, constraint) with the model, never from the message's
+/// words, which PostgreSQL translates (`lc_messages`).
 enum ErrorMapping {
+    /// What the failing statement did, for the words of its error.
+    struct Failed {
+        enum Operation { case insert, update, delete }
+        var operation: Operation?
+        /// How the record is named (`#e1`, `employee 7`), when one record failed.
+        var record: String?
+        /// The record's values as the unit has them, by column.
+        var values: [String: String] = [:]
+
+        init(operation: Operation? = nil, record: String? = nil, values: [String: String] = [:]) {
+            self.operation = operation
+            self.record = record
+            self.values = values
+        }
+
+        /// The operation and values of one pending change.
+        init(_ change: ChangeID, in changes: ChangeSet, record: String?) {
+            self.record = record
+            switch change {
+            case .insert(let ref):
+                operation = .insert
+                for (column, value) in changes.insert(ref)?.fields ?? [] { if let text = value.text { values[column] = text } }
+            case .update(let key):
+                operation = .update
+                for (column, value) in changes.updates[key]?.fields ?? [:] { if let text = value.text { values[column] = text } }
+            case .delete:
+                operation = .delete
+            case .bulk(let index):
+                operation = changes.bulk[index].isDelete ? .delete : .update
+            }
+        }
+    }
+
     static func map(_ error: Error, model: Model, connection: Connection? = nil) -> CommandError {
         switch error {
         case let error as CommandError: return error
-        case let error as PostgresError: return map(error, record: nil, model: model, connection: connection)
+        case let error as PostgresError: return map(error, failed: Failed(), model: model, connection: connection)
         default: return CommandError(.internal, String(describing: error))
         }
     }
 
-    static func map(_ error: PostgresError, record: String?, model: Model, connection: Connection?) -> CommandError {
+    static func map(_ error: PostgresError, failed: Failed, model: Model, connection: Connection?) -> CommandError {
         if error.isUnavailable {
             return CommandError(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
         }
-        let subject = record.map { $0 + ": " } ?? ""
+        let subject = failed.record.map { $0 + ": " } ?? ""
         let table = error.table.flatMap { model.entity(named: $0) }
-        let key = parseKey(error.detail)
+        let constraint = error.constraint ?? "?"
         switch error.sqlState {
         case .uniqueViolation?:
-            let what = key.map { "\($0.column) \(quoteIfText($0.value, column: $0.column, entity: table)) is already taken" } ?? "a unique value is already taken"
-            return CommandError(.validation, "\(subject)\(what) (unique constraint \(error.constraint ?? "?"))")
+            let columns = table?.uniqueConstraints[constraint] ?? []
+            let what: String
+            if columns.count == 1, let table {
+                let value = failed.values[columns[0]].map { " " + show($0, column: columns[0], in: table) } ?? ""
+                what = "\(table.label(columns[0]))\(value) is already taken"
+            } else if let table, !columns.isEmpty {
+                what = "(" + columns.map(table.label).joined(separator: ", ") + ") is already taken"
+            } else {
+                what = "a unique value is already taken"
+            }
+            return CommandError(.validation, "\(subject)\(what) (unique constraint \(constraint))")
         case .foreignKeyViolation?:
-            if error.message.contains("still referenced") || error.detail?.contains("still referenced") == true {
-                let from = error.detail.flatMap { detail -> String? in
-                    guard let r = detail.range(of: "from table \"") else { return nil }
-                    return String(detail[r.upperBound...].prefix { $0 != "\"" })
-                } ?? "another entity"
-                return CommandError(.denied, "\(subject)the delete is denied: \(from) records still point at it (constraint \(error.constraint ?? "?"))")
+            // The table is the one whose key points (the referencing side), whichever side failed.
+            let key = model.entities.lazy.flatMap(\.foreignKeys).first { $0.constraint == error.constraint }
+            let pointing = table?.name ?? key?.entity ?? "other"
+            switch failed.operation {
+            case .delete?:
+                return CommandError(.denied, "\(subject)the delete is denied: \(pointing) records still point at it (constraint \(constraint))")
+            case .update? where key.map({ $0.entity != $0.target }) ?? false && key?.target != nil
+                && failed.values.keys.contains(where: { key!.referencedColumns.contains($0) }):
+                return CommandError(.validation, "\(subject)\(pointing) records still point at the value it had: move them first (constraint \(constraint))")
+            default:
+                guard let key, let source = model.entity(named: key.entity) else {
+                    return CommandError(.validation, "\(subject)a record it points at does not exist (constraint \(constraint))")
+                }
+                let name = key.columns.count == 1 ? source.label(key.columns[0]) : "(" + key.columns.joined(separator: ", ") + ")"
+                let value = key.columns.count == 1 ? failed.values[key.columns[0]].map { " " + $0 } ?? "" : ""
+                return CommandError(.validation, "\(subject)\(name)\(value) does not exist in \(key.target)")
             }
-            let relationship = key.flatMap { k in table?.toOneRelationships.first { $0.column == k.column } }
-            if let relationship, let key {
-                return CommandError(.validation, "\(subject)\(relationship.name) \(key.value) does not exist in \(relationship.target)")
-            }
-            return CommandError(.validation, "\(subject)\(error.message)")
         case .checkViolation?:
+            guard let name = error.constraint else {
+                return CommandError(.validation, "\(subject)no check of \(error.table ?? "the table") lets it in (a partition for it may be missing)")
+            }
             var definition = ""
-            if let connection, let name = error.constraint, connection.isHealthy, !connection.inTransaction,
+            if let connection, connection.isHealthy, !connection.inTransaction,
                let text = try? connection.query("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1 LIMIT 1", [name]).string(0, 0) {
                 definition = ": " + text
             }
-            return CommandError(.validation, "\(subject)violates check constraint \(error.constraint ?? "?")\(definition)")
+            return CommandError(.validation, "\(subject)violates check constraint \(name)\(definition)")
         case .notNullViolation?:
             let column = error.column ?? "?"
-            let name = table?.toOneRelationships.first { $0.column == column }?.name ?? column
-            return CommandError(.validation, "\(subject)\(name) is required")
+            return CommandError(.validation, "\(subject)\(table?.label(column) ?? column) is required")
         case .serializationFailure?, .deadlockDetected?:
             return CommandError(.conflict, "\(subject)\(error.message) (still failing after \(SavePlan.maxAttempts) attempts)")
         case .queryCanceled?:
             return CommandError(.limit, "\(subject)the statement ran past its time limit and was cancelled")
         case .lockNotAvailable?:
             return CommandError(.conflict, "\(subject)a record stayed locked by another transaction past the lock time limit: try again")
-        case let state? where state.errorClass == "22":
+        case let state? where state.errorClass == "22" || state.errorClass == "23":
+            return CommandError(.validation, "\(subject)\(error.message)")
+        case .undefinedFunction?:
+            // A comparison or an order the column's type does not have (json ==, ORDER BY point).
+            return CommandError(.validation, "\(subject)\(error.message)")
+        case .raiseException?:
+            // The schema's own trigger or check function said no: its words are the reason.
             return CommandError(.validation, "\(subject)\(error.message)")
         case let state? where state.errorClass == "42" && state != .undefinedTable:
             return CommandError(.internal, "\(subject)\(error.message)")
@@ -62,16 +119,22 @@ enum ErrorMapping {
         }
     }
 
-    /// `Key (name)=(Chess) already exists.` -> ("name", "Chess").
-    static func parseKey(_ detail: String?) -> (column: String, value: String)? {
-        guard let detail, let open = detail.range(of: "Key ("), let mid = detail.range(of: ")=(", range: open.upperBound..<detail.endIndex)
-        else { return nil }
-        let column = String(detail[open.upperBound..<mid.lowerBound])
-        guard let close = detail.range(of: ")", options: .backwards, range: mid.upperBound..<detail.endIndex) else { return nil }
-        return (column, String(detail[mid.upperBound..<close.lowerBound]))
+    /// A value as a command takes it: quoted unless its attribute is a number.
+    private static func show(_ value: String, column: String, in entity: Entity) -> String {
+        switch entity.attribute(named: column)?.kind ?? entity.keyKind(column) {
+        case .integer, .decimal, .double: value
+        default: JSON.quote(value)
+        }
     }
+}
 
-    private static func quoteIfText(_ value: String, column: String, entity: Entity?) -> String {
-        entity?.attribute(named: column)?.kind == .string ? JSON.quote(value) : value
+extension FieldValue {
+    /// The bind text of a value the client gave, nil for nil; a #ref shows as itself.
+    var text: String? {
+        switch self {
+        case .null: nil
+        case .text(let text): text
+        case .ref(let ref): "#" + ref
+        }
     }
 }

@@ -54,7 +54,21 @@ extension WorkContext {
                 return SaveResult(reply: reply, saved: true, assigned: plan.assigned, attempts: plan.attempts)
             case .failed(let failure):
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
-                return SaveResult(reply: reply(for: failure, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
+                if let stale = staleKey(failure, plan: plan, model: model) {
+                    // An id its sequence gave is taken: the sequence is behind the table's data.
+                    // It moves on, and the insert lets go of that id, so SAVE again gives a new one.
+                    var assigned = plan.assigned
+                    assigned[stale.ref] = nil
+                    if let sequence = stale.sequence {
+                        _ = try? connection.query("""
+                            SELECT setval($1::regclass, m) FROM (SELECT max(\(SQL.identifier(stale.column)))::bigint AS m FROM \(model.table(stale.entity))) AS s
+                            WHERE m > coalesce(pg_sequence_last_value($1::regclass), 0)
+                            """, [sequence])
+                    }
+                    let message = "#\(stale.ref): \(stale.entity.label(stale.column)) \(stale.value) is already taken: it came from the key's sequence, which was behind the table's data; nothing was saved: SAVE again to give it a new one"
+                    return SaveResult(reply: .error(.validation, message), saved: false, assigned: assigned, attempts: plan.attempts)
+                }
+                return SaveResult(reply: reply(for: failure, changes: plan.changes, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
             case .uncertain(let xid, let ifCommitted):
                 switch transactionStatus(xid) {
                 case .committed?:
@@ -68,6 +82,20 @@ extension WorkContext {
                 }
             }
         }
+    }
+
+    /// A failed SAVE's insert whose key, which this server allocated (the client gave none),
+    /// collided with a stored record's.
+    private func staleKey(_ failure: SavePlan.Failure, plan: SavePlan, model: Model)
+        -> (ref: String, entity: Entity, column: String, value: String, sequence: String?)? {
+        guard let error = failure.postgres, error.sqlState == .uniqueViolation, failure.records.count == 1,
+              failure.records[0].hasPrefix("#"), let entity = model.entity(named: failure.entity),
+              error.constraint != nil, error.constraint == entity.keyConstraint else { return nil }
+        let ref = String(failure.records[0].dropFirst())
+        guard let insert = plan.changes.insert(ref), let assigned = plan.assigned[ref],
+              let column = entity.keyColumns.first(where: { insert.value(of: $0) == nil && assigned.values[$0] != nil }),
+              let value = assigned.values[column] else { return nil }
+        return (ref, entity, column, value, entity.key.first { $0.name == column }?.drawsFrom)
     }
 
     static let uncertainReply = Reply.error(.unavailable,
@@ -93,7 +121,7 @@ extension WorkContext {
         return nil
     }
 
-    private func reply(for failure: SavePlan.Failure, model: Model) -> Reply {
+    private func reply(for failure: SavePlan.Failure, changes: ChangeSet, model: Model) -> Reply {
         if let command = failure.command { return command.reply }
         guard let error = failure.postgres else { return .error(.internal, "SAVE failed") }
         if error.sqlState == .queryCanceled && lease.wasCancelled {
@@ -110,7 +138,10 @@ extension WorkContext {
         }
         let record = failure.records.count == 1 ? failure.records[0]
             : failure.records.isEmpty ? nil : "\(failure.entity) (one of \(failure.records.count) records)"
-        return ErrorMapping.map(error, record: record, model: model, connection: connection).reply
+        let failed = failure.changes.count == 1
+            ? ErrorMapping.Failed(failure.changes[0], in: changes, record: record)
+            : ErrorMapping.Failed(operation: failure.changes.first.map { ErrorMapping.Failed($0, in: changes, record: nil).operation } ?? nil, record: record)
+        return ErrorMapping.map(error, failed: failed, model: model, connection: connection).reply
     }
 }
 

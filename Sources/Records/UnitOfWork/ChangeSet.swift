@@ -156,6 +156,33 @@ public struct ChangeSet: Sendable, Equatable {
 
     mutating func addBulk(_ change: BulkChange) { bulk.append(change) }
 
+    /// Identifies what the change set changes (not how it was typed in detail): the same
+    /// changes give the same fingerprint in any session. FNV-1a, 64 bits, as hex.
+    public var fingerprint: String {
+        var text = ""
+        func field(_ column: String, _ value: FieldValue) -> String {
+            switch value {
+            case .null: return column + "\u{1}nil"
+            case .text(let t): return column + "\u{1}=" + t
+            case .ref(let r): return column + "\u{1}#" + r
+            }
+        }
+        for insert in inserts {
+            text += "i\u{0}" + insert.ref + "\u{0}" + insert.entity + "\u{0}"
+                + insert.fields.map { field($0.column, $0.value) }.sorted().joined(separator: "\u{0}") + "\n"
+        }
+        for key in updateOrder {
+            let update = updates[key]!
+            text += "u\u{0}" + key.entity + "\u{0}" + key.values.joined(separator: "\u{0}") + "\u{0}"
+                + update.fields.map { field($0.key, $0.value) }.sorted().joined(separator: "\u{0}") + "\n"
+        }
+        for change in bulk { text += "b\u{0}" + change.text + "\n" }
+        for key in deleteOrder { text += "d\u{0}" + key.entity + "\u{0}" + key.values.joined(separator: "\u{0}") + "\n" }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return String(hash, radix: 16)
+    }
+
     /// The pending changes that point at the pending insert `ref`, as the client names them.
     func dependents(of ref: String) -> [String] {
         inserts.filter { $0.refs.contains(ref) }.map { "#" + $0.ref }

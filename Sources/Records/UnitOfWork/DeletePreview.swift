@@ -30,7 +30,7 @@ struct DeletePreviewPlan: Sendable {
     private var nullified: [(RecordKey, String)] = []
     private var denying: [RecordKey] = []
     private var frontier: [(entity: String, keys: [RecordKey])]
-    private var asked: [(relationship: Relationship, source: String)] = []
+    private var asked: [ForeignKey] = []
 
     init(model: Model, roots: [RecordKey]) {
         self.model = model
@@ -49,14 +49,16 @@ struct DeletePreviewPlan: Sendable {
         asked = []
         for (targetName, keys) in frontier {
             guard let target = model.entity(named: targetName), !keys.isEmpty else { continue }
-            for relationship in model.references(to: target.name) {
-                guard let source = model.entity(named: relationship.entity) else { continue }
+            for foreignKey in model.foreignKeys(to: target.name) {
+                guard let source = model.entity(named: foreignKey.entity) else { continue }
                 var sql = SQLText()
                 let match = target.keyMatch(keys, alias: "p", into: &sql)
-                sql.text = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE c.\(SQL.identifier(relationship.column)) IN ("
-                    + "SELECT p.\(SQL.identifier(relationship.referencedColumn)) FROM \(model.table(target)) AS p WHERE \(match))"
+                let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
+                let referenced = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
+                sql.text = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE (\(columns)) IN ("
+                    + "SELECT \(referenced) FROM \(model.table(target)) AS p WHERE \(match))"
                 statements.append(sql.statement)
-                asked.append((relationship, source.name))
+                asked.append(foreignKey)
             }
         }
         frontier = []
@@ -67,10 +69,10 @@ struct DeletePreviewPlan: Sendable {
     mutating func received(_ results: [StatementResult]) {
         var fresh: [String: [RecordKey]] = [:]
         var order: [String] = []
-        for ((relationship, sourceName), result) in zip(asked, results) {
-            guard let source = model.entity(named: sourceName) else { continue }
+        for (foreignKey, result) in zip(asked, results) {
+            guard let source = model.entity(named: foreignKey.entity) else { continue }
             let keys = result.rows.map { source.recordKey($0) }
-            switch relationship.deleteRule {
+            switch foreignKey.deleteRule {
             case .cascade:
                 for key in keys where deleted.insert(key).inserted {
                     cascaded.append(key)
@@ -78,7 +80,7 @@ struct DeletePreviewPlan: Sendable {
                     fresh[source.name, default: []].append(key)
                 }
             case .nullify, .setDefault:
-                nullified += keys.map { ($0, source.name + "." + relationship.name) }
+                nullified += keys.map { ($0, foreignKey.label) }
             case .deny:
                 denying += keys
             }

@@ -14,7 +14,8 @@ enum KeyAllocation {
                   visiting.insert(ref).inserted else { return nil }
             defer { visiting.remove(ref) }
             var values: [String: String] = [:]
-            for column in entity.keyColumns {
+            let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
+            for column in columns {
                 switch insert.value(of: column) {
                 case .text(let text)?: values[column] = text
                 case .ref(let target)?:
@@ -54,9 +55,8 @@ enum KeyAllocation {
         var requests: [Request] = []
         for insert in changes.inserts where !skip.contains(.insert(insert.ref)) {
             guard let entity = model.entity(named: insert.entity) else { continue }
-            let missing = entity.key.filter { attribute in
-                known[insert.ref]?.values[attribute.name] == nil && attribute.allocation != nil
-                    && !isRef(insert.value(of: attribute.name))
+            let missing = entity.allocatedColumns.filter { attribute in
+                known[insert.ref]?.values[attribute.name] == nil && insert.value(of: attribute.name) == nil
             }
             guard !missing.isEmpty else { continue }
             let shape = entity.name + "\u{0}" + missing.map(\.name).joined(separator: "\u{0}")
@@ -72,7 +72,7 @@ enum KeyAllocation {
             var sql = SQLText()
             let count = sql.bind(String(requests[index].refs.count))
             let columns = requests[index].columns.map { column -> String in
-                switch entity.key.first(where: { $0.name == column })!.allocation! {
+                switch entity.allocatedColumns.first(where: { $0.name == column })!.allocation! {
                 case .sequence(let sequence): return "nextval(\(sql.bind(sequence))::regclass)::text"
                 // The column's default, as the catalog prints it: evaluated once a row.
                 case .expression(let expression): return "(\(expression))::text"

@@ -30,9 +30,9 @@ extension Entity {
         }.joined(separator: " ")
     }
 
-    /// `no employee with id 42`, `no project_member with project=3 employee=7`.
+    /// `no employee with id 42`, `no tag with label "red"`, `no project_member with project=3 employee=7`.
     public func missing(_ key: RecordKey) -> String {
-        "no \(name) with " + (self.key.count == 1 ? "id " : "") + show(key)
+        "no \(name) with " + (self.key.count == 1 ? label(self.key[0].name) + " " : "") + show(key)
     }
 
     /// The kind of a key column's values: a foreign-key column's values are its target's.

@@ -75,6 +75,8 @@ struct SavePlan: Sendable {
         var postgres: PostgresError?
         var records: [String] = []
         var entity = ""
+        /// The changes the failing statement wrote.
+        var changes: [ChangeID] = []
     }
 
     let model: Model
@@ -102,6 +104,7 @@ struct SavePlan: Sendable {
         /// Statements in the round before the first write.
         var offset = 0
         var outcome: Outcome
+        var insertResults: Range<Int>
         var updateResults: Range<Int>
         var bulkDeleteSelects: Range<Int>
         var deleteRoots: [RecordKey]
@@ -113,6 +116,7 @@ struct SavePlan: Sendable {
         case begun(FirstRound)
         case written(Written)
         case previewing(Written, DeletePreviewPlan)
+        /// `writes` are the round's first statements (the deletes), whose rows are counted.
         case committing(outcome: Outcome, writes: [WritePlan.Write])
         case diagnosing(original: PostgresError, failed: WritePlan.Write, writes: [WritePlan.Write], offset: Int)
         case finished
@@ -153,7 +157,7 @@ struct SavePlan: Sendable {
         statements.append(.transactionID)
         if let saveKey = settings.saveKey {
             round.savedReply = statements.count
-            statements.append(Statement("SELECT message, lines::text FROM records.save_keys WHERE owner = $1 AND key = $2",
+            statements.append(Statement("SELECT message, lines::text, fingerprint FROM records.save_keys WHERE owner = $1 AND key = $2",
                                         [saveKey.owner, saveKey.key]))
         }
         if let deferral = deferral(InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)) {
@@ -188,8 +192,12 @@ struct SavePlan: Sendable {
         case .begun(let round):
             xid = results[round.transactionID].rows.first?[0] ?? nil
             if let index = round.savedReply, let row = results[index].rows.first {
-                // This key's SAVE committed before: answer what it answered, write nothing.
                 state = .finished
+                guard row[2] == changes.fingerprint else {
+                    // Another unit's key: nothing is written, nothing dropped.
+                    throw CommandError(.conflict, "SAVE KEY \(settings.saveKey!.key) was used before by a save of other changes; nothing was saved: give this save a key of its own")
+                }
+                // This key's SAVE committed before: answer what it answered, write nothing.
                 return .committed(Self.storedReply(message: row[0], lines: row[1]))
             }
             let allocated = KeyAllocation.allocated(round.allocation, results: Array(results[round.allocationStart..<(round.allocationStart + round.allocation.count)]))
@@ -198,6 +206,8 @@ struct SavePlan: Sendable {
                 .resolve(policy: policy, locks: round.locks, results: Array(results[round.lockStart..<(round.lockStart + round.locks.count)]))
             return try write(resolution: resolution)
         case .written(var written):
+            // The real counts: a BEFORE trigger may skip a row.
+            written.outcome.inserted = results[written.insertResults].reduce(0) { $0 + $1.affected }
             written.outcome.updated = results[written.updateResults].reduce(0) { $0 + $1.affected }
             if written.commitsHere {
                 state = .finished
@@ -221,13 +231,14 @@ struct SavePlan: Sendable {
                 return .run(queries)
             }
             return delete(written, preview: preview)
-        case .committing(let outcome, _):
+        case .committing(var outcome, let writes):
             state = .finished
+            if !writes.isEmpty { outcome.deleted = results.prefix(writes.count).reduce(0) { $0 + $1.affected } }
             return .committed(outcome.reply)
         case .diagnosing(let original, let failed, _, _):
             // The replay wrote every row without failing: name what the original statement wrote.
             state = .finished
-            return .failed(Failure(postgres: original, records: failed.records, entity: failed.entity))
+            return .failed(Failure(postgres: original, records: failed.records, entity: failed.entity, changes: failed.changes))
         case .idle, .finished:
             throw CommandError(.internal, "SAVE received a result it did not ask for")
         }
@@ -237,7 +248,7 @@ struct SavePlan: Sendable {
     private mutating func write(resolution: ConflictCheck.Resolution) throws(CommandError) -> Action {
         let keys = KeyAllocation.known(changes, model: model, assigned: assigned)
         let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
-                             rowsPerStatement: settings.rowsPerStatement)
+                             rowsPerStatement: settings.rowsPerStatement, locking: true)
         if !plan.problems.isEmpty {
             throw CommandError(.validation, "\(plan.problems.count) problem(s); nothing was saved", details: plan.problems.map(\.message))
         }
@@ -264,7 +275,8 @@ struct SavePlan: Sendable {
         // With nothing to delete and no key to record, COMMIT rides in the same round trip.
         let commitsHere = roots.isEmpty && selectStart == statements.count && settings.saveKey == nil
         if commitsHere { statements.append(.commit) }
-        state = .written(Written(writes: writes, outcome: outcome, updateResults: updateStart..<writes.count,
+        state = .written(Written(writes: writes, outcome: outcome, insertResults: 0..<plan.inserts.count,
+                                 updateResults: updateStart..<writes.count,
                                  bulkDeleteSelects: selectStart..<(statements.count - (commitsHere ? 1 : 0)),
                                  deleteRoots: roots, commitsHere: commitsHere))
         return .run(statements)
@@ -293,8 +305,9 @@ struct SavePlan: Sendable {
         var statements = before
         if let saveKey = settings.saveKey {
             let reply = outcome.reply
-            statements.append(Statement("INSERT INTO records.save_keys (owner, key, message, lines) VALUES ($1, $2, $3, $4::text[])",
-                                        [saveKey.owner, saveKey.key, reply.statusMessage, SQL.arrayLiteral(reply.lines.map { Optional($0) })]))
+            statements.append(Statement("INSERT INTO records.save_keys (owner, key, message, lines, fingerprint) VALUES ($1, $2, $3, $4::text[], $5)",
+                                        [saveKey.owner, saveKey.key, reply.statusMessage, SQL.arrayLiteral(reply.lines.map { Optional($0) }),
+                                         changes.fingerprint]))
         }
         statements.append(.commit)
         state = .committing(outcome: outcome, writes: writes)
@@ -316,9 +329,13 @@ struct SavePlan: Sendable {
         if case .diagnosing(_, let original, let writes, let offset) = state {
             state = .finished
             let found = index >= offset && index - offset < writes.count ? writes[index - offset] : original
-            return .failed(Failure(postgres: error, records: found.records, entity: found.entity))
+            return .failed(Failure(postgres: error, records: found.records, entity: found.entity, changes: found.changes))
         }
         if attempts < Self.maxAttempts, error.sqlState == .serializationFailure || error.sqlState == .deadlockDetected {
+            return start()
+        }
+        // Another SAVE with the same key committed while this one ran: start again, and find it.
+        if attempts < Self.maxAttempts, error.sqlState == .uniqueViolation, error.table == "save_keys", settings.saveKey != nil {
             return start()
         }
         let write = self.write(at: index)
@@ -326,7 +343,7 @@ struct SavePlan: Sendable {
             return diagnose(error, write)
         }
         state = .finished
-        return .failed(Failure(postgres: error, records: write?.records ?? [], entity: write?.entity ?? ""))
+        return .failed(Failure(postgres: error, records: write?.records ?? [], entity: write?.entity ?? "", changes: write?.changes ?? []))
     }
 
     /// The outcome a COMMIT in flight would have answered.
@@ -390,17 +407,18 @@ struct SavePlan: Sendable {
         }
     }
 
-    /// Entities whose records are deleted together, ordered so that no RESTRICT fires between
-    /// them: an entity goes before every entity that it, or what it cascades to, points at with
-    /// a RESTRICT (deleting an employee cascades to its assignments, which must be gone before
-    /// their project). Other entities, and entities in a cycle, keep their order.
+    /// Entities whose records are deleted together, in an order where no RESTRICT fires between
+    /// them and each DELETE counts the records it was given: an entity goes before every entity
+    /// that it, or what it cascades to, points at with a RESTRICT (deleting an employee cascades
+    /// to its assignments, which must be gone before their project), and before every entity
+    /// whose delete would cascade to it. Others, and entities in a cycle, keep their order.
     static func deleteOrder(model: Model, names: [String]) -> [String] {
         func cascadeClosure(_ name: String) -> Set<String> {
             var reached: Set<String> = [name]
             var frontier = [name]
             while let next = frontier.popLast() {
-                for relationship in model.references(to: next) where relationship.deleteRule == .cascade {
-                    if reached.insert(relationship.entity).inserted { frontier.append(relationship.entity) }
+                for key in model.foreignKeys(to: next) where key.deleteRule == .cascade {
+                    if reached.insert(key.entity).inserted { frontier.append(key.entity) }
                 }
             }
             return reached
@@ -408,11 +426,12 @@ struct SavePlan: Sendable {
         let members = Set(names)
         var before: [String: Set<String>] = [:]  // name -> the members that must be deleted before it
         for name in names {
-            for source in cascadeClosure(name) {
-                for relationship in model.entity(named: source)?.toOneRelationships ?? []
-                where relationship.deleteRule == .deny && relationship.target != name {
-                    if members.contains(relationship.target) { before[relationship.target, default: []].insert(name) }
+            let closure = cascadeClosure(name)
+            for source in closure {
+                for key in model.entity(named: source)?.foreignKeys ?? [] where key.deleteRule == .deny && key.target != name {
+                    if members.contains(key.target) { before[key.target, default: []].insert(name) }
                 }
+                if source != name && members.contains(source) { before[name, default: []].insert(source) }
             }
         }
         var remaining = names

@@ -19,7 +19,8 @@ enum ValueCoercion {
         case .number(let n):
             switch kind {
             case .integer(let bits):
-                guard !n.contains("."), !n.contains("e"), !n.contains("E") else { throw wrong("a whole number") }
+                let digits = n.first == "-" || n.first == "+" ? n.dropFirst() : n[...]
+                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw wrong("a whole number") }
                 guard let parsed = Int64(n) else { throw CommandError(.validation, "\(name): \(n) is out of range for a \(bits)-bit integer") }
                 let limit = bits >= 64 ? Int64.max : (Int64(1) << (bits - 1)) - 1
                 guard parsed <= limit, parsed >= -limit - 1 else {

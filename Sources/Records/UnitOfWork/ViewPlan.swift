@@ -43,6 +43,9 @@ struct ViewPlan: Sendable {
     /// One change applied alone, under a savepoint, when the whole unit did not apply.
     private struct Unit: Sendable {
         var statement: Statement
+        /// A delete: its deferred checks are made at once, so a delete the rules deny through a
+        /// DEFERRABLE INITIALLY DEFERRED key is left out like one denied at once.
+        var checksNow = false
         var changes: [ChangeID]
     }
 
@@ -80,7 +83,10 @@ struct ViewPlan: Sendable {
     /// The statements that end a round that may finish the view: the read's timeout back, and
     /// the transaction's id (last: `finish` reads it).
     private var tail: [Statement] {
-        (timeouts.map { [Statement("SELECT set_config('statement_timeout', $1, true)", [String($0.read)])] } ?? []) + [Self.transactionID]
+        // Deferred checks made now: a change a DEFERRABLE INITIALLY DEFERRED key would refuse
+        // at COMMIT is found before the read, like any other.
+        [Self.checkNow] + (timeouts.map { [Statement("SELECT set_config('statement_timeout', $1, true)", [String($0.read)])] } ?? [])
+            + [Self.transactionID]
     }
 
     mutating func start() -> Action {
@@ -127,9 +133,7 @@ struct ViewPlan: Sendable {
             state = .replaying
             return .run(restart() + units(rowsPerStatement: WritePlan.defaultRowsPerStatement).map(\.statement) + tail)
         case (.oneByOne(let remaining, let prefix, let replay), .failure(let index, let error)) where error.kind != .connection:
-            // Each unit is three statements: SAVEPOINT, the change, RELEASE.
-            let failed = (index - prefix) / 3
-            guard index >= prefix, failed < remaining.count else { return giveUp(error) }
+            guard let failed = Self.unit(at: index, prefix: prefix, in: remaining) else { return giveUp(error) }
             exclude(remaining[failed], because: error)
             let rest = Array(remaining[(failed + 1)...])
             state = .oneByOne(remaining: rest, prefix: 1, replayAfter: replay)
@@ -186,7 +190,8 @@ struct ViewPlan: Sendable {
         if let missing = unit.changes.lazy.compactMap(refs).joined().first(where: { skip[.insert($0)] != nil }) {
             reason = "\(record): points at #\(missing), which cannot be applied yet"
         } else {
-            reason = ErrorMapping.map(error, record: record, model: model, connection: nil).message
+            let failed = unit.changes.first.map { ErrorMapping.Failed($0, in: changes, record: record) } ?? ErrorMapping.Failed(record: record)
+            reason = ErrorMapping.map(error, failed: failed, model: model, connection: nil).message
         }
         for change in unit.changes where skip[change] == nil { skip[change] = reason }
     }
@@ -206,14 +211,14 @@ struct ViewPlan: Sendable {
         let keys = changes.deleteOrder.filter { !skipped.contains(.delete($0)) }
         let groups = rowsPerStatement == 1 ? keys.map { [$0] } : [keys]
         for group in groups {
-            units += SavePlan.deleteWrites(model: model, keys: group).map { Unit(statement: $0.statement, changes: $0.changes) }
+            units += SavePlan.deleteWrites(model: model, keys: group).map { Unit(statement: $0.statement, checksNow: true, changes: $0.changes) }
         }
         for (index, change) in changes.bulk.enumerated() where change.isDelete && !skipped.contains(.bulk(index)) {
             guard let entity = model.entity(named: change.entity) else { continue }
             var sql = SQLText()
             guard let matching = try? QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql) else { continue }
             sql.text = "DELETE FROM \(model.table(entity)) WHERE (\(entity.keyList(alias: nil))) IN (\(matching))"
-            units.append(Unit(statement: sql.statement, changes: [.bulk(index)]))
+            units.append(Unit(statement: sql.statement, checksNow: true, changes: [.bulk(index)]))
         }
         return units
     }
@@ -222,7 +227,25 @@ struct ViewPlan: Sendable {
 
     /// Each unit between `SAVEPOINT` and `RELEASE`, so one that fails can be undone alone.
     private static func guarded(_ units: [Unit]) -> [Statement] {
-        units.flatMap { [Statement("SAVEPOINT records_change"), $0.statement, Statement("RELEASE SAVEPOINT records_change")] }
+        units.flatMap { unit in
+            // Deletes come last: their deferred checks made now leave every later change checked at once too.
+            [Statement("SAVEPOINT records_change"), unit.statement] + (unit.checksNow ? [Self.checkNow] : [])
+                + [Statement("RELEASE SAVEPOINT records_change")]
+        }
+    }
+
+    /// Deferred checks made now: a violation fails this statement.
+    private static let checkNow = Statement("SET CONSTRAINTS ALL IMMEDIATE")
+
+    /// The unit statement `index` of a guarded round belongs to, the round's first `prefix`
+    /// statements aside.
+    private static func unit(at index: Int, prefix: Int, in units: [Unit]) -> Int? {
+        var position = prefix
+        for (number, unit) in units.enumerated() {
+            position += unit.checksNow ? 4 : 3
+            if index < position { return index >= prefix ? number : nil }
+        }
+        return nil
     }
 
     private func describe(_ change: ChangeID) -> String {

@@ -36,8 +36,10 @@ struct WritePlan {
     ///   - keys: every key column's value for every pending insert (given or assigned).
     ///   - skip: changes left out (a read's view of an incomplete unit).
     ///   - droppedFields: fields the database wins (SAVE THEIRS), per record.
+    ///   - locking: changes by predicate lock what they change in key order first (SAVE; not a
+    ///     read's view, which must never wait on another session's locks).
     init(model: Model, changes: ChangeSet, keys: [String: AssignedKey], skip: Set<ChangeID> = [],
-         droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement) {
+         droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement, locking: Bool = false) {
         self.model = model
         let rows = changes.inserts.filter { !skip.contains(.insert($0.ref)) }
         let layout = InsertLayout(model: model, rows: rows, rowsPerStatement: rowsPerStatement)
@@ -45,7 +47,7 @@ struct WritePlan {
         var resolver = Resolver(model: model, changes: changes, keys: keys)
         planInserts(layout, resolver: &resolver)
         planUpdates(changes, resolver: &resolver, skip: skip, dropped: droppedFields)
-        planBulkUpdates(changes, resolver: &resolver, skip: skip)
+        planBulkUpdates(changes, resolver: &resolver, skip: skip, locking: locking)
         planSequenceBumps(rows, keys: keys)
         problems += resolver.problems
     }
@@ -156,12 +158,12 @@ struct WritePlan {
     }
 
     /// `UPDATE entity WHERE predicate SET ...`, in the order typed.
-    private mutating func planBulkUpdates(_ changes: ChangeSet, resolver: inout Resolver, skip: Set<ChangeID>) {
+    private mutating func planBulkUpdates(_ changes: ChangeSet, resolver: inout Resolver, skip: Set<ChangeID>, locking: Bool) {
         for (index, change) in changes.bulk.enumerated() where !skip.contains(.bulk(index)) {
             guard case .update(let fields) = change.kind, let entity = model.entity(named: change.entity) else { continue }
             do {
                 var sql = SQLText()
-                let matching = try QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql)
+                let matching = try QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql, locking: locking)
                 let sets = fields.map { field in
                     "\(SQL.identifier(field.column)) = \(sql.bind(resolver.bind(field.value, column: field.column, entity: entity, for: .bulk(index))))"
                 }
@@ -181,7 +183,7 @@ struct WritePlan {
         for row in rows {
             guard let entity = model.entity(named: row.entity) else { continue }
             for attribute in entity.key {
-                guard let sequence = attribute.sequence, case .integer = attribute.kind,
+                guard let sequence = attribute.drawsFrom, case .integer = attribute.kind,
                       case .text(let given)? = row.value(of: attribute.name), let value = Int64(given) else { continue }
                 if highest[sequence] == nil { order.append(sequence) }
                 highest[sequence] = max(highest[sequence] ?? value, value)
@@ -227,9 +229,10 @@ extension WritePlan {
             return nil
         }
 
-        /// A row's value for `column` as bind text.
+        /// A row's value for `column` as bind text: a key or a value given before SAVE, else the
+        /// field's.
         mutating func value(of column: String, in row: PendingInsert, entity: Entity) -> String? {
-            if entity.keyColumns.contains(column), let assigned = keys[row.ref]?.values[column] { return assigned }
+            if let assigned = keys[row.ref]?.values[column], !isRef(row.value(of: column)) || entity.keyColumns.contains(column) { return assigned }
             return bind(row.value(of: column) ?? .null, column: column, entity: entity, for: .insert(row.ref))
         }
 
@@ -248,6 +251,11 @@ extension WritePlan {
             }
         }
     }
+}
+
+private func isRef(_ value: FieldValue?) -> Bool {
+    if case .ref? = value { return true }
+    return false
 }
 
 /// The inserts of a unit laid out in statements: grouped by entity and set of columns, groups
@@ -284,8 +292,8 @@ struct InsertLayout {
         for row in rows {
             guard let entity = model.entity(named: row.entity) else { continue }
             // Key columns first (their values are always known by now), then the row's fields
-            // in the table's column order.
-            let set = Set(row.fields.map(\.column))
+            // and the columns given values before SAVE, in the table's column order.
+            let set = Set(row.fields.map(\.column)).union(entity.allocatedColumns.map(\.name))
             let columns = entity.keyColumns + entity.columns.map(\.column).filter { set.contains($0) && !entity.keyColumns.contains($0) }
             let name = entity.name + "\u{0}" + columns.joined(separator: "\u{0}")
             if groupIndex[name] == nil {
@@ -310,6 +318,11 @@ struct InsertLayout {
                 for target in pointsAt(row, in: group.entity) {
                     if let other = groupOf[target], other != index { after[index].insert(other) }
                 }
+            }
+            // A row may also point at a pending record by its values (a composite foreign key,
+            // a key the client gave): the referenced entity's groups go first where they can.
+            for key in group.entity.foreignKeys where !key.isDeferrable && key.target != group.entity.name {
+                for (other, candidate) in groups.enumerated() where candidate.entity.name == key.target { after[index].insert(other) }
             }
         }
         // Kahn's algorithm; where records point at each other, the first group left goes next.
@@ -364,7 +377,7 @@ struct InsertLayout {
         var order: [String] = []
         while !remaining.isEmpty {
             guard let next = remaining.firstIndex(where: { name in
-                (model.entity(named: name)?.toOneRelationships.map(\.target) ?? []).allSatisfy {
+                (model.entity(named: name)?.foreignKeys.map(\.target) ?? []).allSatisfy {
                     $0 == name || placed.contains($0) || !members.contains($0)
                 }
             }) else {

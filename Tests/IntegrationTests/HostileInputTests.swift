@@ -124,4 +124,45 @@ import Testing
         #expect(tried == 3000)
         #expect(try server.client().send("PING alive").status == "+OK alive")
     }
+
+    /// Lines from the protocol's grammar and past its edges, pipelined: every line gets exactly
+    /// one status line, nothing is INTERNAL, the server stays up and its memory bounded.
+    /// `RECORDS_FUZZ_LINES` (200,000 by default) and `RECORDS_FUZZ_SEED` replay a run;
+    /// bench/soak.sh runs a million.
+    @Test func grammarAwareFuzzingGetsOneStatusALine() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let total = environment["RECORDS_FUZZ_LINES"].flatMap { Int($0) } ?? 200_000
+        let seed = environment["RECORDS_FUZZ_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 1...UInt64(UInt32.max))
+        let server = try TestServer(arguments: ["--pool-size", "2"])
+        try server.database().execute("""
+            INSERT INTO department (id, name, number) VALUES (1, 'Sales', 1), (2, 'Ops', 2);
+            INSERT INTO employee (first_name, last_name, gender, age, department_id)
+            SELECT 'f' || i, 'l' || i, 1 + i % 2, 20 + i % 40, 1 + i % 2 FROM generate_series(1, 50) i;
+            """)
+        var fuzzer = GrammarFuzzer(seed: seed)
+        let client = try server.client()
+        var sent = 0, statuses = 0, internals: [String] = []
+        while sent < total {
+            var batch: [String] = []
+            while batch.count < 400 && sent + batch.count < total {
+                batch.append(batch.count == 0 ? "ROLLBACK" : fuzzer.line())  // units stay small
+            }
+            try client.write(batch.joined(separator: "\n") + "\n")
+            var answered = 0
+            while answered < batch.count {
+                guard let line = try client.readLine() else { throw TestFailure("seed \(seed): the server closed the connection after \(sent + answered) lines") }
+                guard line.hasPrefix("+OK") || line.hasPrefix("-ERR") else { continue }
+                if line.hasPrefix("-ERR INTERNAL") && internals.count < 10 { internals.append("\(batch[answered].prefix(200)) -> \(line)") }
+                answered += 1
+            }
+            sent += batch.count
+            statuses += answered
+        }
+        #expect(statuses == sent, "seed \(seed)")
+        #expect(internals.isEmpty, "seed \(seed): \(internals)")
+        #expect(try server.client().send("PING alive").status == "+OK alive", "seed \(seed)")
+        let peak = (try? String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("VmHWM:") } ?? "?"
+        print("grammar fuzzing: seed \(seed), \(sent) lines, \(statuses) statuses, server peak \(peak)")
+    }
 }

@@ -19,7 +19,9 @@ public enum ModelReflector {
         let columns = try connection.query("""
             SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
                    CASE WHEN t.typtype = 'd' THEN bt.typname ELSE t.typname END,
-                   a.attnotnull, a.attidentity::text, pg_get_expr(d.adbin, d.adrelid),
+                   a.attnotnull, a.attidentity::text,
+                   -- The column's default, else its domain's (an INSERT that leaves it out gets that one).
+                   coalesce(pg_get_expr(d.adbin, d.adrelid), CASE WHEN t.typtype = 'd' THEN t.typdefault END),
                    a.attgenerated <> '', col_description(c.oid, a.attnum),
                    pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname),
                    (SELECT dep.refobjid::regclass::text FROM pg_depend dep JOIN pg_class s ON s.oid = dep.refobjid AND s.relkind = 'S'

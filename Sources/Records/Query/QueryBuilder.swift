@@ -330,7 +330,9 @@ struct QueryBuilder {
     private mutating func compile(_ predicate: Predicate, entity: Entity, alias: String) throws(CommandError) -> String {
         switch predicate {
         case .constant(let value): return value ? "TRUE" : "FALSE"
-        case .not(let inner): return "NOT (\(try compile(inner, entity: entity, alias: alias)))"
+        // NSPredicate's two-valued logic: a comparison with nil is false, so NOT of it is true
+        // (SQL's NOT NULL would be NULL, and the record would match neither).
+        case .not(let inner): return "NOT coalesce(\(try compile(inner, entity: entity, alias: alias)), false)"
         case .and(let operands), .or(let operands):
             var parts: [String] = []
             parts.reserveCapacity(operands.count)

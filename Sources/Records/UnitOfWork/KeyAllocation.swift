@@ -84,6 +84,62 @@ enum KeyAllocation {
         return requests
     }
 
+    /// The columns an entity's pending inserts are written with: every one any of them sets,
+    /// with the key's and the ones given values before SAVE, in the table's order. One set per
+    /// entity puts all its rows in the same statements, so records of one table that point at
+    /// each other are written together, whatever each one typed.
+    static func columns(of entity: Entity, rows: [PendingInsert]) -> [String] {
+        var set = Set(entity.allocatedColumns.map(\.name))
+        for row in rows { for field in row.fields { set.insert(field.column) } }
+        return entity.keyColumns + entity.columns.map(\.column).filter { set.contains($0) && !entity.keyColumns.contains($0) }
+    }
+
+    /// For the columns a pending insert leaves out that others of its entity set: the column's
+    /// default, evaluated now (as the INSERT would have, in the same transaction). A column
+    /// without one is nil. Not kept by the unit: a read evaluates them afresh.
+    static func fills(_ changes: ChangeSet, model: Model, known: [String: AssignedKey], skip: Set<ChangeID> = []) -> [Request] {
+        let rows = changes.inserts.filter { !skip.contains(.insert($0.ref)) }
+        var byShape: [String: Int] = [:]
+        var requests: [Request] = []
+        for (name, members) in Dictionary(grouping: rows, by: \.entity) {
+            guard let entity = model.entity(named: name) else { continue }
+            let allocated = Set(entity.allocatedColumns.map(\.name))
+            let columns = Self.columns(of: entity, rows: members).filter { !allocated.contains($0) }
+            for row in members {
+                let missing = columns.filter { column in
+                    row.value(of: column) == nil && known[row.ref]?.values[column] == nil
+                        && entity.attribute(named: column).map { $0.defaultValue != nil && $0.identity == nil && !$0.isGenerated } == true
+                }
+                guard !missing.isEmpty else { continue }
+                let shape = name + "\u{0}" + missing.joined(separator: "\u{0}")
+                if let index = byShape[shape] {
+                    requests[index].refs.append(row.ref)
+                } else {
+                    byShape[shape] = requests.count
+                    requests.append(Request(statement: Statement(""), entity: name, columns: missing, refs: [row.ref]))
+                }
+            }
+        }
+        for index in requests.indices {
+            let entity = model.entity(named: requests[index].entity)!
+            var sql = SQLText()
+            let count = sql.bind(String(requests[index].refs.count))
+            let columns = requests[index].columns.map { "(\(entity.attribute(named: $0)!.defaultValue!))::text" }
+            sql.text = "SELECT \(columns.joined(separator: ", ")) FROM generate_series(1, \(count)::int)"
+            requests[index].statement = sql.statement
+        }
+        return requests
+    }
+
+    /// `keys` with the filled values added, for writing (the unit keeps `keys` only).
+    static func merged(_ keys: [String: AssignedKey], _ fills: [String: AssignedKey]) -> [String: AssignedKey] {
+        var all = keys
+        for (ref, fill) in fills {
+            all[ref] = AssignedKey(entity: fill.entity, values: (all[ref]?.values ?? [:]).merging(fill.values) { known, _ in known })
+        }
+        return all
+    }
+
     /// The values the requests' results hold, by `#ref`.
     static func allocated(_ requests: [Request], results: [StatementResult]) -> [String: AssignedKey] {
         var keys: [String: AssignedKey] = [:]

@@ -94,6 +94,8 @@ struct SavePlan: Sendable {
         var savedReply: Int?
         var allocation: [KeyAllocation.Request] = []
         var allocationStart = 0
+        var fills: [KeyAllocation.Request] = []
+        var fillStart = 0
         var locks: [ConflictCheck.Lock] = []
         var lockStart = 0
     }
@@ -124,6 +126,8 @@ struct SavePlan: Sendable {
 
     private var state = State.idle
     private var xid: String?
+    /// Defaults evaluated for the columns some inserts leave out (not kept by the unit).
+    private var fills: [String: AssignedKey] = [:]
 
     static let maxAttempts = 3
 
@@ -166,6 +170,9 @@ struct SavePlan: Sendable {
         round.allocation = KeyAllocation.requests(changes, model: model, known: known)
         round.allocationStart = statements.count
         statements += round.allocation.map(\.statement)
+        round.fills = KeyAllocation.fills(changes, model: model, known: known)
+        round.fillStart = statements.count
+        statements += round.fills.map(\.statement)
         round.locks = ConflictCheck(model: model, changes: changes).locks()
         round.lockStart = statements.count
         statements += round.locks.map(\.statement)
@@ -202,6 +209,7 @@ struct SavePlan: Sendable {
             }
             let allocated = KeyAllocation.allocated(round.allocation, results: Array(results[round.allocationStart..<(round.allocationStart + round.allocation.count)]))
             for (ref, key) in allocated { assigned[ref] = key }
+            fills = KeyAllocation.allocated(round.fills, results: Array(results[round.fillStart..<(round.fillStart + round.fills.count)]))
             let resolution = try ConflictCheck(model: model, changes: changes)
                 .resolve(policy: policy, locks: round.locks, results: Array(results[round.lockStart..<(round.lockStart + round.locks.count)]))
             return try write(resolution: resolution)
@@ -233,7 +241,12 @@ struct SavePlan: Sendable {
             return delete(written, preview: preview)
         case .committing(var outcome, let writes):
             state = .finished
-            if !writes.isEmpty { outcome.deleted = results.prefix(writes.count).reduce(0) { $0 + $1.affected } }
+            if !writes.isEmpty {
+                // The deletes took the roots and their cascades: what they took beyond the
+                // cascades is the roots (fewer when a trigger kept one).
+                let taken = results.prefix(writes.count).reduce(0) { $0 + $1.affected }
+                outcome.deleted = max(0, min(outcome.deleted, taken - outcome.cascaded))
+            }
             return .committed(outcome.reply)
         case .diagnosing(let original, let failed, _, _):
             // The replay wrote every row without failing: name what the original statement wrote.
@@ -246,7 +259,7 @@ struct SavePlan: Sendable {
 
     /// Round 2: the writes, planned now that every key is known and the policy has spoken.
     private mutating func write(resolution: ConflictCheck.Resolution) throws(CommandError) -> Action {
-        let keys = KeyAllocation.known(changes, model: model, assigned: assigned)
+        let keys = KeyAllocation.merged(KeyAllocation.known(changes, model: model, assigned: assigned), fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
                              rowsPerStatement: settings.rowsPerStatement, locking: true)
         if !plan.problems.isEmpty {
@@ -293,11 +306,12 @@ struct SavePlan: Sendable {
                 details: preview.lines.filter { $0.hasPrefix("deny") })))
         }
         var outcome = written.outcome
-        // Every root was locked (FOR UPDATE) and found: each is deleted, by this statement or a cascade.
+        // Every root was locked (FOR UPDATE) and found: each is deleted.
         outcome.deleted = written.deleteRoots.count
         outcome.cascaded = preview.cascadedCount
         outcome.nullified = preview.nullifiedCount
-        let deletes = Self.deleteWrites(model: model, keys: written.deleteRoots)
+        // The roots and every record they cascade to, children first (see `deleteOrder`).
+        let deletes = Self.deleteWrites(model: model, keys: Array(plan.allDeleted).sorted())
         return commit(outcome, before: deletes.map(\.statement), writes: deletes)
     }
 
@@ -370,7 +384,7 @@ struct SavePlan: Sendable {
     /// Replays the writes a row a statement, in a transaction that is rolled back, to find the
     /// record a multi-row statement failed on.
     private mutating func diagnose(_ error: PostgresError, _ failed: WritePlan.Write) -> Action {
-        let keys = KeyAllocation.known(changes, model: model, assigned: assigned)
+        let keys = KeyAllocation.merged(KeyAllocation.known(changes, model: model, assigned: assigned), fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, rowsPerStatement: 1)
         let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates
         var statements: [Statement] = [.rollback, .begin]
@@ -407,38 +421,23 @@ struct SavePlan: Sendable {
         }
     }
 
-    /// Entities whose records are deleted together, in an order where no RESTRICT fires between
-    /// them and each DELETE counts the records it was given: an entity goes before every entity
-    /// that it, or what it cascades to, points at with a RESTRICT (deleting an employee cascades
-    /// to its assignments, which must be gone before their project), and before every entity
-    /// whose delete would cascade to it. Others, and entities in a cycle, keep their order.
+    /// Entities whose records are deleted together, children first: an entity goes before the
+    /// entities it points at. With every record the delete rules take deleted explicitly (the
+    /// roots and their cascades), no RESTRICT between them fires, whatever order PostgreSQL
+    /// would run its cascades in. Entities in a cycle keep their order.
     static func deleteOrder(model: Model, names: [String]) -> [String] {
-        func cascadeClosure(_ name: String) -> Set<String> {
-            var reached: Set<String> = [name]
-            var frontier = [name]
-            while let next = frontier.popLast() {
-                for key in model.foreignKeys(to: next) where key.deleteRule == .cascade {
-                    if reached.insert(key.entity).inserted { frontier.append(key.entity) }
-                }
-            }
-            return reached
-        }
         let members = Set(names)
-        var before: [String: Set<String>] = [:]  // name -> the members that must be deleted before it
-        for name in names {
-            let closure = cascadeClosure(name)
-            for source in closure {
-                for key in model.entity(named: source)?.foreignKeys ?? [] where key.deleteRule == .deny && key.target != name {
-                    if members.contains(key.target) { before[key.target, default: []].insert(name) }
-                }
-                if source != name && members.contains(source) { before[name, default: []].insert(source) }
-            }
-        }
         var remaining = names
         var placed: Set<String> = []
         var order: [String] = []
         while !remaining.isEmpty {
-            let index = remaining.firstIndex { (before[$0] ?? []).subtracting([$0]).isSubset(of: placed) } ?? 0
+            // The first entity that no other one left points at.
+            let index = remaining.firstIndex { name in
+                !remaining.contains { other in
+                    other != name && !placed.contains(other) && members.contains(other)
+                        && (model.entity(named: other)?.foreignKeys.contains { $0.target == name } ?? false)
+                }
+            } ?? 0
             let name = remaining.remove(at: index)
             placed.insert(name)
             order.append(name)

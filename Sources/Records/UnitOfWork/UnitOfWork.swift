@@ -52,13 +52,12 @@ public struct UnitOfWork: Sendable {
         reads.removeAll()
     }
 
-    /// After a successful SAVE: the records it wrote have new versions, so what was read of
-    /// them is forgotten.
+    /// After a successful SAVE: what it wrote has new versions (records changed by predicate,
+    /// by a cascade or a nil-setting rule included), so what was read is forgotten.
     mutating func saved() {
-        let written = current.updateOrder + current.deleteOrder
         layers = [ChangeSet()]
         assigned = [:]
-        reads.forget(written)
+        reads.removeAll()
     }
 
     /// Keys a read or a SAVE gave to pending inserts; the first given stays.
@@ -119,11 +118,6 @@ public struct ReadVersions: Sendable {
             order.removeFirst(head)
             head = 0
         }
-    }
-
-    mutating func forget(_ keys: [RecordKey]) {
-        for key in keys { versions[key] = nil }
-        if versions.isEmpty { removeAll() }
     }
 
     mutating func removeAll() {

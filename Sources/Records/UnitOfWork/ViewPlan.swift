@@ -51,21 +51,31 @@ struct ViewPlan: Sendable {
 
     private enum State: Sendable {
         case idle
-        case begun([KeyAllocation.Request])
-        case applying
+        case begun(allocation: [KeyAllocation.Request], fills: [KeyAllocation.Request])
+        /// All the changes together, without savepoints: the writes (and the keys deletes by
+        /// predicate match), the delete rules' preview, then every record that goes, children
+        /// first (a delete whose cascade frees another record of a RESTRICT then applies as at
+        /// SAVE). `replay`: this is the replay after going one by one.
+        case fast(FastPhase, replay: Bool)
         /// Changes one at a time under savepoints, to find those that fail; `prefix` statements
         /// come before the first unit in the round.
         case oneByOne(remaining: [Unit], prefix: Int, replayAfter: Bool)
-        /// What applies, again in one transaction without savepoints, so every row the view
-        /// writes has the transaction's own id as `xmin` (a savepoint's rows have their own).
-        case replaying
         case done
+    }
+
+    private enum FastPhase: Sendable {
+        /// The round holds the writes, then (from `selects`) the keys each DELETE ... WHERE matches.
+        case writing(selects: Int, count: Int)
+        case previewing(DeletePreviewPlan)
+        case finishing
     }
 
     let model: Model
     let changes: ChangeSet
     private(set) var view = View()
     private var assigned: [String: AssignedKey]
+    /// Defaults evaluated for the columns some inserts leave out (not kept by the unit).
+    private var fills: [String: AssignedKey] = [:]
     private var skip: [ChangeID: String] = [:]
     private var state = State.idle
 
@@ -99,39 +109,47 @@ struct ViewPlan: Sendable {
         problems += InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: WritePlan.defaultRowsPerStatement).problems
         skip = Validation.excluded(changes, problems: problems)
         let requests = KeyAllocation.requests(changes, model: model, known: known, skip: Set(skip.keys))
+        let fillRequests = KeyAllocation.fills(changes, model: model, known: known, skip: Set(skip.keys))
         let statements = Array(restart().dropFirst())  // no ROLLBACK: nothing was begun
         view.began = true
-        state = .begun(requests)
-        return .run(statements + requests.map(\.statement))
+        state = .begun(allocation: requests, fills: fillRequests)
+        return .run(statements + requests.map(\.statement) + fillRequests.map(\.statement))
     }
 
     mutating func received(_ round: RoundResult) -> Action {
         switch (state, round) {
-        case (.begun(let requests), .success(let results)):
-            let allocated = KeyAllocation.allocated(requests, results: Array(results.suffix(requests.count)))
+        case (.begun(let requests, let fillRequests), .success(let results)):
+            let answers = Array(results.suffix(requests.count + fillRequests.count))
+            let allocated = KeyAllocation.allocated(requests, results: Array(answers.prefix(requests.count)))
+            fills = KeyAllocation.allocated(fillRequests, results: Array(answers.suffix(fillRequests.count)))
             view.allocated = allocated
             for (ref, key) in allocated { assigned[ref] = key }
             view.keys = KeyAllocation.known(changes, model: model, assigned: assigned)
-            let units = self.units(rowsPerStatement: WritePlan.defaultRowsPerStatement)
-            state = .applying
-            return .run(units.map(\.statement) + tail)
-        case (.applying, .success(let results)), (.replaying, .success(let results)):
+            return fast(replay: false)
+        case (.fast(.writing(let selects, let count), let replay), .success(let results)):
+            // The records deleted by key and those each DELETE ... WHERE matches now.
+            var roots = changes.deleteOrder.filter { skip[.delete($0)] == nil }
+            for (index, result) in zip(bulkDeletes.map(\.index), results[selects..<(selects + count)]) {
+                guard let entity = model.entity(named: changes.bulk[index].entity) else { continue }
+                roots += result.rows.map { entity.recordKey($0) }
+            }
+            return preview(DeletePreviewPlan(model: model, roots: roots), replay: replay)
+        case (.fast(.previewing(var plan), let replay), .success(let results)):
+            plan.received(results)
+            return preview(plan, replay: replay)
+        case (.fast(.finishing, _), .success(let results)):
             return finish(results.last)
-        case (.applying, .failure(_, let error)) where error.kind != .connection:
-            // Not all of it applies: again, a change at a time, leaving out what fails.
-            return oneByOne(replayAfter: true)
-        case (.replaying, .failure(_, let error)) where error.kind != .connection:
-            // What applied one by one did not apply together: keep the savepoints' view, whose
-            // rows tell nothing of versions.
-            return oneByOne(replayAfter: false)
-        case (.oneByOne(_, _, let replay), .success(let results)):
+        case (.fast(_, let replay), .failure(_, let error)) where error.kind != .connection:
+            // Not all of it applies: again, a change at a time, leaving out what fails. If what
+            // applied one by one does not apply together, the savepoints' view is kept; its rows
+            // tell nothing of versions.
+            return oneByOne(replayAfter: !replay)
+        case (.oneByOne(_, _, let replay), .success):
             guard replay else {
                 view.tracksVersions = false
                 return finish(nil)
             }
-            _ = results
-            state = .replaying
-            return .run(restart() + units(rowsPerStatement: WritePlan.defaultRowsPerStatement).map(\.statement) + tail)
+            return fast(replay: true)
         case (.oneByOne(let remaining, let prefix, let replay), .failure(let index, let error)) where error.kind != .connection:
             guard let failed = Self.unit(at: index, prefix: prefix, in: remaining) else { return giveUp(error) }
             exclude(remaining[failed], because: error)
@@ -145,8 +163,33 @@ struct ViewPlan: Sendable {
         }
     }
 
+    /// The first round of the fast path: the writes and, with deletes, the keys deletes by
+    /// predicate match; without deletes, the round that ends the view.
+    private mutating func fast(replay: Bool) -> Action {
+        let prefix = replay ? restart() : []
+        let writes = writeUnits(rowsPerStatement: WritePlan.defaultRowsPerStatement).map(\.statement)
+        let deletes = bulkDeletes
+        guard changes.deleteOrder.contains(where: { skip[.delete($0)] == nil }) || !deletes.isEmpty else {
+            state = .fast(.finishing, replay: replay)
+            return .run(prefix + writes + tail)
+        }
+        state = .fast(.writing(selects: prefix.count + writes.count, count: deletes.count), replay: replay)
+        return .run(prefix + writes + deletes.map(\.select))
+    }
+
+    /// The preview's next level, or the deletes of every record it found, then the end.
+    private mutating func preview(_ plan: DeletePreviewPlan, replay: Bool) -> Action {
+        var plan = plan
+        if let queries = plan.next() {
+            state = .fast(.previewing(plan), replay: replay)
+            return .run(queries)
+        }
+        state = .fast(.finishing, replay: replay)
+        return .run(SavePlan.deleteWrites(model: model, keys: Array(plan.allDeleted).sorted()).map(\.statement) + tail)
+    }
+
     private mutating func oneByOne(replayAfter: Bool) -> Action {
-        let units = self.units(rowsPerStatement: 1)
+        let units = self.units()
         let prefix = restart()
         state = .oneByOne(remaining: units, prefix: prefix.count, replayAfter: replayAfter)
         return .run(prefix + Self.guarded(units) + tail)
@@ -196,30 +239,45 @@ struct ViewPlan: Sendable {
         for change in unit.changes where skip[change] == nil { skip[change] = reason }
     }
 
-    /// The writes and deletes of every change not skipped, in SAVE's order. A change whose
-    /// values cannot be resolved yet is skipped, with what points at it.
-    private mutating func units(rowsPerStatement: Int) -> [Unit] {
-        var plan = WritePlan(model: model, changes: changes, keys: view.keys, skip: Set(skip.keys), rowsPerStatement: rowsPerStatement)
-        for _ in 0..<8 where !plan.problems.isEmpty {
+    /// The writes of every change not skipped, in SAVE's order. A change whose values cannot be
+    /// resolved yet is skipped, with what points at it.
+    private mutating func writeUnits(rowsPerStatement: Int) -> [Unit] {
+        func plan() -> WritePlan {
+            WritePlan(model: model, changes: changes, keys: KeyAllocation.merged(view.keys, fills), skip: Set(skip.keys),
+                      rowsPerStatement: rowsPerStatement)
+        }
+        var writes = plan()
+        for _ in 0..<8 where !writes.problems.isEmpty {
             let known = skip.map { Problem(change: $0.key, message: $0.value) }
-            skip = Validation.excluded(changes, problems: known + plan.problems)
-            plan = WritePlan(model: model, changes: changes, keys: view.keys, skip: Set(skip.keys), rowsPerStatement: rowsPerStatement)
+            skip = Validation.excluded(changes, problems: known + writes.problems)
+            writes = plan()
         }
-        let skipped = Set(skip.keys)
-        var units = (plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates).map { Unit(statement: $0.statement, changes: $0.changes) }
-        // Deletes by key, children before parents; a record a statement when going one by one.
-        let keys = changes.deleteOrder.filter { !skipped.contains(.delete($0)) }
-        let groups = rowsPerStatement == 1 ? keys.map { [$0] } : [keys]
-        for group in groups {
-            units += SavePlan.deleteWrites(model: model, keys: group).map { Unit(statement: $0.statement, checksNow: true, changes: $0.changes) }
+        return (writes.inserts + writes.fixups + writes.updates + writes.bulkUpdates).map { Unit(statement: $0.statement, changes: $0.changes) }
+    }
+
+    /// The deletes by predicate not skipped: the query for the keys each matches, and the
+    /// DELETE itself for going one by one.
+    private var bulkDeletes: [(index: Int, select: Statement, delete: Statement)] {
+        changes.bulk.enumerated().compactMap { index, change in
+            guard change.isDelete, skip[.bulk(index)] == nil, let entity = model.entity(named: change.entity) else { return nil }
+            var select = SQLText()
+            guard let matching = try? QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &select) else { return nil }
+            let delete = Statement("DELETE FROM \(model.table(entity)) WHERE (\(entity.keyList(alias: nil))) IN (\(matching))", select.parameters)
+            select.text = matching
+            return (index, select.statement, delete)
         }
-        for (index, change) in changes.bulk.enumerated() where change.isDelete && !skipped.contains(.bulk(index)) {
-            guard let entity = model.entity(named: change.entity) else { continue }
-            var sql = SQLText()
-            guard let matching = try? QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql) else { continue }
-            sql.text = "DELETE FROM \(model.table(entity)) WHERE (\(entity.keyList(alias: nil))) IN (\(matching))"
-            units.append(Unit(statement: sql.statement, checksNow: true, changes: [.bulk(index)]))
+    }
+
+    /// Every change a unit of its own, deletes a record at a time, for going one by one.
+    private mutating func units() -> [Unit] {
+        var units = writeUnits(rowsPerStatement: 1)
+        let keys = changes.deleteOrder.filter { skip[.delete($0)] == nil }
+        for name in SavePlan.deleteOrder(model: model, names: Array(Set(keys.map(\.entity))).sorted()) {
+            for key in keys where key.entity == name {
+                units += SavePlan.deleteWrites(model: model, keys: [key]).map { Unit(statement: $0.statement, checksNow: true, changes: $0.changes) }
+            }
         }
+        units += bulkDeletes.map { Unit(statement: $0.delete, checksNow: true, changes: [.bulk($0.index)]) }
         return units
     }
 

@@ -1,12 +1,12 @@
 /// The statements that write a change set once every pending insert's key is known: pure,
 /// so the order and the batching are tested without a database.
 ///
-/// - Inserts go in multi-row statements (one per entity and set of columns, each column one
-///   array parameter), ordered so that a record is written after the records it points at.
-///   References that cannot be written in order (records that point at each other) are
-///   written as nil and set right after all inserts; through a DEFERRABLE key, its check is
-///   deferred to COMMIT instead; through a required, immediate key, the unit cannot be
-///   written, and says why.
+/// - Inserts go in multi-row statements (one per entity, each column one array parameter),
+///   ordered so that a record is written after the records it points at; records of one table
+///   that point at each other go in one statement (PostgreSQL checks its keys at its end).
+///   References to a later statement are written as nil and set right after all inserts;
+///   through a DEFERRABLE key, its check is deferred to COMMIT instead; through a required,
+///   immediate key, the unit cannot be written, and says why.
 /// - Updates by key, one statement each, then changes by predicate in the order typed.
 /// - Each insert is written exactly once.
 struct WritePlan {
@@ -258,10 +258,11 @@ private func isRef(_ value: FieldValue?) -> Bool {
     return false
 }
 
-/// The inserts of a unit laid out in statements: grouped by entity and set of columns, groups
-/// ordered so that a record's statement comes after the statements of the records it points
-/// at where such an order exists, records within a group ordered the same way, and groups cut
-/// into statements of at most `rowsPerStatement` rows.
+/// The inserts of a unit laid out in statements: grouped by entity (every row with the same
+/// columns, see `KeyAllocation.columns`), groups ordered so that a record's statement comes
+/// after the statements of the records it points at where such an order exists, records
+/// within a group ordered the same way, and groups cut into statements of at most
+/// `rowsPerStatement` rows.
 struct InsertLayout {
     struct Statement {
         var entity: Entity
@@ -289,19 +290,19 @@ struct InsertLayout {
         var groups: [Group] = []
         var groupIndex: [String: Int] = [:]
         var groupOf: [String: Int] = [:]
+        let byEntity = Dictionary(grouping: rows, by: \.entity)
+        var columnsOf: [String: [String]] = [:]
+        for (name, members) in byEntity {
+            if let entity = model.entity(named: name) { columnsOf[name] = KeyAllocation.columns(of: entity, rows: members) }
+        }
         for row in rows {
-            guard let entity = model.entity(named: row.entity) else { continue }
-            // Key columns first (their values are always known by now), then the row's fields
-            // and the columns given values before SAVE, in the table's column order.
-            let set = Set(row.fields.map(\.column)).union(entity.allocatedColumns.map(\.name))
-            let columns = entity.keyColumns + entity.columns.map(\.column).filter { set.contains($0) && !entity.keyColumns.contains($0) }
-            let name = entity.name + "\u{0}" + columns.joined(separator: "\u{0}")
-            if groupIndex[name] == nil {
-                groupIndex[name] = groups.count
+            guard let entity = model.entity(named: row.entity), let columns = columnsOf[entity.name] else { continue }
+            if groupIndex[entity.name] == nil {
+                groupIndex[entity.name] = groups.count
                 groups.append(Group(entity: entity, columns: columns, rows: []))
             }
-            groupOf[row.ref] = groupIndex[name]!
-            groups[groupIndex[name]!].rows.append(row)
+            groupOf[row.ref] = groupIndex[entity.name]!
+            groups[groupIndex[entity.name]!].rows.append(row)
         }
         // Which groups each group must follow: those of the records its records point at
         // through keys checked at once (a DEFERRABLE key is checked at COMMIT).

@@ -103,7 +103,7 @@ final class DiffReference {
         do {
             _ = try run("BEGIN")
             // Inserts: after the records they must point at; the rest in the order typed.
-            var dependencies: [Set<Int>] = layer.inserts.map { insert in
+            let dependencies: [Set<Int>] = layer.inserts.map { insert in
                 let table = schema.tables[insert.table]
                 return Set(insert.fields.compactMap { field -> Int? in
                     guard case .ref(let target) = field.value, target != insert.ref, table.columns[field.column].notNull else { return nil }
@@ -118,7 +118,6 @@ final class DiffReference {
                 placed.insert(next)
                 order.append(next)
             }
-            dependencies = []
             var written = Set<String>()
             var later: [(table: DiffTable, key: [String], column: Int, target: String)] = []
             for i in order {

@@ -55,6 +55,7 @@ final class DiffSchemaRun {
     private var unitIndex = 0
     private var transcript: [String] = []
     private var previous: [String] = []
+    private var invalid: String?
     private var before: [[[String?]]] = []
 
     static let maxMismatchesPerSchema = 10
@@ -102,6 +103,7 @@ final class DiffSchemaRun {
         previous = transcript
         transcript = []
         before = contents
+        invalid = unit.invalid
         if unit.invalid != nil { stats.invalidUnits += 1 }
         var placeholders: [String: String] = [:]
         var shown: [String: String] = [:]
@@ -376,7 +378,8 @@ final class DiffSchemaRun {
             report += "  \(table.name): " + (before[index].isEmpty ? "(none)" : before[index].prefix(60).map(show).joined(separator: " ")) + "\n"
         }
         if !previous.isEmpty { report += "-- the unit before it (> sent, < received):\n" + previous.joined(separator: "\n") + "\n" }
-        report += "-- the unit (> sent, < received):\n" + transcript.joined(separator: "\n") + "\n"
+        report += "-- the unit (> sent, < received)" + (invalid.map { ", made invalid on purpose (\($0)) before its fix" } ?? "") + ":\n"
+            + transcript.joined(separator: "\n") + "\n"
         if !statements.isEmpty { report += "-- the reference transaction:\n" + statements.joined(separator: ";\n") + ";\n" }
         mismatches.append(DiffMismatch(category: category, seed: seed, unit: unitIndex, detail: detail, report: report))
     }

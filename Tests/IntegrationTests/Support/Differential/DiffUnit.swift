@@ -417,7 +417,7 @@ final class DiffGenerator {
                     } else if let row = random.pickOrNil(rows[c.foreignKey!.target]) {
                         fields.append((column, value(of: row, in: c.foreignKey!.target)))
                     }
-                } else if let pending {
+                } else if pending != nil {
                     // A nullable reference may point anywhere, later inserts and loops included.
                     let refs = current.inserts.filter { $0.table == c.foreignKey!.target && $0.named }.map(\.ref)
                     if !refs.isEmpty && random.chance(0.6) {
@@ -425,7 +425,6 @@ final class DiffGenerator {
                     } else if let row = random.pickOrNil(rows[c.foreignKey!.target]) {
                         fields.append((column, value(of: row, in: c.foreignKey!.target)))
                     }
-                    _ = pending
                 } else if let v = reference(table, column) {
                     fields.append((column, v))
                 }

@@ -254,7 +254,8 @@ final class DiffGenerator {
         layers = [DiffLayer()]
         commands = []
         var unit = DiffGeneratedUnit()
-        for _ in 0..<random.int(1...9) { step() }
+        // Mostly short units; now and then a long one, for multi-row statements and orderings.
+        for _ in 0..<(random.chance(0.06) ? random.int(12...30) : random.int(1...9)) { step() }
         while layers.count > 1 {
             if random.chance(0.7) {
                 commands.append(DiffCommand(line: "MERGE", expect: .ok))

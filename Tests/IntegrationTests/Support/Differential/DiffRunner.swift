@@ -273,6 +273,12 @@ final class DiffSchemaRun {
             fabricated += 1
             keys[insert.ref] = schema.tables[insert.table].keyColumns.map { _ in String(900_000_000 + fabricated) }
         }
+        // Creation order first: after a mismatch (and a resync) the generator must still see
+        // these records in the same order on every run.
+        for insert in layer.inserts {
+            ordinals[insert.table][keys[insert.ref]!.joined(separator: "\u{1}")] = nextOrdinal
+            nextOrdinal += 1
+        }
         let outcome = reference.apply(layer, keys: keys, before: contents, commit: true)
         if let error = outcome.error {
             record("SAVE accepted a unit the database refuses", "recordsd: \(reply.status)\nreference: \(error)", statements: outcome.statements)
@@ -289,10 +295,6 @@ final class DiffSchemaRun {
         let counts = reply.status.replacingOccurrences(of: "+OK saved: ", with: "").split(separator: " (").first.map(String.init) ?? ""
         if counts != outcome.summary {
             record("counts differ", "recordsd: \(reply.status)\nreference: \(outcome.summary)", statements: outcome.statements)
-        }
-        for insert in layer.inserts {
-            ordinals[insert.table][keys[insert.ref]!.joined(separator: "\u{1}")] = nextOrdinal
-            nextOrdinal += 1
         }
         stats.inserted += outcome.inserted
         stats.deleted += outcome.deleted + outcome.cascaded

@@ -110,38 +110,58 @@ final class DiffReference {
                     return index[target]
                 })
             }
-            var order: [Int] = []
+            // Rows of one table that must point at each other (a loop through required keys) go in
+            // one statement: PostgreSQL checks its keys at the statement's end.
+            var groups: [[Int]] = []
             var placed = Set<Int>()
-            while order.count < layer.inserts.count {
-                let next = layer.inserts.indices.first { !placed.contains($0) && dependencies[$0].isSubset(of: placed) }
-                    ?? layer.inserts.indices.first { !placed.contains($0) }!
-                placed.insert(next)
-                order.append(next)
+            while placed.count < layer.inserts.count {
+                if let next = layer.inserts.indices.first(where: { !placed.contains($0) && dependencies[$0].isSubset(of: placed) }) {
+                    placed.insert(next)
+                    groups.append([next])
+                } else {
+                    let stuck = layer.inserts.indices.first { !placed.contains($0) }!
+                    let group = layer.inserts.indices.filter { !placed.contains($0) && layer.inserts[$0].table == layer.inserts[stuck].table }
+                    placed.formUnion(group)
+                    groups.append(group)
+                }
             }
             var written = Set<String>()
             var later: [(table: DiffTable, key: [String], column: Int, target: String)] = []
-            for i in order {
-                let insert = layer.inserts[i]
-                let table = schema.tables[insert.table]
-                let key = try keyValues(insert.ref)
+            for group in groups {
+                let table = schema.tables[layer.inserts[group[0]].table]
+                let together = Set(group.map { layer.inserts[$0].ref })
                 var columns = table.keyColumns
-                var values = zip(table.keyColumns, key).map { DiffText.sql($1, table.columns[$0].type) }
-                for field in insert.fields where !table.columns[field.column].isKey {
-                    let column = table.columns[field.column]
-                    var text: String?
-                    if case .ref(let target) = field.value, target != insert.ref, !written.contains(target), !column.notNull {
-                        later.append((table, key, field.column, target))
-                        text = nil
-                    } else {
-                        text = try resolve(field.value)
+                for i in group {
+                    for field in layer.inserts[i].fields where !table.columns[field.column].isKey && !columns.contains(field.column) {
+                        columns.append(field.column)
                     }
-                    columns.append(field.column)
-                    values.append(DiffText.sql(text, column.type))
+                }
+                var rows: [String] = []
+                for i in group {
+                    let insert = layer.inserts[i]
+                    let key = try keyValues(insert.ref)
+                    var values = zip(table.keyColumns, key).map { DiffText.sql($1, table.columns[$0].type) }
+                    for column in columns.dropFirst(table.keyColumns.count) {
+                        guard let field = insert.fields.first(where: { $0.column == column }) else {
+                            values.append("DEFAULT")
+                            continue
+                        }
+                        let definition = table.columns[column]
+                        var text: String?
+                        if case .ref(let target) = field.value, target != insert.ref, !written.contains(target), !together.contains(target), !definition.notNull {
+                            later.append((table, key, column, target))
+                            text = nil
+                        } else {
+                            text = try resolve(field.value)
+                        }
+                        values.append(DiffText.sql(text, definition.type))
+                    }
+                    rows.append("(" + values.joined(separator: ", ") + ")")
                 }
                 let names = columns.map { "\"\(table.columns[$0].name)\"" }.joined(separator: ", ")
-                _ = try run("INSERT INTO \(table.name) (\(names)) OVERRIDING SYSTEM VALUE VALUES (\(values.joined(separator: ", ")))")
-                written.insert(insert.ref)
-                outcome.inserted += 1
+                _ = try run("INSERT INTO \(table.name) (\(names)) OVERRIDING SYSTEM VALUE VALUES \(rows.joined(separator: ", "))")
+                written.formUnion(together)
+                outcome.inserted += group.count
             }
             for fixup in later {
                 let column = fixup.table.columns[fixup.column]
@@ -191,9 +211,10 @@ final class DiffReference {
         return outcome
     }
 
-    /// Deletes `roots`, each in its own statement, in whatever order no RESTRICT refuses (one
-    /// statement per table for what is left when that is the only way); counts what cascaded
-    /// and what was set to NULL.
+    /// Deletes `roots` and everything their CASCADEs take, denied when a record left behind
+    /// points at one of them with RESTRICT; each in its own statement, in whatever order no
+    /// RESTRICT refuses (one statement per table for what is left when that is the only way);
+    /// counts what cascaded and what was set to NULL.
     private func delete(_ roots: [DiffKey], _ outcome: inout DiffOutcome, _ run: (String) throws -> QueryResult,
                         _ keyCondition: (DiffTable, [String]) -> String) throws {
         let total = "SELECT " + schema.tables.map { "(SELECT count(*) FROM \($0.name))" }.joined(separator: " + ")
@@ -218,7 +239,43 @@ final class DiffReference {
                 return false
             }
         }
-        var remaining = roots
+        // What the deletes take: the roots and, through every CASCADE, what points at them.
+        func keyText(_ table: DiffTable, alias: String) -> String {
+            table.keyColumns.map { "\(alias).\"\(table.columns[$0].name)\"::text" }.joined(separator: ", ")
+        }
+        var closure = Set(roots)
+        var frontier = roots
+        while let next = frontier.popLast() {
+            let target = schema.tables[next.table]
+            guard target.keyColumns.count == 1 else { continue }  // keys point at single-column keys only
+            for (index, table) in schema.tables.enumerated() {
+                for column in table.foreignKeys where table.columns[column].foreignKey!.target == next.table
+                    && table.columns[column].foreignKey!.rule == .cascade {
+                    let found = try run("SELECT \(keyText(table, alias: "t")) FROM \(table.name) AS t WHERE t.\"\(table.columns[column].name)\"::text = '\(next.values[0].replacingOccurrences(of: "'", with: "''"))'")
+                    for row in 0..<found.rowCount {
+                        let key = DiffKey(table: index, values: (0..<found.columnCount).map { found.string(row, $0) ?? "" })
+                        if closure.insert(key).inserted { frontier.append(key) }
+                    }
+                }
+            }
+        }
+        // Denied when a record the deletes do not take points at one they take with RESTRICT.
+        for key in closure {
+            let target = schema.tables[key.table]
+            guard target.keyColumns.count == 1 else { continue }
+            for (index, table) in schema.tables.enumerated() {
+                for column in table.foreignKeys where table.columns[column].foreignKey!.target == key.table
+                    && table.columns[column].foreignKey!.rule == .restrict {
+                    let found = try run("SELECT \(keyText(table, alias: "t")) FROM \(table.name) AS t WHERE t.\"\(table.columns[column].name)\"::text = '\(key.values[0].replacingOccurrences(of: "'", with: "''"))'")
+                    for row in 0..<found.rowCount where !closure.contains(DiffKey(table: index, values: (0..<found.columnCount).map { found.string(row, $0) ?? "" })) {
+                        throw Failure(description: "denied: a RESTRICT keeps a record the unit deletes")
+                    }
+                }
+            }
+        }
+        // Every record taken, one at a time, in whatever order works (a record is deleted once
+        // nothing left restricts it; what cascades may already be gone).
+        var remaining = Array(closure).sorted { ($0.table, $0.values.joined(separator: "\u{1}")) < ($1.table, $1.values.joined(separator: "\u{1}")) }
         while !remaining.isEmpty {
             var left: [DiffKey] = []
             for key in remaining {

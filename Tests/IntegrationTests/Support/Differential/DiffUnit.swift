@@ -682,7 +682,7 @@ final class DiffGenerator {
     // MARK: - Units SAVE must refuse
 
     private func invalidate(_ unit: inout DiffGeneratedUnit) {
-        let kinds = ["missingRequired", "duplicateUnique", "restrict", "missingTarget", "requiredLoop", "nestOpen", "nilIntoRequired", "restrictedByPending"]
+        let kinds = ["missingRequired", "duplicateUnique", "restrict", "missingTarget", "nestOpen", "nilIntoRequired", "restrictedByPending"]
         for _ in 0..<4 {
             let kind = random.pick(kinds)
             if invalidate(kind, &unit) {
@@ -775,29 +775,6 @@ final class DiffGenerator {
             unit.fix = [DiffCommand(line: "UPDATE \(t.name) #\(insert.ref) \(t.columns[column].label)=\(repaired.word())", expect: .ok)]
             var fixed = current
             fixed.inserts[fixed.insertIndex(insert.ref)!].set(column, repaired)
-            unit.fixedLayer = fixed
-            return true
-        case "requiredLoop":
-            let candidates = schema.tables.indices.flatMap { table in
-                schema.tables[table].foreignKeys.filter { schema.tables[table].columns[$0].notNull && schema.tables[table].columns[$0].foreignKey!.target == table && !schema.tables[table].columns[$0].isKey }
-                    .map { (table, $0) }
-            }
-            guard let (table, column) = random.pickOrNil(candidates) else { return false }
-            let t = schema.tables[table]
-            guard let (a, _) = insertFields(table, named: true), let (b, _) = insertFields(table, named: true) else { return false }
-            var first = a, second = b
-            first.set(column, .ref(b.ref))
-            second.set(column, .ref(a.ref))
-            first.remove(column)
-            commands.append(DiffCommand(line: "INSERT \(t.name) AS #\(a.ref)" + assignments(first.fields, table), expect: .ok))
-            current.inserts.append(first)
-            commands.append(DiffCommand(line: "INSERT \(t.name) AS #\(b.ref)" + assignments(second.fields, table), expect: .ok))
-            current.inserts.append(second)
-            commands.append(DiffCommand(line: "UPDATE \(t.name) #\(a.ref) \(t.columns[column].label)=#\(b.ref)", expect: .ok))
-            current.inserts[current.insertIndex(a.ref)!].set(column, .ref(b.ref))
-            unit.fix = [DiffCommand(line: "UPDATE \(t.name) #\(a.ref) \(t.columns[column].label)=#\(a.ref)", expect: .ok)]
-            var fixed = current
-            fixed.inserts[fixed.insertIndex(a.ref)!].set(column, .ref(a.ref))
             unit.fixedLayer = fixed
             return true
         case "nestOpen":

@@ -61,7 +61,7 @@ import Testing
     }
 
     @Test func clientsThatStopReadingGiveTheirConnectionsBack() throws {
-        let server = try TestServer(arguments: ["--pool-size", "3", "--reply-stall", "2"])
+        let server = try TestServer(arguments: ["--pool-size", "4", "--reply-stall", "2"])
         let db = try server.database()
         try db.execute("INSERT INTO employee (first_name, last_name, gender) SELECT 'f' || i, repeat('x', 1000), 1 FROM generate_series(1, 40000) i")
         // Three clients ask for everything and never read.
@@ -71,8 +71,11 @@ import Testing
         let honest = try server.client()
         #expect(try honest.send("COUNT employee").status == "+OK 40000")
         #expect(try honest.send("GET employee 1").ok)
-        // Past the stall (no byte taken for 2 s) the FINDs stop and nothing is left idle in a
-        // transaction; each says why (two run at once in the long lane of a pool of three).
+        // The three hold a connection each (the long lane of a pool of four) ...
+        let inTransaction = "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'recordsd' AND state = 'idle in transaction'"
+        #expect(try eventually(tries: 150, { try scalar(db, inTransaction) }, until: { $0 == "3" }) == "3")
+        // ... until, past the stall (no byte taken for 2 s), the FINDs stop and nothing is left
+        // idle in a transaction; each says why.
         #expect(try eventually(tries: 150, {
             try scalar(db, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'recordsd' AND state = 'idle in transaction'")
         }, until: { $0 == "0" }) == "0")

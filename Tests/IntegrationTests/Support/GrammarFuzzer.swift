@@ -23,7 +23,7 @@ struct GrammarFuzzer {
         case 1: return "-" + String(below(100))
         case 2: return pick(["99999999999999999999999", "9223372036854775807", "-9223372036854775808", "1e309", "-0", "0.000001", "1.5"])
         case 3: return "\"" + pick(["", "x", "Sales", "ünïcødé 🙂", "a\\\"b", "\\n\\t\\r", "\\u00e9", "\\ud83d\\ude00", "\\ud83d", "%_*?", "\\\\"]) + "\""
-        case 4: return "\"" + String(repeating: pick(["a", "é", "z"]), count: below(3000)) + "\""
+        case 4: return "\"" + String(repeating: pick(["a", "é", "z"]), count: chance(5) ? below(3000) : below(30)) + "\""
         case 5: return pick(["nil", "null", "true", "false", "yes"])
         case 6: return "#" + pick(["r1", "e1", "nope", "d"])
         case 7: return "'" + pick(["single", "it''s", ""]) + "'"
@@ -57,16 +57,16 @@ struct GrammarFuzzer {
     }
 
     mutating func whereClause() -> String {
-        switch below(100) {
+        switch below(1000) {
         case 0: return " WHERE " + (0..<(2_000 + below(9_000))).map { "id == \($0)" }.joined(separator: " OR ")
-        case 1: return " WHERE " + String(repeating: "(", count: 30 + below(3_000)) + "age == 1" + String(repeating: ")", count: 30 + below(3_000))
-        case 2...60: return " WHERE " + predicate(depth: below(chance(5) ? 40 : 4))
+        case 1...9: return " WHERE " + String(repeating: "(", count: 30 + below(3_000)) + "age == 1" + String(repeating: ")", count: 30 + below(3_000))
+        case 10...600: return " WHERE " + predicate(depth: below(chance(5) ? 40 : 4))
         default: return ""
         }
     }
 
     mutating func assignments() -> String {
-        let count = chance(1) ? 5_000 + below(30_000) : below(6)
+        let count = below(500) == 0 ? 5_000 + below(30_000) : below(6)
         return (0..<count).map { index in
             (index < 6 ? pick(["name", "first_name", "last_name", "gender", "age", "department", "number", "uid", "body", "x"]) : "a\(index)")
                 + "=" + value()

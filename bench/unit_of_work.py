@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 
 from client import Client, rss_kib
 
@@ -20,21 +21,21 @@ def psql(sql):
     subprocess.run(["psql", PGURL, "-qXc", sql], check=True, stdout=subprocess.DEVNULL)
 
 
-def reset():
-    psql("TRUNCATE employee, department RESTART IDENTITY CASCADE")
+def reset(prefix=""):
+    psql(f"TRUNCATE {prefix}employee, {prefix}department RESTART IDENTITY CASCADE")
 
 
 def employee_values(i):
     return f"Emp{i}", f"Family{i % 977}", 1 + i % 2, 20 + i % 45
 
 
-def run_recordsd():
-    reset()
+def run_recordsd(prefix=""):
+    reset(prefix)
     client = Client(PORT)
-    lines = ['INSERT department AS #d name="Sales" number=1']
+    lines = [f'INSERT {prefix}department AS #d name="Sales" number=1']
     for i in range(N):
         first, last, gender, age = employee_values(i)
-        lines.append(f'INSERT employee first_name="{first}" last_name="{last}" gender={gender} age={age} department=#d')
+        lines.append(f'INSERT {prefix}employee first_name="{first}" last_name="{last}" gender={gender} age={age} department=#d')
     start = time.perf_counter()
     statuses = client.send_many(lines)
     edit = time.perf_counter() - start
@@ -46,15 +47,19 @@ def run_recordsd():
     return edit, save
 
 
-def run_copy():
-    reset()
+def run_copy(prefix=""):
+    reset(prefix)
+    # The uuid-keyed copy: the department's key given, each employee's from its default.
+    department = str(uuid.uuid4()) if prefix else "1"
     with tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False) as f:
         for i in range(N):
             first, last, gender, age = employee_values(i)
-            f.write(f"{first},{last},{gender},{age},1\n")
+            f.write(f"{first},{last},{gender},{age},{department}\n")
         path = f.name
-    script = ("BEGIN;\nINSERT INTO department (name, number) VALUES ('Sales', 1);\n"
-              f"\\copy employee (first_name, last_name, gender, age, department_id) FROM '{path}' CSV\nCOMMIT;\n")
+    insert = (f"INSERT INTO {prefix}department (id, name, number) VALUES ('{department}', 'Sales', 1);" if prefix
+              else "INSERT INTO department (name, number) VALUES ('Sales', 1);")
+    script = (f"BEGIN;\n{insert}\n"
+              f"\\copy {prefix}employee (first_name, last_name, gender, age, department_id) FROM '{path}' CSV\nCOMMIT;\n")
     start = time.perf_counter()
     subprocess.run(["psql", PGURL, "-qX", "-v", "ON_ERROR_STOP=1"], input=script.encode(), check=True, stdout=subprocess.DEVNULL)
     elapsed = time.perf_counter() - start
@@ -91,15 +96,18 @@ def memory_per_insert(count=100_000):
 
 def main():
     python = sys.argv[1]
-    rec_edit, rec_save, copies, alchemy = [], [], [], []
+    rec_edit, rec_save, copies, alchemy, uuid_save, uuid_copies = [], [], [], [], [], []
     for _ in range(REPEAT):
         edit, save = run_recordsd()
         rec_edit.append(edit)
         rec_save.append(save)
         copies.append(run_copy())
         alchemy.append(run_sqlalchemy(python))
+        uuid_save.append(run_recordsd("u_")[1])
+        uuid_copies.append(run_copy("u_"))
     med = statistics.median
     save, copy, orm, edit = med(rec_save), med(copies), med(alchemy), med(rec_edit)
+    usave, ucopy = med(uuid_save), med(uuid_copies)
     per, values = memory_per_insert()
     print(f"unit of work: 1 department + {N} employees, median of {REPEAT} runs, PostgreSQL with fsync on")
     print(f"{'what':44} {'seconds':>9} {'rows/s':>10}  ratio")
@@ -108,6 +116,9 @@ def main():
     print(f"{'recordsd SAVE':44} {save:9.4f} {N / save:10.0f}  {save / copy:.2f}x copy's time (target <= 2)")
     print(f"{'SQLAlchemy Session.commit (psycopg 3)':44} {orm:9.4f} {N / orm:10.0f}  {orm / save:.2f}x recordsd's time (target >= 3)")
     print(f"{'recordsd INSERT lines, pipelined (editing)':44} {edit:9.4f} {N / edit:10.0f}")
+    uuid_copy_label = "uuid keys: psql \\copy"
+    print(f"{uuid_copy_label:44} {ucopy:9.4f} {N / ucopy:10.0f}  1.00")
+    print(f"{'uuid keys: recordsd SAVE':44} {usave:9.4f} {N / usave:10.0f}  {usave / ucopy:.2f}x copy's time (target <= 2)")
     print(f"memory per pending insert: {per:.0f} bytes resident, of which values {values:.0f} bytes "
           f"-> {per - values:.0f} bytes overhead (target < 1024)")
 

@@ -53,20 +53,23 @@ public enum SQL {
 
     /// A PostgreSQL array literal (`{"a","b",NULL}`) to bind as one text parameter.
     public static func arrayLiteral<S: Sequence>(_ elements: S) -> String where S.Element == String? {
-        var out = "{"
+        // Built as bytes: the element loop runs once per value of a multi-row insert.
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(elements.underestimatedCount * 12 + 2)
         var first = true
         for element in elements {
-            if !first { out += "," }
+            if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            guard let element else { out += "NULL"; continue }
-            out += "\""
-            for ch in element.unicodeScalars {
-                if ch == "\"" || ch == "\\" { out += "\\" }
-                out.unicodeScalars.append(ch)
+            guard let element else { out.append(contentsOf: "NULL".utf8); continue }
+            out.append(UInt8(ascii: "\""))
+            for byte in element.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
             }
-            out += "\""
+            out.append(UInt8(ascii: "\""))
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The elements of a one-dimensional array's text form (`{a,"b c",NULL}`), as PostgreSQL

@@ -7,35 +7,52 @@ enum KeyAllocation {
     /// Every key value known without PostgreSQL, by `#ref`.
     static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey]) -> [String: AssignedKey] {
         var known: [String: AssignedKey] = [:]
+        known.reserveCapacity(changes.inserts.count)
         var visiting: Set<String> = []
-        func resolve(_ ref: String) -> AssignedKey? {
-            if let done = known[ref] { return done }
-            guard let insert = changes.insert(ref), let entity = model.entity(named: insert.entity),
-                  visiting.insert(ref).inserted else { return nil }
-            defer { visiting.remove(ref) }
+        // Per entity, once: the columns known up front and the relationships among them.
+        var shapes: [String: (name: String, columns: [String], relationships: [String: Relationship])?] = [:]
+        func shape(_ name: String) -> (name: String, columns: [String], relationships: [String: Relationship])? {
+            if let done = shapes[name] { return done }
+            let made = model.entity(named: name).map { entity in
+                let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
+                var relationships: [String: Relationship] = [:]
+                for column in columns { relationships[column] = entity.relationship(column: column) }
+                return (entity.name, columns, relationships)
+            }
+            shapes[name] = made
+            return made
+        }
+        func resolve(_ insert: PendingInsert) -> AssignedKey? {
+            if let done = known[insert.ref] { return done }
+            guard let entity = shape(insert.entity) else { return nil }
+            let previous = assigned.isEmpty ? nil : assigned[insert.ref]
             var values: [String: String] = [:]
-            let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
-            for column in columns {
+            for column in entity.columns {
                 switch insert.value(of: column) {
                 case .text(let text)?: values[column] = text
                 case .ref(let target)?:
-                    guard let relationship = entity.relationship(column: column), let targetKey = resolve(target) else { continue }
-                    if let value = targetKey.values[relationship.referencedColumn] {
+                    // A key taken from the record it points at (a join table's): a cycle of
+                    // such keys is left unknown.
+                    guard let relationship = entity.relationships[column], let pointed = changes.insert(target),
+                          visiting.insert(insert.ref).inserted else { continue }
+                    let targetKey = resolve(pointed)
+                    visiting.remove(insert.ref)
+                    if let value = targetKey?.values[relationship.referencedColumn] {
                         values[column] = value
-                    } else if case .text(let text)? = changes.insert(target)?.value(of: relationship.referencedColumn) {
+                    } else if case .text(let text)? = pointed.value(of: relationship.referencedColumn) {
                         values[column] = text
                     }
                 default:
-                    if let previous = assigned[ref], previous.entity == entity.name, let value = previous.values[column] {
+                    if let previous, previous.entity == entity.name, let value = previous.values[column] {
                         values[column] = value
                     }
                 }
             }
             let key = AssignedKey(entity: entity.name, values: values)
-            known[ref] = key
+            known[insert.ref] = key
             return key
         }
-        for insert in changes.inserts { _ = resolve(insert.ref) }
+        for insert in changes.inserts { _ = resolve(insert) }
         return known
     }
 
@@ -53,18 +70,21 @@ enum KeyAllocation {
                          skip: Set<ChangeID> = []) -> [Request] {
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
-        for insert in changes.inserts where !skip.contains(.insert(insert.ref)) {
-            guard let entity = model.entity(named: insert.entity) else { continue }
-            let missing = entity.allocatedColumns.filter { attribute in
-                known[insert.ref]?.values[attribute.name] == nil && insert.value(of: attribute.name) == nil
+        var allocatedOf: [String: (name: String, columns: [String])?] = [:]
+        for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
+            if allocatedOf[insert.entity] == nil {
+                allocatedOf[insert.entity] = model.entity(named: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) }
             }
+            guard let entity = allocatedOf[insert.entity]!, !entity.columns.isEmpty else { continue }
+            let values = known[insert.ref]?.values
+            let missing = entity.columns.filter { values?[$0] == nil && insert.value(of: $0) == nil }
             guard !missing.isEmpty else { continue }
-            let shape = entity.name + "\u{0}" + missing.map(\.name).joined(separator: "\u{0}")
+            let shape = entity.name + "\u{0}" + missing.joined(separator: "\u{0}")
             if let index = byShape[shape] {
                 requests[index].refs.append(insert.ref)
             } else {
                 byShape[shape] = requests.count
-                requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing.map(\.name), refs: [insert.ref]))
+                requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: [insert.ref]))
             }
         }
         for index in requests.indices {
@@ -90,7 +110,14 @@ enum KeyAllocation {
     /// each other are written together, whatever each one typed.
     static func columns(of entity: Entity, rows: [PendingInsert]) -> [String] {
         var set = Set(entity.allocatedColumns.map(\.name))
-        for row in rows { for field in row.fields { set.insert(field.column) } }
+        var previous: PendingInsert?
+        for row in rows {
+            // Rows typed alike (the common case) are counted once.
+            if let previous, previous.fields.count == row.fields.count,
+               zip(previous.fields, row.fields).allSatisfy({ $0.column == $1.column }) { continue }
+            for field in row.fields { set.insert(field.column) }
+            previous = row
+        }
         return entity.keyColumns + entity.columns.map(\.column).filter { set.contains($0) && !entity.keyColumns.contains($0) }
     }
 
@@ -98,18 +125,21 @@ enum KeyAllocation {
     /// default, evaluated now (as the INSERT would have, in the same transaction). A column
     /// without one is nil. Not kept by the unit: a read evaluates them afresh.
     static func fills(_ changes: ChangeSet, model: Model, known: [String: AssignedKey], skip: Set<ChangeID> = []) -> [Request] {
-        let rows = changes.inserts.filter { !skip.contains(.insert($0.ref)) }
+        let rows = skip.isEmpty ? changes.inserts : changes.inserts.filter { !skip.contains(.insert($0.ref)) }
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
         for (name, members) in Dictionary(grouping: rows, by: \.entity) {
             guard let entity = model.entity(named: name) else { continue }
             let allocated = Set(entity.allocatedColumns.map(\.name))
-            let columns = Self.columns(of: entity, rows: members).filter { !allocated.contains($0) }
+            // The columns some rows set and others may leave to a default evaluated now.
+            let columns = Self.columns(of: entity, rows: members).filter { column in
+                !allocated.contains(column)
+                    && entity.attribute(named: column).map { $0.defaultValue != nil && $0.identity == nil && !$0.isGenerated } == true
+            }
+            guard !columns.isEmpty else { continue }
             for row in members {
-                let missing = columns.filter { column in
-                    row.value(of: column) == nil && known[row.ref]?.values[column] == nil
-                        && entity.attribute(named: column).map { $0.defaultValue != nil && $0.identity == nil && !$0.isGenerated } == true
-                }
+                let values = known[row.ref]?.values
+                let missing = columns.filter { column in row.value(of: column) == nil && values?[column] == nil }
                 guard !missing.isEmpty else { continue }
                 let shape = name + "\u{0}" + missing.joined(separator: "\u{0}")
                 if let index = byShape[shape] {

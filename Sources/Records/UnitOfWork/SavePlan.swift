@@ -128,6 +128,8 @@ struct SavePlan: Sendable {
     private var xid: String?
     /// Defaults evaluated for the columns some inserts leave out (not kept by the unit).
     private var fills: [String: AssignedKey] = [:]
+    /// The inserts' statements, laid out once at the start (they do not depend on keys).
+    private var layout: InsertLayout?
 
     static let maxAttempts = 3
 
@@ -145,8 +147,9 @@ struct SavePlan: Sendable {
     mutating func start() -> Action {
         attempts += 1
         let known = KeyAllocation.known(changes, model: model, assigned: assigned)
-        let problems = Validation.problems(changes, model: model, keys: known)
-            + InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement).problems
+        let layout = InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)
+        self.layout = layout
+        let problems = Validation.problems(changes, model: model, keys: known) + layout.problems
         if !problems.isEmpty {
             state = .finished
             return .failed(Failure(command: CommandError(.validation, "\(problems.count) problem(s); nothing was saved", details: problems.map(\.message))))
@@ -164,7 +167,7 @@ struct SavePlan: Sendable {
             statements.append(Statement("SELECT message, lines::text, fingerprint FROM records.save_keys WHERE owner = $1 AND key = $2",
                                         [saveKey.owner, saveKey.key]))
         }
-        if let deferral = deferral(InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)) {
+        if let deferral = deferral(layout) {
             statements.append(deferral)
         }
         round.allocation = KeyAllocation.requests(changes, model: model, known: known)
@@ -261,7 +264,7 @@ struct SavePlan: Sendable {
     private mutating func write(resolution: ConflictCheck.Resolution) throws(CommandError) -> Action {
         let keys = KeyAllocation.merged(KeyAllocation.known(changes, model: model, assigned: assigned), fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
-                             rowsPerStatement: settings.rowsPerStatement, locking: true)
+                             rowsPerStatement: settings.rowsPerStatement, locking: true, layout: layout)
         if !plan.problems.isEmpty {
             throw CommandError(.validation, "\(plan.problems.count) problem(s); nothing was saved", details: plan.problems.map(\.message))
         }
@@ -269,8 +272,10 @@ struct SavePlan: Sendable {
         outcome.notes = resolution.notes
         outcome.inserted = changes.inserts.count
         let resolver = WritePlan.Resolver(model: model, changes: changes, keys: keys)
+        var entities: [String: Entity] = [:]
         outcome.assigned = changes.inserts.map { insert in
-            let shown = model.entity(named: insert.entity).flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
+            if entities[insert.entity] == nil, let entity = model.entity(named: insert.entity) { entities[insert.entity] = entity }
+            let shown = entities[insert.entity].flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
             return Outcome.Assigned(ref: insert.ref, entity: insert.entity, key: shown ?? "?")
         }
         let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates

@@ -17,28 +17,44 @@ public struct Problem: Sendable, Equatable {
 enum Validation {
     static func problems(_ changes: ChangeSet, model: Model, keys: [String: AssignedKey]) -> [Problem] {
         var problems: [Problem] = []
+        // Per entity, once: what every insert of it must have.
+        struct Rules {
+            var entity: Entity
+            var required: [Attribute]
+            var keyReferences: [String]
+            var requiredRelationships: [Relationship]
+        }
+        var rulesOf: [String: Rules?] = [:]
         for insert in changes.inserts {
             let id = ChangeID.insert(insert.ref)
-            let label = "#\(insert.ref) \(insert.entity)"
-            guard let entity = model.entity(named: insert.entity) else {
+            var label: String { "#\(insert.ref) \(insert.entity)" }
+            if rulesOf[insert.entity] == nil {
+                rulesOf[insert.entity] = .some(model.entity(named: insert.entity).map { entity in
+                    Rules(entity: entity, required: entity.attributes.filter(\.isRequired),
+                          keyReferences: entity.keyColumns.filter { entity.attribute(named: $0) == nil },
+                          requiredRelationships: entity.toOneRelationships.filter { $0.isRequired && !entity.keyColumns.contains($0.column) })
+                })
+            }
+            guard let rules = rulesOf[insert.entity]! else {
                 problems.append(Problem(change: id, message: "\(label): the entity no longer exists"))
                 continue
             }
+            let entity = rules.entity
             let given = keys[insert.ref]?.values ?? [:]
-            for attribute in entity.attributes where attribute.isRequired {
+            for attribute in rules.required {
                 let value = insert.value(of: attribute.name)
                 guard value == nil || value == .null, given[attribute.name] == nil else { continue }
                 let why = attribute.isPrimaryKey ? " (the key has no default: give it)" : ""
                 problems.append(Problem(change: id, message: "\(label): \(attribute.name) is required\(why)"))
             }
-            for column in entity.keyColumns where entity.attribute(named: column) == nil {
+            for column in rules.keyReferences {
                 // A key column that is a foreign key (a join table's): the relationship must be set.
                 let value = insert.value(of: column)
                 if (value == nil || value == .null) && given[column] == nil {
                     problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) is required (it is part of the key)"))
                 }
             }
-            for relationship in entity.toOneRelationships where relationship.isRequired && !entity.keyColumns.contains(relationship.column) {
+            for relationship in rules.requiredRelationships {
                 let value = insert.value(of: relationship.column)
                 if value == nil || value == .null {
                     problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))

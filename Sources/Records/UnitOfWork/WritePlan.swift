@@ -38,11 +38,13 @@ struct WritePlan {
     ///   - droppedFields: fields the database wins (SAVE THEIRS), per record.
     ///   - locking: changes by predicate lock what they change in key order first (SAVE; not a
     ///     read's view, which must never wait on another session's locks).
+    ///   - layout: the inserts' layout when the caller made it already (it does not depend on keys).
     init(model: Model, changes: ChangeSet, keys: [String: AssignedKey], skip: Set<ChangeID> = [],
-         droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement, locking: Bool = false) {
+         droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement, locking: Bool = false,
+         layout: InsertLayout? = nil) {
         self.model = model
-        let rows = changes.inserts.filter { !skip.contains(.insert($0.ref)) }
-        let layout = InsertLayout(model: model, rows: rows, rowsPerStatement: rowsPerStatement)
+        let rows = skip.isEmpty ? changes.inserts : changes.inserts.filter { !skip.contains(.insert($0.ref)) }
+        let layout = layout ?? InsertLayout(model: model, rows: rows, rowsPerStatement: rowsPerStatement)
         self.rowsPerStatement = rowsPerStatement
         var resolver = Resolver(model: model, changes: changes, keys: keys)
         planInserts(layout, resolver: &resolver)
@@ -63,13 +65,22 @@ struct WritePlan {
             let table = model.table(entity)
             let columnList = statement.columns.map(SQL.identifier).joined(separator: ", ")
             var values: [[String?]] = Array(repeating: [], count: statement.columns.count)
+            for index in values.indices { values[index].reserveCapacity(statement.rows.count) }
+            let keyColumns = Set(entity.keyColumns)
             for row in statement.rows {
                 let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
+                let known = resolver.keys[row.ref]?.values
                 for (index, column) in statement.columns.enumerated() {
                     if !later.isEmpty && later.contains(column) {
                         values[index].append(nil)
+                        continue
+                    }
+                    let given = row.value(of: column)
+                    // A key or a value given before SAVE, else the field's.
+                    if let assigned = known?[column], !isRef(given) || keyColumns.contains(column) {
+                        values[index].append(assigned)
                     } else {
-                        values[index].append(resolver.value(of: column, in: row, entity: entity))
+                        values[index].append(resolver.bind(given ?? .null, column: column, entity: entity, for: .insert(row.ref)))
                     }
                 }
             }
@@ -207,6 +218,7 @@ extension WritePlan {
         let changes: ChangeSet
         let keys: [String: AssignedKey]
         var problems: [Problem] = []
+        var lastReference: (entity: String, column: String, target: String, value: String)?
 
         /// The full key of a pending insert, nil while a column is unknown.
         func key(of ref: String, entity: Entity) -> RecordKey? {
@@ -229,24 +241,20 @@ extension WritePlan {
             return nil
         }
 
-        /// A row's value for `column` as bind text: a key or a value given before SAVE, else the
-        /// field's.
-        mutating func value(of column: String, in row: PendingInsert, entity: Entity) -> String? {
-            if let assigned = keys[row.ref]?.values[column], !isRef(row.value(of: column)) || entity.keyColumns.contains(column) { return assigned }
-            return bind(row.value(of: column) ?? .null, column: column, entity: entity, for: .insert(row.ref))
-        }
-
         mutating func bind(_ value: FieldValue, column: String, entity: Entity, for change: ChangeID) -> String? {
             switch value {
             case .null: return nil
             case .text(let text): return text
             case .ref(let target):
+                // Many rows point at one record (employees at their department): the last answer.
+                if let last = lastReference, last.target == target, last.column == column, last.entity == entity.name { return last.value }
                 guard let relationship = entity.relationship(column: column) else { return nil }
                 guard let resolved = referenced(by: relationship, target: target) else {
                     problems.append(Problem(change: change, message:
                         "#\(target) has no \(relationship.referencedColumn) yet for \(entity.name).\(relationship.name) to point at: give it one"))
                     return nil
                 }
+                lastReference = (entity.name, column, target, resolved)
                 return resolved
             }
         }
@@ -286,37 +294,54 @@ struct InsertLayout {
             var entity: Entity
             var columns: [String]
             var rows: [PendingInsert]
+            /// To-one relationships by column, and those checked at once (not DEFERRABLE).
+            var relationships: [String: Relationship]
+            var immediate: [String: Relationship]
         }
         var groups: [Group] = []
         var groupIndex: [String: Int] = [:]
         var groupOf: [String: Int] = [:]
-        let byEntity = Dictionary(grouping: rows, by: \.entity)
-        var columnsOf: [String: [String]] = [:]
-        for (name, members) in byEntity {
-            if let entity = model.entity(named: name) { columnsOf[name] = KeyAllocation.columns(of: entity, rows: members) }
-        }
+        groupOf.reserveCapacity(rows.count)
         for row in rows {
-            guard let entity = model.entity(named: row.entity), let columns = columnsOf[entity.name] else { continue }
-            if groupIndex[entity.name] == nil {
-                groupIndex[entity.name] = groups.count
-                groups.append(Group(entity: entity, columns: columns, rows: []))
+            let index: Int
+            if let known = groupIndex[row.entity] {
+                index = known
+            } else {
+                guard let entity = model.entity(named: row.entity) else { continue }
+                if let known = groupIndex[entity.name] {
+                    groupIndex[row.entity] = known
+                    groupOf[row.ref] = known
+                    groups[known].rows.append(row)
+                    continue
+                }
+                index = groups.count
+                groupIndex[entity.name] = index
+                groupIndex[row.entity] = index
+                var relationships: [String: Relationship] = [:]
+                for relationship in entity.toOneRelationships { relationships[relationship.column] = relationship }
+                groups.append(Group(entity: entity, columns: [], rows: [], relationships: relationships,
+                                    immediate: relationships.filter { !$0.value.isDeferrable }))
             }
-            groupOf[row.ref] = groupIndex[entity.name]!
-            groups[groupIndex[entity.name]!].rows.append(row)
+            groupOf[row.ref] = index
+            groups[index].rows.append(row)
         }
+        for index in groups.indices { groups[index].columns = KeyAllocation.columns(of: groups[index].entity, rows: groups[index].rows) }
         // Which groups each group must follow: those of the records its records point at
         // through keys checked at once (a DEFERRABLE key is checked at COMMIT).
-        func pointsAt(_ row: PendingInsert, in entity: Entity) -> [String] {
-            row.fields.compactMap { field in
-                guard case .ref(let target) = field.value, let relationship = entity.relationship(column: field.column),
-                      !relationship.isDeferrable else { return nil }
-                return target
+        func pointsAt(_ row: PendingInsert, in group: Group) -> [String] {
+            pointsAt(row, through: group.immediate)
+        }
+        func pointsAt(_ row: PendingInsert, through immediate: [String: Relationship]) -> [String] {
+            var targets: [String] = []
+            for field in row.fields {
+                if case .ref(let target) = field.value, immediate[field.column] != nil { targets.append(target) }
             }
+            return targets
         }
         var after: [Set<Int>] = Array(repeating: [], count: groups.count)
         for (index, group) in groups.enumerated() {
             for row in group.rows {
-                for target in pointsAt(row, in: group.entity) {
+                for target in pointsAt(row, in: group) {
                     if let other = groupOf[target], other != index { after[index].insert(other) }
                 }
             }
@@ -335,15 +360,22 @@ struct InsertLayout {
             placed[next] = true
             order.append(next)
         }
+        position.reserveCapacity(rows.count)
+        var relationshipsOf: [[String: Relationship]] = []
         for index in order {
             var group = groups[index]
-            group.rows = Self.parentsFirst(group.rows) { pointsAt($0, in: group.entity).filter { groupOf[$0] == index } }
+            let immediate = group.immediate
+            // Only rows that point at their own group need ordering (a tree of one table).
+            if immediate.values.contains(where: { $0.target == group.entity.name }) {
+                group.rows = Self.parentsFirst(group.rows) { pointsAt($0, through: immediate).filter { groupOf[$0] == index } }
+            }
             var start = 0
             while start < group.rows.count {
                 let chunk = Array(group.rows[start..<min(start + rowsPerStatement, group.rows.count)])
                 start += chunk.count
                 for row in chunk { position[row.ref] = statements.count }
                 statements.append(Statement(entity: group.entity, columns: group.columns, rows: chunk))
+                relationshipsOf.append(group.relationships)
             }
         }
         // A reference to a record written by a later statement: deferred through a DEFERRABLE
@@ -351,13 +383,14 @@ struct InsertLayout {
         var deferred: Set<String> = []
         for (index, statement) in statements.enumerated() {
             let entity = statement.entity
+            let relationships = relationshipsOf[index]
             for row in statement.rows {
                 for (column, value) in row.fields {
                     guard case .ref(let target) = value, let targetIndex = position[target], targetIndex > index,
-                          let relationship = entity.relationship(column: column) else { continue }
+                          let relationship = relationships[column] else { continue }
                     if relationship.isDeferrable {
                         deferred.insert(relationship.constraint)
-                    } else if !relationship.isRequired && !entity.keyColumns.contains(column) {
+                    } else if !relationship.isRequired && !entity.key.contains(where: { $0.name == column }) {
                         nulled[row.ref, default: []].append((column, target))
                     } else {
                         problems.append(Problem(change: .insert(row.ref), message:
@@ -400,7 +433,8 @@ struct InsertLayout {
         var waiting = Array(repeating: 0, count: rows.count)
         var children: [[Int]] = Array(repeating: [], count: rows.count)
         for (position, row) in rows.enumerated() {
-            for parent in Set(pointsAt(row)) {
+            let parents = pointsAt(row)
+            for parent in parents.count < 2 ? parents : Array(Set(parents)) {
                 guard let parentIndex = index[parent], parentIndex != position else { continue }
                 waiting[position] += 1
                 children[parentIndex].append(position)

@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "RecordsServer", dependencies: ["Records", "CSystem"]),
         .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres"]),
         .executableTarget(name: "records", dependencies: ["CLibEdit"]),
-        .testTarget(name: "RecordsTests", dependencies: ["Records"]),
+        .testTarget(name: "RecordsTests", dependencies: ["Records", "Postgres"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
     ],
     // Swift 5 language mode: connections and sessions are confined by hand-off (a worker thread

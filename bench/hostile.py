@@ -34,6 +34,7 @@ def honest(kind, stop, latencies, failures):
         return
     while not stop.is_set():
         started = time.monotonic()
+        status = "no answer"
         try:
             if kind == "PING":
                 _, status = client.send("PING")
@@ -55,6 +56,8 @@ def honest(kind, stop, latencies, failures):
             latencies[kind].append(elapsed)
         else:
             failures[kind] += 1
+            if failures[kind] == 1:
+                print(f"{LABEL:10s} first {kind} failure: {status}", file=sys.stderr, flush=True)
         time.sleep(0.02)
 
 
@@ -115,13 +118,17 @@ def phase(name, with_hostile):
     failures = {"PING": 0, "GET": 0, "SAVE": 0}
     held = []
     attacker = None
-    if with_hostile:
-        attacker = threading.Thread(target=hostile, args=(stop, held))
-        attacker.start()
-        time.sleep(1)
+    # The honest clients are the server's users already: they work a second before the attack.
     threads = [threading.Thread(target=honest, args=(kind, stop, latencies, failures)) for kind in latencies]
     for t in threads:
         t.start()
+    time.sleep(1)
+    for kind in latencies:  # counted from here on
+        latencies[kind].clear()
+        failures[kind] = 0
+    if with_hostile:
+        attacker = threading.Thread(target=hostile, args=(stop, held))
+        attacker.start()
     peak = 0
     deadline = time.monotonic() + PHASE
     while time.monotonic() < deadline:
@@ -153,7 +160,7 @@ def main():
     psql("TRUNCATE employee, department, game, memo RESTART IDENTITY CASCADE")
     psql("INSERT INTO employee (first_name, last_name, gender, age) SELECT 'f' || i, repeat('x', 200), 1, 30 FROM generate_series(1, 200000) i")
     psql("INSERT INTO memo (uid, body) SELECT 'm' || i, repeat('a', 51) || 'b' FROM generate_series(1, 3) i")
-    psql("INSERT INTO game (id, name) VALUES (1, 'locked-row')")
+    psql("INSERT INTO game (name) VALUES ('locked-row')")  # id 1, from the sequence
     phase("alone", False)
     phase("hostile", True)
     time.sleep(2)

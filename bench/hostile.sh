@@ -15,7 +15,7 @@ run() {
   RECORDSD_PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$BENCH_TMP/recordsd.out")
   export RECORDSD_PORT RECORDSD_PID HOSTILE_LABEL=$label
   python3 bench/hostile.py | tee -a "$out"
-  kill -9 "$RECORDSD_PID" 2>/dev/null; wait "$RECORDSD_PID" 2>/dev/null || true
+  kill -9 "$RECORDSD_PID" 2>/dev/null || true; wait "$RECORDSD_PID" 2>/dev/null || true
   RECORDSD_PID=
   psql "$PGURL" -qc "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'recordsd'" >/dev/null || true
 }

@@ -7,14 +7,11 @@ import Foundation
 /// connection. Connections open lazily and are replaced when they break, so the pool
 /// reconnects by itself after PostgreSQL comes back.
 ///
-/// Two lanes: jobs that may run long (a SAVE waiting on a row lock, a FIND or EXPORT streaming
-/// to a slow client, an IMPORT) take at most `size - 1` workers, so one is always left for the
-/// quick ones (GET, COUNT, AUTH): a pool full of slow work cannot pin every connection.
+/// Which job a free worker takes is `PoolScheduler`'s decision: clients whose jobs give their
+/// connection back quickly go first, and slow work (a statement that runs long, a SAVE waiting on
+/// a row lock, a FIND streaming to a client that does not read) never takes the last worker.
 public final class ConnectionPool: @unchecked Sendable {  // all state guarded by `condition`
     public typealias Job = @Sendable (Result<Lease, PostgresError>) -> Void
-
-    /// How long a job may hold its connection, which decides its lane.
-    public enum Lane: Sendable { case quick, long }
 
     public struct Statistics: Sendable {
         public var size: Int
@@ -24,17 +21,11 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     }
 
     public let size: Int
-    /// Workers long jobs may take at once.
-    public let longLimit: Int
     private let conninfo: String
     private let setup: [String]
     private let condition = NSCondition()
-    private var quick = JobQueue()
-    private var long = JobQueue()
-    private var sequence = 0
-    private var longRunning = 0
+    private var scheduler: PoolScheduler<Job>
     private var openCount = 0
-    private var busyCount = 0
     private var stopping = false
     private var workers: [Thread] = []
     private var running = 0
@@ -43,36 +34,13 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     /// Workers whose current job was cancelled by `cancelRunning`.
     private var cancelled: Set<Int> = []
 
-    private struct Queued {
-        var job: Job
-        var lane: Lane
-        var sequence: Int
-    }
-
-    private struct JobQueue {
-        private var items: [Queued] = []
-        private var head = 0
-        var count: Int { items.count - head }
-        var first: Queued? { head < items.count ? items[head] : nil }
-        mutating func append(_ item: Queued) { items.append(item) }
-        mutating func removeFirst() -> Queued {
-            let item = items[head]
-            head += 1
-            if head > 1024 && head * 2 > items.count {
-                items.removeFirst(head)
-                head = 0
-            }
-            return item
-        }
-    }
-
     /// - Parameters:
     ///   - setup: statements run once on each new connection (session settings).
     public init(conninfo: String, size: Int, setup: [String] = []) {
         precondition(size > 0, "pool size must be positive")
         self.conninfo = conninfo
         self.size = size
-        self.longLimit = max(1, size - 1)
+        self.scheduler = PoolScheduler(size: size)
         self.setup = setup
         for index in 0..<size {
             let thread = Thread { [unowned self] in self.work(index) }
@@ -86,16 +54,15 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
 
     /// Queues `job`; it runs on a worker thread with a healthy connection, or with the error
     /// that prevented connecting. The job must leave the connection outside any transaction.
-    public func submit(_ lane: Lane = .quick, _ job: @escaping Job) {
+    /// - Parameter standing: how quickly the client's recent jobs gave their connection back.
+    public func submit(_ standing: PoolStanding = .proven, _ job: @escaping Job) {
         condition.lock()
         if stopping {
             condition.unlock()
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        sequence += 1
-        let item = Queued(job: job, lane: lane, sequence: sequence)
-        if lane == .quick { quick.append(item) } else { long.append(item) }
+        scheduler.enqueue(job, standing)
         condition.signal()
         condition.unlock()
     }
@@ -103,7 +70,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     public var statistics: Statistics {
         condition.lock()
         defer { condition.unlock() }
-        return Statistics(size: size, open: openCount, busy: busyCount, queued: quick.count + long.count)
+        return Statistics(size: size, open: openCount, busy: scheduler.busy, queued: scheduler.queued)
     }
 
     /// Asks PostgreSQL to cancel the statement every busy worker runs (at the shutdown
@@ -125,29 +92,22 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
-    /// The next job for a worker, the oldest its lane allows; `finished` says the worker's
+    /// The next job for a worker, as the scheduler decides; `finished` says the worker's
     /// previous job is done (one lock round per job instead of two).
-    private func nextJob(worker: Int, finished: Lane?) -> Queued? {
+    private func nextJob(worker: Int, finished: Bool) -> Job? {
         condition.lock()
         defer { condition.unlock() }
-        if let finished {
-            busyCount -= 1
-            if finished == .long { longRunning -= 1 }
+        if finished {
+            scheduler.finished(worker: worker)
             cancellers[worker] = nil
             cancelled.remove(worker)
+            // A worker held back for the reserve may go now.
+            if scheduler.queued > 1 { condition.broadcast() }
         }
         while true {
-            let longAllowed = longRunning < longLimit && long.first != nil
-            if let q = quick.first, !longAllowed || q.sequence < long.first!.sequence {
-                busyCount += 1
-                return quick.removeFirst()
-            }
-            if longAllowed {
-                busyCount += 1
-                longRunning += 1
-                return long.removeFirst()
-            }
-            if stopping && quick.count == 0 && long.count == 0 { return nil }
+            if let job = scheduler.next(worker: worker, now: DispatchTime.now().uptimeNanoseconds) { return job }
+            if stopping && scheduler.queued == 0 { return nil }
+            // Nothing queued, or held back for the reserve until a running job finishes.
             condition.wait()
         }
     }
@@ -171,9 +131,9 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private func work(_ index: Int) {
         var connection: Connection?
         var lastUsed: UInt64 = 0
-        var finished: Lane?
-        while let item = nextJob(worker: index, finished: finished) {
-            finished = item.lane
+        var finished = false
+        while let job = nextJob(worker: index, finished: finished) {
+            finished = true
             let now = DispatchTime.now().uptimeNanoseconds
             if let conn = connection, now - lastUsed > Self.probeAfterIdleNanoseconds || !conn.isHealthy,
                !conn.isAliveWhileIdle() {
@@ -185,7 +145,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
                     connection = try open()
                     adjustOpen(+1)
                 } catch {
-                    item.job(.failure(error))
+                    job(.failure(error))
                     continue
                 }
             }
@@ -193,7 +153,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
                               replaced: { [weak self] canceller in self?.register(index, canceller) },
                               cancelled: { [weak self] in self?.wasCancelled(index) ?? false })
             register(index, connection!.canceller())
-            item.job(.success(lease))
+            job(.success(lease))
             connection = lease.connection  // the job may have replaced a broken one
             if let conn = connection, conn.isHealthy, conn.inTransaction {
                 _ = try? conn.execute("ROLLBACK")  // a job that forgot: never leak a transaction

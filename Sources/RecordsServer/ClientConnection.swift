@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Postgres
 import Records
 
 /// One client socket on the event loop: its framer, its pending output and its session.
@@ -14,6 +15,8 @@ final class ClientConnection {
     private var outputStart = 0
     /// A database step is running on a pool worker: no new line is taken meanwhile.
     var busy = false
+    /// How long this client's jobs held a pooled connection: its standing with the pool.
+    var poolUse = PoolUse()
     /// The running step has been slow: replies held behind it go out without waiting.
     var flushHeldReplies = false
     /// The peer sent FIN: answer what it sent, then close.

@@ -75,7 +75,8 @@ extension Server {
     /// the COPY ends; a reply that comes before the client's `.` waits for it on the loop.
     func startImport(_ state: ImportState, on connection: ClientConnection) {
         let job = state.job, feed = state.feed, header = state.header
-        pool.submit { [self, loop] database in
+        pool.submit(connection.poolUse.standing) { [self, loop] database in
+            let started = DispatchTime.now().uptimeNanoseconds
             let reply: Reply
             switch database {
             case .success(let lease): reply = job.run(header: header, next: feed.next, on: lease.connection)
@@ -84,7 +85,9 @@ extension Server {
             }
             feed.abandon()  // data still to come is dropped up to the `.`
             let bytes = encoded(feed.failure ?? reply)
+            let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             loop.post { [self] in
+                connection.poolUse.record(seconds: held)
                 guard connection.importing != nil else { return completed(connection, bytes: bytes) }
                 connection.importing!.reply = bytes
             }

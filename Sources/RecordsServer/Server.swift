@@ -303,8 +303,8 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         let maxReplyBytes = configuration.maxReplyBytes
         let highWater = configuration.outputHighWater
         let settings = context.work
-        let lane: ConnectionPool.Lane = works.contains { if case .work(let w) = $0 { w.lane == .long } else { false } } ? .long : .quick
-        pool.submit(lane) { [loop] database in
+        pool.submit(connection.poolUse.standing) { [loop] database in
+            let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
@@ -329,7 +329,9 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
                 if open && !batch.flushIfLarge() { open = false }
             }
             let bytes = batch.pending
+            let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             loop.post { [self] in
+                connection.poolUse.record(seconds: held)
                 if !connection.closed { effects.forEach { $0(connection.session) } }
                 completed(connection, bytes: bytes)
             }

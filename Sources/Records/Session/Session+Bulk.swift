@@ -18,7 +18,7 @@ extension Session {
         let name = entity.name
         return database(model) { context in
             do {
-                if let check { try context.retryingOnce { try context.connection.query("EXPLAIN " + check.sql, check.parameters) } }
+                if let check { _ = try context.retryingOnce { try context.connection.query("EXPLAIN " + check.sql, check.parameters) } }
             } catch {
                 // Refused: the session watches what it watched before.
                 return WorkResult(reply: ErrorMapping.map(error, model: model).reply) { session in
@@ -81,7 +81,7 @@ extension Session {
         let snapshot = self.snapshot
         let timeout = context.work.bulkTimeout
         let stall = context.work.replyStall
-        return database(model, lane: .long) { context in
+        return database(model) { context in
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection

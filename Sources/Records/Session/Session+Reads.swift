@@ -61,7 +61,7 @@ extension Session {
         let select = try QueryBuilder.select(request, model: model, versions: true)
         let snapshot = self.snapshot
         let stall = context.work.replyStall
-        return database(model, lane: .long) { context in
+        return database(model) { context in
             let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
                 var count = 0
                 var more = false

@@ -15,12 +15,8 @@ public protocol LineSink: AnyObject {
 /// which the event loop runs on the session.
 public struct DatabaseWork: Sendable {
     let body: @Sendable (WorkContext) -> WorkResult
-    /// Work that may hold its connection long (SAVE, a streamed FIND or EXPORT) goes in the
-    /// pool's long lane, which always leaves a connection for quick work.
-    public let lane: ConnectionPool.Lane
 
-    init(lane: ConnectionPool.Lane = .quick, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
-        self.lane = lane
+    init(_ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.body = body
     }
 
@@ -215,8 +211,8 @@ public final class Session {
     }
 
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
-    func database(_ model: Model, lane: ConnectionPool.Lane = .quick, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork(lane: lane) { context in
+    func database(_ model: Model, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
+        .database(DatabaseWork { context in
             do {
                 return try body(context)
             } catch {

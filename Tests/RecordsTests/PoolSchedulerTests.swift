@@ -1,0 +1,98 @@
+import Testing
+import Postgres
+
+/// The pool's fairness, decided without threads: the clock is a number.
+@Suite struct PoolSchedulerTests {
+    let second: UInt64 = 1_000_000_000
+
+    @Test func provenJobsGoFirstInArrivalOrder() {
+        var scheduler = PoolScheduler<String>(size: 4)
+        scheduler.enqueue("u1", .unproven)
+        scheduler.enqueue("p1", .proven)
+        scheduler.enqueue("u2", .unproven)
+        scheduler.enqueue("p2", .proven)
+        #expect(scheduler.next(worker: 0, now: 0) == "p1")
+        #expect(scheduler.next(worker: 1, now: 0) == "p2")
+        #expect(scheduler.next(worker: 2, now: 0) == "u1")
+        // Slow work may take three of four workers; only u1 is slow so far.
+        #expect(scheduler.next(worker: 3, now: 0) == "u2")
+        #expect(scheduler.queued == 0)
+    }
+
+    @Test func slowWorkNeverTakesTheLastWorker() {
+        var scheduler = PoolScheduler<String>(size: 4)
+        for index in 0..<6 { scheduler.enqueue("pin\(index)", .unproven) }
+        #expect(scheduler.next(worker: 0, now: 0) == "pin0")
+        #expect(scheduler.next(worker: 1, now: 0) == "pin1")
+        #expect(scheduler.next(worker: 2, now: 0) == "pin2")
+        // Three slow jobs hold three workers: the fourth waits for a proven job.
+        #expect(scheduler.next(worker: 3, now: 0) == nil)
+        scheduler.enqueue("honest", .proven)
+        #expect(scheduler.next(worker: 3, now: 0) == "honest")
+        scheduler.finished(worker: 3)
+        #expect(scheduler.next(worker: 3, now: 10 * second) == nil)
+        // A slow job finishes: the next unproven one takes its place, not the reserve.
+        scheduler.finished(worker: 0)
+        #expect(scheduler.next(worker: 0, now: 10 * second) == "pin3")
+        #expect(scheduler.slowRunning(now: 10 * second) == 3)
+    }
+
+    @Test func provenJobsThatRunLongCountAsSlow() {
+        var scheduler = PoolScheduler<String>(size: 3)
+        scheduler.enqueue("big save", .proven)
+        scheduler.enqueue("other big save", .proven)
+        #expect(scheduler.next(worker: 0, now: 0) == "big save")
+        #expect(scheduler.next(worker: 1, now: 0) == "other big save")
+        scheduler.enqueue("stranger", .unproven)
+        // Neither has run a second yet: the stranger may take the last worker.
+        #expect(scheduler.slowRunning(now: second / 2) == 0)
+        #expect(scheduler.next(worker: 2, now: second / 2) == "stranger")
+        scheduler.finished(worker: 2)
+        scheduler.enqueue("stranger again", .unproven)
+        // Both now past a second: two of three workers are slow, the last is the reserve.
+        #expect(scheduler.slowRunning(now: 2 * second) == 2)
+        #expect(scheduler.next(worker: 2, now: 2 * second) == nil)
+    }
+
+    @Test func newClientsGoBeforeClientsWhoseWorkWasSlow() {
+        var scheduler = PoolScheduler<String>(size: 2)
+        scheduler.enqueue("slow again", .unproven)
+        scheduler.enqueue("first job", .new)
+        #expect(scheduler.next(worker: 0, now: 0) == "first job")
+        // One slow job holds one of two workers: the other is the reserve.
+        #expect(scheduler.next(worker: 1, now: 0) == nil)
+        scheduler.finished(worker: 0)
+        #expect(scheduler.next(worker: 0, now: 0) == "slow again")
+    }
+
+    @Test func aPoolOfOneHasNoReserve() {
+        var scheduler = PoolScheduler<String>(size: 1)
+        scheduler.enqueue("only", .unproven)
+        #expect(scheduler.next(worker: 0, now: 0) == "only")
+    }
+
+    @Test func drainingReturnsEveryQueuedJob() {
+        var scheduler = PoolScheduler<Int>(size: 2)
+        for index in 0..<3000 { scheduler.enqueue(index, index % 2 == 0 ? .proven : .unproven) }
+        for index in 0..<1500 { #expect(scheduler.next(worker: 0, now: 0) == index * 2); scheduler.finished(worker: 0) }
+        #expect(scheduler.drain().count == 1500)
+        #expect(scheduler.queued == 0)
+    }
+
+    @Test func standingIsEarnedByQuickJobsAndLostBySlowOnes() {
+        var use = PoolUse()
+        #expect(use.standing == .new)
+        use.record(seconds: 0.002)
+        #expect(use.standing == .proven)
+        use.record(seconds: 5)
+        #expect(use.standing == .unproven)
+        // Alternating slow and quick jobs does not win the standing back.
+        for _ in 0..<10 {
+            use.record(seconds: 0.001)
+            use.record(seconds: 5)
+            #expect(use.standing == .unproven)
+        }
+        for _ in 0..<6 { use.record(seconds: 0.001) }
+        #expect(use.standing == .proven)
+    }
+}

@@ -24,7 +24,7 @@ def psql(sql):
 def pg(action):
     mode = ["-m", "immediate"] if action == "stop" else []
     subprocess.run(os.environ["AS_PG"].split() + [PG_CTL, "-D", os.environ["PGDATA"], "-w"] + mode
-                   + (["-l", os.environ["PGLOG"]] if action == "start" else []) + [action],
+                   + (["-l", os.environ["PGLOG"], "-o", os.environ["PG_START_OPTS"]] if action == "start" else []) + [action],
                    check=True, capture_output=True)
 
 

@@ -23,8 +23,9 @@ bench_cleanup() {
 trap bench_cleanup EXIT
 "${as_pg[@]}" "$pgbin/initdb" -D "$BENCH_TMP/data" -U postgres --auth=trust -E UTF8 --no-locale >/dev/null
 # Durable settings (fsync on), as a production server would run: every figure pays for its commits.
-"${as_pg[@]}" "$pgbin/pg_ctl" -D "$BENCH_TMP/data" -l "$BENCH_TMP/postgres.log" -w \
-  -o "-c listen_addresses=127.0.0.1 -c port=$PGPORT_BENCH -c unix_socket_directories=$BENCH_TMP -c max_connections=300 -c shared_buffers=512MB" start >/dev/null
+# (PG_START_OPTS: a bench that restarts PostgreSQL starts it the same way.)
+export PG_START_OPTS="-c listen_addresses=127.0.0.1 -c port=$PGPORT_BENCH -c unix_socket_directories=$BENCH_TMP -c max_connections=300 -c shared_buffers=512MB"
+"${as_pg[@]}" "$pgbin/pg_ctl" -D "$BENCH_TMP/data" -l "$BENCH_TMP/postgres.log" -w -o "$PG_START_OPTS" start >/dev/null
 PGURL="postgresql://postgres@127.0.0.1:$PGPORT_BENCH/postgres"
 # The same database over its Unix socket: cheaper than loopback TCP, as a server placed next to
 # PostgreSQL would connect (pgbench gets the same socket where it is the reference).
@@ -38,7 +39,7 @@ build_loadgen() {
 # start_recordsd [args...]: a release server on a free port, migrations applied
 # (RECORDSD_DATABASE picks the URL; $PGURL by default).
 start_recordsd() {
-  "$root/.build/release/recordsd" serve --listen 127.0.0.1:0 --database "${RECORDSD_DATABASE:-$PGURL}" --migrations "$root/migrations" --log-level warning "$@" \
+  "$root/.build/release/recordsd" serve --listen 127.0.0.1:0 --database "${RECORDSD_DATABASE:-$PGURL}" --migrations "$root/migrations" --log-level "${RECORDSD_LOG_LEVEL:-warning}" "$@" \
     >"$BENCH_TMP/recordsd.out" 2>"$BENCH_TMP/recordsd.err" &
   RECORDSD_PID=$!
   for _ in $(seq 1 100); do

@@ -62,7 +62,7 @@ import Testing
         #expect(allocations.count == 4)
         #expect(allocations.contains { $0.sql == "SELECT (gen_random_uuid())::text FROM generate_series(1, $1::int)" && $0.parameters == ["2"] })
         let second = statements(plan.received(answer(first)))
-        let inserts = second.filter { $0.sql.hasPrefix("INSERT") }
+        let inserts = second.filter { $0.sql.hasPrefix("INSERT INTO \"public\"") }
         #expect(inserts.count == 6)
         #expect(second.last == Statement("COMMIT"))
         // Parents before children: the department's statement before the employee's, both
@@ -92,7 +92,7 @@ import Testing
         let first = statements(plan.start())
         #expect(!first.contains { $0.sql.contains("nextval") })
         let second = statements(plan.received(answer(first)))
-        #expect(second.first { $0.sql.hasPrefix("INSERT") }?.parameters == [#"{"41"}"#, #"{"X"}"#])
+        #expect(second.first { $0.sql.hasPrefix("INSERT INTO \"public\"") }?.parameters == [#"{"41"}"#, #"{"X"}"#])
     }
 
     @Test func aKeyWithoutDefaultMustBeGiven() {
@@ -112,7 +112,7 @@ import Testing
         var plan = SavePlan(model: model, changes: withCycle, policy: .fail, assigned: [:])
         let first = statements(plan.start())
         let second = statements(plan.received(answer(first)))
-        let inserts = second.filter { $0.sql.hasPrefix("INSERT") }
+        let inserts = second.filter { $0.sql.hasPrefix("INSERT INTO \"public\"") }
         let fixups = second.filter { $0.sql.hasPrefix("UPDATE") }
         #expect(inserts.count == 1)  // one statement: a row may point at another of the same statement
         #expect(fixups.isEmpty)
@@ -124,7 +124,7 @@ import Testing
         var plan2 = SavePlan(model: model, changes: split, policy: .fail, assigned: [:])
         let first2 = statements(plan2.start())
         let second2 = statements(plan2.received(answer(first2)))
-        #expect(second2.filter { $0.sql.hasPrefix("INSERT") }.count == 1)
+        #expect(second2.filter { $0.sql.hasPrefix("INSERT INTO \"public\"") }.count == 1)
         #expect(second2.filter { $0.sql.hasPrefix("UPDATE") }.isEmpty)
         // Across tables, a record pointed at by an earlier statement is pointed afterwards.
         var across = unit([insert("d", "department", [("name", .text("D")), ("number", .text("1"))])])
@@ -133,7 +133,7 @@ import Testing
         var plan3 = SavePlan(model: model, changes: across, policy: .fail, assigned: [:])
         let first3 = statements(plan3.start())
         let second3 = statements(plan3.received(answer(first3)))
-        #expect(second3.filter { $0.sql.hasPrefix("INSERT") }.count == 2)
+        #expect(second3.filter { $0.sql.hasPrefix("INSERT INTO \"public\"") }.count == 2)
     }
 
     @Test func aDeferrableKeyIsDeferredAndARequiredImmediateCycleIsRefused() {
@@ -150,14 +150,20 @@ import Testing
     }
 
     @Test func lostDuringCommitIsUncertainWithTheTransactionID() {
-        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:])
+        var settings = SavePlan.Settings()
+        settings.mark = 42
+        var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:],
+                            settings: settings)
         let first = statements(plan.start())
         let second = statements(plan.received(answer(first)))
-        #expect(second.last == Statement("COMMIT"))
-        guard case .uncertain(let xid, let reply) = plan.received(.failure(index: 1, error: PostgresError(kind: .connection, message: "gone"))) else {
+        // The commit mark goes in the transaction, just before COMMIT.
+        #expect(second.suffix(2) == [Statement("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1)", ["42"]),
+                                     Statement("COMMIT")])
+        guard case .uncertain(let xid, let mark, let reply) = plan.received(.failure(index: 1, error: PostgresError(kind: .connection, message: "gone"))) else {
             Issue.record("not uncertain"); return
         }
         #expect(xid == "777")
+        #expect(mark == 42)
         #expect(reply.statusLine == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
     }
 
@@ -190,7 +196,7 @@ import Testing
         let unique = PostgresError(kind: .server, sqlState: .uniqueViolation, message: "duplicate key")
         let replay = statements(plan.received(.failure(index: 0, error: unique)))
         #expect(Array(replay.prefix(2)) == [Statement("ROLLBACK"), Statement("BEGIN")])
-        #expect(replay.filter { $0.sql.hasPrefix("INSERT") }.count == 3)
+        #expect(replay.filter { $0.sql.hasPrefix("INSERT INTO \"public\"") }.count == 3)
         // The second row fails alone: it is the one named.
         guard case .failed(let failure) = plan.received(.failure(index: 3, error: unique)) else { Issue.record("not failed"); return }
         #expect(failure.records == ["#g2"])

@@ -97,6 +97,14 @@ public enum Migrator {
             CREATE INDEX IF NOT EXISTS save_keys_at ON records.save_keys (at);
             -- Which changes the key saved: the key answers again only for the same ones.
             ALTER TABLE records.save_keys ADD COLUMN IF NOT EXISTS fingerprint text NOT NULL DEFAULT '';
+            -- One row a SAVE, in its transaction: when COMMIT gets no answer, the row says
+            -- whether it committed (after a crash a transaction id may be given again).
+            CREATE TABLE IF NOT EXISTS records.save_marks (
+                xid   xid8 NOT NULL,
+                nonce bigint NOT NULL,
+                at    timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (xid, nonce)
+            );
             """)
         do {
             try Users.ensureSchema(connection)

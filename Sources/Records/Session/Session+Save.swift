@@ -14,6 +14,11 @@ extension Session {
         settings.statementTimeout = context.work.saveTimeout
         settings.lockTimeout = context.work.lockTimeout
         settings.saveKey = key.map { SavePlan.SaveKey(owner: user?.name ?? "", key: $0) }
+        settings.mark = Int64.random(in: 1...Int64.max)
+        if let uncertain, !uncertain.isAnswerable {
+            uncertainSave = nil
+            throw CommandError(.unavailable, "the SAVE whose COMMIT got no answer more than \(UncertainCommit.answerableMinutes) minutes ago can no longer be told committed or not; pending changes are kept: check the data, then SAVE or ROLLBACK")
+        }
         let plan = SavePlan(model: model, changes: changes, policy: policy, assigned: unit.assigned, settings: settings)
         let session = id
         let who = self.who
@@ -21,7 +26,7 @@ extension Session {
             if let uncertain {
                 // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
                 // never written twice.
-                switch context.transactionStatus(uncertain.xid, seconds: 2) {
+                switch context.transactionStatus(uncertain, seconds: 2) {
                 case .committed?:
                     Log.info("an earlier SAVE did commit: its unit is saved (\(who))", session: session)
                     return WorkResult(reply: uncertain.ifCommitted) { session in

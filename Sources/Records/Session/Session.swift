@@ -105,7 +105,7 @@ public final class Session {
     public internal(set) var watches: [String: Predicate?] = [:]
     /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not yet tell: the
     /// next SAVE asks about it first, so the unit is never written twice.
-    var uncertainSave: (xid: String, ifCommitted: Reply)?
+    var uncertainSave: UncertainCommit?
 
     public init(id: Int, context: ServerContext, peer: String = "-") {
         self.id = id

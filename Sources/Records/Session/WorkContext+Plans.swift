@@ -1,3 +1,4 @@
+import Dispatch
 import Postgres
 
 /// The thin side of "decide, then do": runs the plans' rounds on the leased connection.
@@ -69,8 +70,11 @@ extension WorkContext {
                     return SaveResult(reply: .error(.validation, message), saved: false, assigned: assigned, attempts: plan.attempts)
                 }
                 return SaveResult(reply: reply(for: failure, changes: plan.changes, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
-            case .uncertain(let xid, let ifCommitted):
-                switch transactionStatus(xid) {
+            case .uncertain(let xid, let mark, let ifCommitted):
+                let commit = UncertainCommit(xid: xid, mark: mark, ifCommitted: ifCommitted)
+                let status = transactionStatus(commit)
+                Log.warning("a SAVE's COMMIT got no answer; PostgreSQL says transaction \(xid) \(status.map { "\($0)" } ?? "cannot be asked yet")")
+                switch status {
                 case .committed?:
                     return SaveResult(reply: ifCommitted, saved: true, assigned: plan.assigned, attempts: plan.attempts)
                 case .aborted?:
@@ -78,7 +82,7 @@ extension WorkContext {
                                       saved: false, assigned: plan.assigned, attempts: plan.attempts)
                 case nil:
                     return SaveResult(reply: Self.uncertainReply, saved: false, assigned: plan.assigned, attempts: plan.attempts,
-                                      uncertain: (xid, ifCommitted))
+                                      uncertain: commit)
                 }
             }
         }
@@ -103,20 +107,24 @@ extension WorkContext {
 
     enum TransactionStatus { case committed, aborted }
 
-    /// What PostgreSQL says of transaction `xid` (`pg_xact_status`), asked on a fresh
-    /// connection, for up to `seconds`; nil when it cannot say in that time.
-    func transactionStatus(_ xid: String, seconds: Int = 10) -> TransactionStatus? {
+    /// Whether the transaction of a COMMIT that got no answer committed, asked on a fresh
+    /// connection for up to `seconds`; nil when PostgreSQL cannot be asked in that time. Once
+    /// the transaction is no longer running, its commit mark decides: after a crash PostgreSQL
+    /// may give the same transaction id to another transaction, so `pg_xact_status` alone could
+    /// answer for the wrong one.
+    func transactionStatus(_ commit: UncertainCommit, seconds: Int = 10) -> TransactionStatus? {
         for attempt in 0..<(seconds * 4) {
             if attempt > 0 { usleep(250_000) }
             if !connection.isHealthy || attempt > 0 {
                 guard (try? lease.reconnect()) != nil else { continue }
             }
-            guard let status = try? connection.query("SELECT pg_xact_status($1::xid8)", [xid]).string(0, 0) else { continue }
-            switch status {
-            case "committed": return .committed
-            case "aborted": return .aborted
-            default: continue  // "in progress": the old backend has not finished yet
-            }
+            // An id past every id given since (lost in a crash) is no transaction's yet.
+            guard let rows = try? connection.query("""
+                SELECT CASE WHEN $1::xid8 >= pg_snapshot_xmax(pg_current_snapshot()) THEN 'lost' ELSE pg_xact_status($1::xid8) END,
+                       EXISTS (SELECT 1 FROM records.save_marks WHERE xid = $1::xid8 AND nonce = $2::bigint)
+                """, [commit.xid, String(commit.mark)]), let status = rows.string(0, 0) else { continue }
+            if status == "in progress" { continue }  // the old backend has not finished yet
+            return rows.string(0, 1) == "t" ? .committed : .aborted
         }
         return nil
     }
@@ -153,7 +161,20 @@ struct SaveResult: Sendable {
     var assigned: [String: AssignedKey]
     var attempts: Int
     /// Set when the outcome is not known yet.
-    var uncertain: (xid: String, ifCommitted: Reply)?
+    var uncertain: UncertainCommit?
+}
+
+/// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not tell yet.
+struct UncertainCommit: Sendable {
+    var xid: String
+    var mark: Int64
+    /// The reply, should it turn out committed.
+    var ifCommitted: Reply
+    /// When it happened (uptime, nanoseconds): past `answerableMinutes`, its mark may be gone.
+    var at = DispatchTime.now().uptimeNanoseconds
+
+    static let answerableMinutes = ChangeFeed.saveMarkMinutes - 10
+    var isAnswerable: Bool { DispatchTime.now().uptimeNanoseconds - at < UInt64(Self.answerableMinutes) * 60_000_000_000 }
 }
 
 #if canImport(Glibc)

@@ -25,6 +25,9 @@ struct SavePlan: Sendable {
         /// `SAVE ... KEY k`: the outcome is kept, so a retry answers what the first attempt did.
         var saveKey: SaveKey?
         var rowsPerStatement = WritePlan.defaultRowsPerStatement
+        /// This save's commit mark (`records.save_marks`), random: with the transaction id, it
+        /// tells whether a COMMIT that got no answer committed.
+        var mark: Int64 = 0
         init() {}
     }
 
@@ -65,7 +68,7 @@ struct SavePlan: Sendable {
         case failed(Failure)
         /// The connection was lost while COMMIT was in flight: whether transaction `xid`
         /// committed is for `pg_xact_status` to say.
-        case uncertain(xid: String, ifCommitted: Reply)
+        case uncertain(xid: String, mark: Int64, ifCommitted: Reply)
     }
 
     struct Failure: Error, Sendable {
@@ -292,10 +295,10 @@ struct SavePlan: Sendable {
         let roots = changes.deleteOrder.filter { !resolution.droppedDeletes.contains($0) }
         // With nothing to delete and no key to record, COMMIT rides in the same round trip.
         let commitsHere = roots.isEmpty && selectStart == statements.count && settings.saveKey == nil
-        if commitsHere { statements.append(.commit) }
+        if commitsHere { statements += [markStatement, .commit] }
         state = .written(Written(writes: writes, outcome: outcome, insertResults: 0..<plan.inserts.count,
                                  updateResults: updateStart..<writes.count,
-                                 bulkDeleteSelects: selectStart..<(statements.count - (commitsHere ? 1 : 0)),
+                                 bulkDeleteSelects: selectStart..<(statements.count - (commitsHere ? 2 : 0)),
                                  deleteRoots: roots, commitsHere: commitsHere))
         return .run(statements)
     }
@@ -328,9 +331,14 @@ struct SavePlan: Sendable {
                                         [saveKey.owner, saveKey.key, reply.statusMessage, SQL.arrayLiteral(reply.lines.map { Optional($0) }),
                                          changes.fingerprint]))
         }
-        statements.append(.commit)
+        statements += [markStatement, .commit]
         state = .committing(outcome: outcome, writes: writes)
         return .run(statements)
+    }
+
+    /// The commit mark, written in the save's transaction just before COMMIT.
+    private var markStatement: Statement {
+        Statement("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1)", [String(settings.mark)])
     }
 
     // MARK: - Failures
@@ -340,7 +348,7 @@ struct SavePlan: Sendable {
             // Lost while COMMIT was in flight: PostgreSQL knows whether it committed.
             if let xid, let outcome = committingOutcome {
                 state = .finished
-                return .uncertain(xid: xid, ifCommitted: outcome.reply)
+                return .uncertain(xid: xid, mark: settings.mark, ifCommitted: outcome.reply)
             }
             state = .finished
             return .failed(Failure(postgres: error))

@@ -106,9 +106,14 @@ public enum ChangeFeed {
         try connection.execute("""
             DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes';
             DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes';
-            DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours'
+            DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours';
+            DELETE FROM records.save_marks WHERE at < now() - interval '\(saveMarkMinutes) minutes'
             """)
     }
+
+    /// How long a SAVE's commit mark is kept: a SAVE whose COMMIT got no answer is resolved
+    /// within this time (the session stops asking well before it).
+    public static let saveMarkMinutes = 60
 
     /// How long a SAVE KEY's outcome is kept for retries.
     public static let saveKeyHours = 24

@@ -24,13 +24,14 @@ let package = Package(
         .target(name: "CSystem"),
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "Records", dependencies: ["Postgres"]),
-        .target(name: "RecordsServer", dependencies: ["Records", "CSystem"]),
-        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres"]),
+        .target(name: "RecordsServer", dependencies: ["Records", "Postgres", "CSystem"]),
+        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres", "CSystem"]),
         .executableTarget(name: "records", dependencies: ["CLibEdit"]),
         .testTarget(name: "RecordsTests", dependencies: ["Records", "Postgres"]),
+        .testTarget(name: "RecordsServerTests", dependencies: ["RecordsServer", "Records"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
     ],
-    // Swift 5 language mode: connections and sessions are confined by hand-off (a worker thread
-    // or the event loop owns each at a time), which strict Sendable checking cannot express.
-    swiftLanguageModes: [.v5]
+    // Swift 6: every thread hop is checked. Sessions and connections never cross one: pool
+    // workers get Sendable work and send Sendable messages back to the event loop.
+    swiftLanguageModes: [.v6]
 )

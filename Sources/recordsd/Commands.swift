@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSystem
 import Foundation
 import Postgres
 import Records
@@ -110,19 +111,20 @@ struct ServeCommand {
         let watcher = ModelWatcher(conninfo: database.conninfo, schema: options.schema, context: context)
         watcher.start()
         try server.bind()
+        let stop = server.stopper
         Signals.handle { signal in
             if signal == SIGHUP {
                 Log.info("SIGHUP: reloading the model")
                 watcher.requestReload()
             } else {
                 Log.info("signal \(signal): stopping")
-                server.stop()
+                stop()
             }
         }
         let address = options.listenHost.contains(":") ? "[\(options.listenHost)]:\(server.boundPort)" : "\(options.listenHost):\(server.boundPort)"
         Log.info("listening on \(address)")
         print("recordsd listening on \(address)")
-        fflush(stdout)
+        csystem_flush_stdout()
         server.run()
         watcher.stop()
         pool.shutdown()

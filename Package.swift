@@ -1,8 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ.
-// The CLI, records, speaks only the protocol: it depends on libedit, not on the server's code.
+// Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ, and
+// Records -> RecordsProtocol (the verb table, no dependencies). The CLI, records, speaks only
+// the protocol: it depends on RecordsProtocol and libedit, not on the server's code.
 let package = Package(
     name: "recordsd",
     platforms: [.macOS(.v13)],
@@ -23,11 +24,12 @@ let package = Package(
         ),
         .target(name: "CSystem"),
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
-        .target(name: "Records", dependencies: ["Postgres"]),
-        .target(name: "RecordsServer", dependencies: ["Records", "Postgres", "CSystem"]),
-        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres", "CSystem"]),
-        .executableTarget(name: "records", dependencies: ["CLibEdit"]),
-        .testTarget(name: "RecordsTests", dependencies: ["Records", "Postgres"]),
+        .target(name: "RecordsProtocol"),
+        .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
+        .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "CSystem"]),
+        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "CSystem"]),
+        .executableTarget(name: "records", dependencies: ["RecordsProtocol", "CLibEdit"]),
+        .testTarget(name: "RecordsTests", dependencies: ["Records", "RecordsProtocol", "Postgres"]),
         .testTarget(name: "RecordsServerTests", dependencies: ["RecordsServer", "Records"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
     ],

@@ -1,5 +1,6 @@
 import CLibEdit
 import Foundation
+import RecordsProtocol
 
 /// Names offered by tab completion; set before each line is read. libedit calls back into C
 /// without a context pointer, so they live here.
@@ -38,9 +39,9 @@ struct Shell {
     let connection: ServerConnection
     let printer: Printer
     let options: CLIOptions
-    static let verbs = ["HELP", "PING", "QUIT", "INFO", "ENTITIES", "DESCRIBE", "INSERT", "UPDATE", "DELETE", "UPSERT",
-                        "CHANGES", "SAVE", "ROLLBACK", "NEST", "MERGE", "DISCARD", "GET", "FIND", "COUNT", "EXPLAIN",
-                        "WATCH", "UNWATCH", "EXPORT", "IMPORT", "AUTH", "USER", "WHERE", "ORDER", "BY", "LIMIT", "INCLUDE"]
+    /// The verbs and their clause words, from the protocol's verb table.
+    static let verbs = Verb.allCases.map(\.rawValue)
+        + Set(Verb.allCases.flatMap(\.facts.keywords)).filter { $0 == $0.uppercased() }.sorted()
 
     func run() -> Int32 {
         let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"

@@ -79,7 +79,6 @@ struct ServeCommand {
                  + (model.unserved.isEmpty ? "" : "; not served: " + model.unserved.map { "\($0.name) (\($0.reason))" }.joined(separator: ", ")))
 
         var limits = Limits()
-        limits.maxLineLength = options.maxLineLength
         limits.maxPendingChanges = options.maxPendingChanges
         let context = ServerContext(model: model, databaseDescription: database.description, limits: limits,
                                     throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0)

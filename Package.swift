@@ -1,8 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ.
-// The CLI, records, speaks only the protocol: it depends on libedit, not on the server's code.
+// Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ, and
+// Records -> RecordsProtocol (the verb table, no dependencies). The CLI, records, speaks only
+// the protocol: it depends on RecordsProtocol and libedit, not on the server's code.
 let package = Package(
     name: "recordsd",
     platforms: [.macOS(.v13)],
@@ -23,14 +24,16 @@ let package = Package(
         ),
         .target(name: "CSystem"),
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
-        .target(name: "Records", dependencies: ["Postgres"]),
-        .target(name: "RecordsServer", dependencies: ["Records", "CSystem"]),
-        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "Postgres"]),
-        .executableTarget(name: "records", dependencies: ["CLibEdit"]),
-        .testTarget(name: "RecordsTests", dependencies: ["Records", "Postgres"]),
+        .target(name: "RecordsProtocol"),
+        .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
+        .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "CSystem"]),
+        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "CSystem"]),
+        .executableTarget(name: "records", dependencies: ["RecordsProtocol", "CLibEdit"]),
+        .testTarget(name: "RecordsTests", dependencies: ["Records", "RecordsProtocol", "Postgres"]),
+        .testTarget(name: "RecordsServerTests", dependencies: ["RecordsServer", "Records"]),
         .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
     ],
-    // Swift 5 language mode: connections and sessions are confined by hand-off (a worker thread
-    // or the event loop owns each at a time), which strict Sendable checking cannot express.
-    swiftLanguageModes: [.v5]
+    // Swift 6: every thread hop is checked. Sessions and connections never cross one: pool
+    // workers get Sendable work and send Sendable messages back to the event loop.
+    swiftLanguageModes: [.v6]
 )

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CLibPQ
+import Foundation
 
 /// One libpq connection. Not thread-safe: libpq forbids two threads on one `PGconn`, so a
 /// `Connection` is confined to whichever thread currently owns it (a pool worker, at most one).
@@ -471,7 +472,8 @@ func withParameters<R>(_ parameters: [String?], _ body: (Int32, UnsafePointer<Un
 
 /// Cancels the statement a connection runs, from any thread: libpq's `PGcancel` is made for
 /// that (`PQcancel` is thread-safe). The only owner of its `PGcancel`.
-public final class Canceller: @unchecked Sendable {  // immutable after init; PQcancel is thread-safe
+public final class Canceller: @unchecked Sendable {  // `token` used only under `lock`
+    private let lock = NSLock()
     private let token: OpaquePointer
 
     init(_ token: OpaquePointer) { self.token = token }
@@ -479,6 +481,8 @@ public final class Canceller: @unchecked Sendable {  // immutable after init; PQ
 
     /// Best effort: the statement may finish first.
     public func cancel() {
+        lock.lock()
+        defer { lock.unlock() }
         var message = [CChar](repeating: 0, count: 256)
         _ = PQcancel(token, &message, Int32(message.count))
     }

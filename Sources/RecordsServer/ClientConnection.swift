@@ -4,50 +4,46 @@ import Glibc
 import Postgres
 import Records
 
-/// One client socket on the event loop: its framer, its pending output and its session.
-/// Confined to the loop thread, except `session`, which a pool worker borrows while `busy`.
+/// One client on the event loop: its transport, framer, pending output, session, and the
+/// state machine that says what to do with them. Confined to the loop: pool workers refer to
+/// it by `id` in the messages they post back.
 final class ClientConnection {
-    let fd: Int32
+    let id: Int
+    let transport: Transport
+    var fd: Int32 { transport.fd }
     let session: Session
     let peer: String
     var framer: LineFramer
+    var machine: ConnectionStateMachine
     private(set) var output: [UInt8] = []
     private var outputStart = 0
-    /// A database step is running on a pool worker: no new line is taken meanwhile.
-    var busy = false
     /// How long this client's jobs held a pooled connection: its standing with the pool.
     var poolUse = PoolUse()
-    /// The running step has been slow: replies held behind it go out without waiting.
-    var flushHeldReplies = false
-    /// The peer sent FIN: answer what it sent, then close.
-    var peerClosed = false
-    var closeAfterFlush = false
-    var closed = false
     var lastActivity: UInt64
-    var interest: UInt32 = 0
-    /// A refused IMPORT's data is being dropped, up to `.`.
-    var skippingData = false
     /// An IMPORT taking its lines up to `.`.
     var importing: ImportState?
     /// The IMPORT's COPY has not caught up with the data: read no more for now.
     var importPaused: Bool { importing.map { $0.started && $0.feed.isFull } ?? false }
     /// Change events not yet pushed (only between replies), oldest first, bounded.
     var events = PushQueue()
-
     /// A line taken from the framer but not yet run (it ended a batch of reads).
     var pushedBack: LineFramer.Event?
     /// A streaming step waiting for the output to drain below the high-water mark.
     var waitingSink: StreamSink?
 
-    init(fd: Int32, session: Session, peer: String, maxLineLength: Int, now: UInt64) {
-        self.fd = fd
+    init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int, now: UInt64) {
+        self.id = id
+        self.transport = transport
         self.session = session
         self.peer = peer
         self.framer = LineFramer(maxLineLength: maxLineLength)
+        self.machine = ConnectionStateMachine(highWater: highWater)
         self.lastActivity = now
     }
 
     var pendingOutput: Int { output.count - outputStart }
+    var closed: Bool { machine.isClosed }
+    var busy: Bool { machine.isBusy }
 
     func append(_ reply: Reply) { reply.encode(into: &output) }
 
@@ -60,11 +56,6 @@ final class ClientConnection {
             return event
         }
         return framer.next()
-    }
-
-    /// Data lines of a reply still being produced (streamed records, already framed).
-    func appendDataLines(_ lines: [UInt8]) {
-        output.append(contentsOf: lines)
     }
 
     /// A pushed line (`! ...`); only ever appended between whole replies.
@@ -80,19 +71,17 @@ final class ClientConnection {
 
     enum FlushResult { case drained, blocked, failed }
 
-    /// Writes what the socket takes now.
+    /// Writes what the transport takes now.
     func flush() -> FlushResult {
         while outputStart < output.count {
-            let written = output.withUnsafeBytes { raw in
-                send(fd, raw.baseAddress! + outputStart, output.count - outputStart, Int32(MSG_NOSIGNAL))
+            let result = output.withUnsafeBytes { raw in
+                transport.write(UnsafeRawBufferPointer(rebasing: raw[outputStart...]))
             }
-            if written > 0 {
-                outputStart += written
-                continue
+            switch result {
+            case .wrote(let count) where count > 0: outputStart += count
+            case .wrote, .wouldBlock: return .blocked
+            case .failed: return .failed
             }
-            if written < 0 && errno == EINTR { continue }
-            if written < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return .blocked }
-            return .failed
         }
         output.removeAll(keepingCapacity: output.count <= 4096)
         outputStart = 0

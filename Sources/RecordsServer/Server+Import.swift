@@ -20,12 +20,18 @@ extension Server {
             let state = connection.importing!
             connection.importing = nil
             connection.framer.keepsCarriageReturns = false
-            if let reply = state.reply { return connection.append(bytes: reply) }
-            if !state.started, let failure = state.feed.failure { return connection.append(failure) }
+            if let reply = state.reply {
+                connection.machine.importEnded(answered: true)
+                return connection.append(bytes: reply)
+            }
+            if !state.started, let failure = state.feed.failure {
+                connection.machine.importEnded(answered: true)
+                return connection.append(failure)
+            }
             state.feed.push(state.chunk)
             state.feed.finish()
             if !state.started { startImport(state, on: connection) }
-            connection.busy = true  // until the COPY's reply
+            connection.machine.importEnded(answered: false)  // until the COPY's reply
         case .line(let line):
             connection.importing!.lines = number
             guard connection.importing!.feed.accepting else { return }  // failed or ended: dropped
@@ -75,7 +81,8 @@ extension Server {
     /// the COPY ends; a reply that comes before the client's `.` waits for it on the loop.
     func startImport(_ state: ImportState, on connection: ClientConnection) {
         let job = state.job, feed = state.feed, header = state.header
-        pool.submit(connection.poolUse.standing) { [self, loop] database in
+        let limit = configuration.maxReplyBytes
+        pool.submit(connection.poolUse.standing) { [inbox, id = connection.id] database in
             let started = DispatchTime.now().uptimeNanoseconds
             let reply: Reply
             switch database {
@@ -84,13 +91,16 @@ extension Server {
                 reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
             }
             feed.abandon()  // data still to come is dropped up to the `.`
-            let bytes = encoded(feed.failure ?? reply)
+            let bytes = Self.encoded(feed.failure ?? reply, limit: limit)
             let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            loop.post { [self] in
-                connection.poolUse.record(seconds: held)
-                guard connection.importing != nil else { return completed(connection, bytes: bytes) }
-                connection.importing!.reply = bytes
-            }
+            inbox.post(.importFinished(connection: id, bytes: bytes, held: held))
         }
+    }
+
+    /// On the loop: the COPY's reply, sent now, or after the client's `.` when that has not
+    /// come yet (replies stay in order).
+    func importFinished(_ connection: ClientConnection, bytes: [UInt8]) {
+        guard connection.importing != nil else { return completed(connection, bytes: bytes) }
+        connection.importing!.reply = bytes
     }
 }

@@ -4,15 +4,15 @@ import Glibc
 import Foundation
 import Postgres
 import Records
+import RecordsProtocol
 
 /// Reads pipelined by one session run as one pool job.
 extension Server {
-    /// Verbs that only read: consecutive ones run as one pool job.
-    static let readVerbs: Set<Verb> = [.get, .find, .count, .explain]
     static let maxBatch = 64
 
+    /// Consecutive lines of batchable verbs (reads) run as one pool job.
     static func isRead(_ line: String) -> Bool {
-        CommandParser.verb(of: line).map(readVerbs.contains) ?? false
+        Verb.of(line)?.facts.batchable ?? false
     }
 
     /// A read and the reads pipelined right behind it: the loop parses them (the session is

@@ -32,7 +32,7 @@ extension Server {
     func deliver(_ delivery: Delivery, from start: Int = 0, watching: [ClientConnection]? = nil) {
         let sessions = watching ?? connections.values.filter { !$0.session.watches.isEmpty }
         let end = min(sessions.count, start + Self.deliveriesPerTurn)
-        var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, connections: [ClientConnection])] = [:]
+        var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, connections: [Int])] = [:]
         var order: [String] = []
         let model = context.model
         for connection in sessions[start..<end] where !connection.closed {
@@ -49,17 +49,17 @@ extension Server {
                     filters[key] = (query.sql, query.parameters, event, [])
                     order.append(key)
                 }
-                filters[key]!.connections.append(connection)
+                filters[key]!.connections.append(connection.id)
             }
             if !connection.events.isEmpty && !connection.busy { service(connection) }
         }
         if end < sessions.count {
-            loop.post { [self] in deliver(delivery, from: end, watching: sessions) }
+            loop.nextTurn { [self] in deliver(delivery, from: end, watching: sessions) }
         }
         for key in order {
             let filter = filters[key]!
             guard let entity = context.model.entity(named: filter.event.entity) else { continue }
-            pool.submit { [loop] result in
+            pool.submit { [inbox] result in
                 let keys: [RecordKey]
                 do {
                     let rows = try result.get().connection.query(filter.sql, filter.parameters)
@@ -68,13 +68,7 @@ extension Server {
                     return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(filter.connections.count) session(s): \(error)")
                 }
                 guard !keys.isEmpty else { return }
-                let lines = PushLines(Session.lines(entity, filter.event.operation, keys))
-                loop.post { [self] in
-                    for connection in filter.connections where !connection.closed {
-                        connection.events.append(lines)
-                        if !connection.busy { service(connection) }
-                    }
-                }
+                inbox.post(.filtered(connections: filter.connections, lines: PushLines(Session.lines(entity, filter.event.operation, keys))))
             }
         }
     }

@@ -5,9 +5,27 @@ import Foundation
 import Postgres
 import Records
 
-/// The line server: one epoll loop thread serves every socket; database steps run on the
-/// connection pool's workers and hand their replies back to the loop, in order per session.
-public final class Server: @unchecked Sendable {  // loop-confined state; `stop` only posts to the loop
+/// What other threads tell the loop: pool workers, the change feed's reader, a signal.
+/// Connections are named by id; the loop looks them up (a closed one is simply gone).
+enum ServerMessage: Sendable {
+    /// A pool job's replies and what its works change in the session.
+    case finished(connection: Int, bytes: [UInt8], effects: [@Sendable (Session) -> Void], held: Double)
+    /// An IMPORT's COPY ended.
+    case importFinished(connection: Int, bytes: [UInt8], held: Double)
+    /// A full IMPORT feed has room again.
+    case importRoom(connection: Int)
+    /// Streamed data lines of a reply still being produced; `sink` waits for room.
+    case streamed(connection: Int, lines: [UInt8], sink: StreamSink)
+    case changes(Server.Delivery)
+    /// Lines of a WATCH ... WHERE event for the sessions whose predicate matched.
+    case filtered(connections: [Int], lines: PushLines)
+    case stop
+}
+
+/// The line server: one epoll loop thread serves every socket and owns every session; database
+/// steps run on the connection pool's workers and come back to the loop as messages, in order
+/// per session. Confined to the thread that runs it: other threads hold only `stopper`.
+public final class Server {
     public struct Configuration: Sendable {
         public var host = "127.0.0.1"
         public var port = 7878
@@ -35,12 +53,13 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     public private(set) var boundPort = 0
     let configuration: Configuration
-    var eventLoop: EventLoop { loop }
     let context: ServerContext
     let pool: ConnectionPool
-    let loop: EventLoop
+    let loop: EventLoop<ServerMessage>
+    var inbox: LoopInbox<ServerMessage> { loop.inbox }
     var listener: Listener?
     var connections: [Int32: ClientConnection] = [:]
+    var byID: [Int: ClientConnection] = [:]
     var nextSessionID = 1
     var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     var stopping = false
@@ -52,24 +71,22 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     var acceptPaused = false
     var lastWarning: UInt64 = 0
     var finished = false
-    let countLock = NSLock()
-    var sessionCount = 0
+    let sessionCount = SessionCount()
 
     public init(configuration: Configuration, context: ServerContext, pool: ConnectionPool) throws {
         self.configuration = configuration
         self.context = context
         self.pool = pool
         self.loop = try EventLoop()
-        context.onChanges { [weak self, context] events in
-            let delivery = Self.render(events, model: context.model)  // on the watcher's thread
-            self?.loop.post { self?.deliver(delivery) }
+        context.onChanges { [inbox = loop.inbox, context] events in
+            inbox.post(.changes(Self.render(events, model: context.model)))  // rendered on the watcher's thread
         }
-        context.setStatusProvider { [weak self] in
-            guard let self else { return (0, nil) }
-            self.countLock.lock()
-            defer { self.countLock.unlock() }
-            return (self.sessionCount, pool.statistics)
-        }
+        context.setStatusProvider { [sessionCount] in (sessionCount.value, pool.statistics) }
+    }
+
+    /// Stops the server from any thread (a signal handler): see `stop()`.
+    public var stopper: @Sendable () -> Void {
+        { [inbox = loop.inbox] in inbox.post(.stop) }
     }
 
     /// Binds the listening socket; after this, clients can connect.
@@ -77,18 +94,50 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         let listener = try Listener(host: configuration.host, port: configuration.port)
         self.listener = listener
         boundPort = listener.port
-        try loop.add(listener.fd, events: EventLoop.readable) { [unowned self] _ in self.acceptAll() }
+        try loop.add(listener.fd, events: Readiness.readable) { [unowned self] _ in self.acceptAll() }
     }
 
     /// Serves until `stop()`; returns once every session is closed.
     public func run() {
-        loop.run(tick: { [unowned self] in self.tick() }, shouldStop: { [unowned self] in self.finished })
+        loop.run(tick: { tick() }, receive: { receive($0) }, shouldStop: { finished })
     }
 
     /// Begins a graceful shutdown: stop accepting, tell each session, let in-flight commands
-    /// finish (bounded by `shutdownGrace`), then close. Safe from any thread.
+    /// finish (bounded by `shutdownGrace`), then close. From the loop's thread; others use
+    /// `stopper`.
     public func stop() {
-        loop.post { [self] in beginShutdown() }
+        beginShutdown()
+    }
+
+    /// On the loop: a message from another thread.
+    func receive(_ message: ServerMessage) {
+        switch message {
+        case .finished(let id, let bytes, let effects, let held):
+            guard let connection = byID[id] else { return }
+            connection.poolUse.record(seconds: held)
+            effects.forEach { $0(connection.session) }
+            completed(connection, bytes: bytes)
+        case .importFinished(let id, let bytes, let held):
+            guard let connection = byID[id] else { return }
+            connection.poolUse.record(seconds: held)
+            importFinished(connection, bytes: bytes)
+        case .importRoom(let id):
+            guard let connection = byID[id], !connection.busy else { return }
+            service(connection)
+        case .streamed(let id, let lines, let sink):
+            guard let connection = byID[id] else { return sink.release(gone: true) }
+            deliver(lines, to: connection, sink: sink)
+        case .changes(let delivery):
+            deliver(delivery)
+        case .filtered(let ids, let lines):
+            for id in ids {
+                guard let connection = byID[id] else { continue }
+                connection.events.append(lines)
+                if !connection.busy { service(connection) }
+            }
+        case .stop:
+            beginShutdown()
+        }
     }
 
     // MARK: - Accepting
@@ -119,18 +168,19 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             let session = Session(id: nextSessionID, context: context, peer: peer)
             nextSessionID += 1
             // Before sign-in a line is short: an unknown client holds little.
-            let connection = ClientConnection(fd: fd, session: session, peer: peer,
+            let connection = ClientConnection(id: session.id, transport: PlainTransport(fd: fd), session: session, peer: peer,
                                               maxLineLength: session.mustAuthenticate ? min(configuration.preAuthLineLength, configuration.maxLineLength)
-                                                                                      : configuration.maxLineLength, now: now())
-            connections[fd] = connection
-            setCount(connections.count)
+                                                                                      : configuration.maxLineLength,
+                                              highWater: configuration.outputHighWater, now: now())
             do {
-                try loop.add(fd, events: 0) { [unowned self] events in self.handle(connection, events: events) }
+                try loop.add(fd, events: 0) { [unowned self, unowned connection] events in self.handle(connection, events: events) }
             } catch {
                 close(fd)
-                connections[fd] = nil
                 continue
             }
+            connections[fd] = connection
+            byID[connection.id] = connection
+            sessionCount.value = connections.count
             Log.debug("connected from \(connection.peer)", session: session.id)
             let note = session.mustAuthenticate ? "authentication required: AUTH name password" : configuration.authenticationNote
             connection.append(.ok("recordsd \(ServerContext.version) ready (\(note)); type HELP for commands"))
@@ -161,7 +211,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     func resumeAccepting() {
         guard acceptPaused, let listener, !stopping else { return }
         acceptPaused = false
-        loop.modify(listener.fd, events: EventLoop.readable)
+        loop.modify(listener.fd, events: Readiness.readable)
     }
 
     /// A warning at most once a second, however often it happens.
@@ -175,7 +225,7 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     // MARK: - Serving a connection
 
     func handle(_ connection: ClientConnection, events: UInt32) {
-        if events & (EventLoop.readable | EventLoop.hangup) != 0 {
+        if events & (Readiness.readable | Readiness.hangup) != 0 {
             readAvailable(connection)
         }
         guard !connection.closed else { return }
@@ -184,11 +234,11 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
 
     func readAvailable(_ connection: ClientConnection) {
         // Level-triggered: one read per wake-up keeps sessions fair; the rest comes next turn.
-        let count = readBuffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress!, $0.count, 0) }
-        if count > 0 {
-            connection.framer.append(readBuffer[0..<count])
-        } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            connection.peerClosed = true
+        let result = readBuffer.withUnsafeMutableBytes { connection.transport.read(into: $0) }
+        switch result {
+        case .bytes(let count): connection.framer.append(readBuffer[0..<count])
+        case .wouldBlock: break
+        case .closed: connection.machine.peerDidClose()
         }
     }
 
@@ -202,73 +252,52 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         var budget = Self.linesPerTurn
         while true {
             var progressed = false
-            while budget > 0 && !connection.busy && !connection.closeAfterFlush && !connection.importPaused
-                    && connection.pendingOutput < configuration.outputHighWater {
-                guard let event = connection.nextEvent() else { break }
+            while budget > 0, connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: connection.importPaused),
+                  let event = connection.nextEvent() {
                 progressed = true
                 budget -= 1
-                if connection.importing != nil {
+                switch connection.machine.route(event) {
+                case .run(let line):
+                    run(line, on: connection)
+                case .gather(let event):
                     gather(event, for: connection)
-                    continue
-                }
-                if connection.skippingData {
-                    if case .line(".") = event { connection.skippingData = false }
-                    continue
-                }
-                switch event {
+                case .drop:
+                    break
                 case .tooLong(let length):
                     let limit = connection.framer.maxLineLength
                     let why = limit < configuration.maxLineLength ? " before sign-in" : ""
                     connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(limit)\(why))"))
                 case .invalid(let reason):
                     connection.append(.error(.syntax, reason))
-                case .line(let line):
-                    run(line, on: connection)
                 }
             }
             if progressed { connection.lastActivity = now() }  // once per turn, not per line
             let held = connection.pendingOutput
-            if shouldFlush(connection), connection.flush() == .failed { return closeConnection(connection) }
+            if connection.machine.shouldFlush(pendingOutput: held), connection.flush() == .failed { return closeConnection(connection) }
             // Room made by the flush lets buffered lines run even if none could this round.
             let drained = connection.pendingOutput < held
-            guard progressed || drained, budget > 0, !connection.busy, !connection.closeAfterFlush,
-                  connection.pendingOutput < configuration.outputHighWater else { break }
+            guard progressed || drained, budget > 0,
+                  connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: false) else { break }
         }
-        if budget == 0 && !connection.busy {
-            loop.post { [self] in if !connection.closed { service(connection) } }  // more lines wait: next turn
+        let spent = budget == 0
+        if connection.machine.continuesNextTurn(budgetSpent: spent) {
+            loop.nextTurn { [self] in if !connection.closed { service(connection) } }  // more lines wait
         }
-        if !connection.busy && !connection.events.isEmpty { pushEvents(connection) }
-        if let sink = connection.waitingSink, connection.pendingOutput < configuration.outputHighWater {
+        if connection.machine.pushesEvents && !connection.events.isEmpty { pushEvents(connection) }
+        if let sink = connection.waitingSink, connection.machine.releasesSink(pendingOutput: connection.pendingOutput) {
             connection.waitingSink = nil
             sink.release(gone: false)
         }
-        if connection.pendingOutput == 0 && !connection.busy {
-            if connection.closeAfterFlush { return closeConnection(connection) }
-            // With budget left, the loop stopped for want of lines: all the peer sent is answered.
-            if connection.peerClosed && budget > 0 { return closeConnection(connection) }
+        if connection.machine.closesNow(pendingOutput: connection.pendingOutput, budgetSpent: spent) {
+            return closeConnection(connection)
         }
-        var interest: UInt32 = 0
-        let open = !connection.closeAfterFlush && !connection.peerClosed
-            && connection.pendingOutput < configuration.outputHighWater
-        // While a step runs the session takes no new line, but its read interest stays armed
-        // until the peer sends more than it has: a request-and-reply client then costs no
-        // epoll_ctl per step, and one that pipelines is bounded by one read.
-        let reading = open && (!connection.busy && !connection.importPaused
-            || (connection.interest & EventLoop.readable != 0 && connection.framer.bufferedByteCount == 0))
-        if reading { interest |= EventLoop.readable }
-        if connection.pendingOutput > 0 && shouldFlush(connection) { interest |= EventLoop.writable }
-        if interest != connection.interest {
-            connection.interest = interest
+        if let interest = connection.machine.interest(pendingOutput: connection.pendingOutput,
+                                                      bufferedBytes: connection.framer.bufferedByteCount,
+                                                      importPaused: connection.importPaused,
+                                                      transportWantsRead: connection.transport.wantsRead,
+                                                      transportWantsWrite: connection.transport.wantsWrite) {
             loop.modify(connection.fd, events: interest)
         }
-    }
-
-    /// While a step runs, the replies before it wait to leave with its own (one write, one
-    /// wake-up of the client instead of two), unless they pile up or the step is slow, which
-    /// `tick` catches.
-    func shouldFlush(_ connection: ClientConnection) -> Bool {
-        connection.pendingOutput > 0
-            && (!connection.busy || connection.pendingOutput >= configuration.outputHighWater / 2 || connection.flushHeldReplies)
     }
 
     func run(_ line: String, on connection: ClientConnection) {
@@ -276,18 +305,20 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         switch connection.session.handle(line) {
         case .reply(let reply):
             connection.append(bytes: encoded(reply))
+            connection.machine.stepped(.reply)
         case .close(let reply):
             connection.append(bytes: encoded(reply))
-            connection.closeAfterFlush = true
+            connection.machine.stepped(.close)
         case .skipData(let reply):
             connection.append(bytes: encoded(reply))
-            connection.skippingData = true
+            connection.machine.stepped(.skipData)
         case .collect(let job):
-            let feed = ImportFeed(stallSeconds: configuration.importStallSeconds) { [loop] in
-                loop.post { [self] in if !connection.closed && !connection.busy { service(connection) } }
+            let feed = ImportFeed(stallSeconds: configuration.importStallSeconds) { [inbox, id = connection.id] in
+                inbox.post(.importRoom(connection: id))
             }
             connection.importing = ImportState(job: job, feed: feed)
             connection.framer.keepsCarriageReturns = true
+            connection.machine.stepped(.collect)
         case .database(let work):
             onPool(connection, [.work(work)])
         }
@@ -297,13 +328,13 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     /// reads nothing meanwhile, so replies stay in order; each work's effects on the session
     /// come back with the reply bytes and are applied there, in order.
     func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
-        connection.busy = true
-        connection.flushHeldReplies = false
-        let sink = StreamSink(server: self, connection: connection, stallSeconds: configuration.replyStallSeconds)
+        connection.machine.startedDatabase()
+        let sink = StreamSink(inbox: inbox, connection: connection.id, stallSeconds: configuration.replyStallSeconds)
+        let id = connection.id
         let maxReplyBytes = configuration.maxReplyBytes
         let highWater = configuration.outputHighWater
         let settings = context.work
-        pool.submit(connection.poolUse.standing) { [loop] database in
+        pool.submit(connection.poolUse.standing) { [inbox] database in
             let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
@@ -330,18 +361,14 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             }
             let bytes = batch.pending
             let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            loop.post { [self] in
-                connection.poolUse.record(seconds: held)
-                if !connection.closed { effects.forEach { $0(connection.session) } }
-                completed(connection, bytes: bytes)
-            }
+            inbox.post(.finished(connection: id, bytes: bytes, effects: effects, held: held))
         }
     }
 
     /// On the loop: streamed data lines; the sink waits until the output drains.
     func deliver(_ lines: [UInt8], to connection: ClientConnection, sink: StreamSink) {
         guard !connection.closed else { return sink.release(gone: true) }
-        connection.appendDataLines(lines)
+        connection.append(bytes: lines)
         connection.waitingSink = sink
         service(connection)
     }
@@ -365,31 +392,29 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
     }
 
     func completed(_ connection: ClientConnection, bytes: [UInt8]) {
-        connection.busy = false
         guard !connection.closed else { return }
+        connection.machine.databaseFinished(stopping: stopping)
         connection.append(bytes: bytes)
         // Signed in: the full line length from now on.
         if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
             connection.framer.maxLineLength = configuration.maxLineLength
         }
-        if stopping {
-            connection.push("shutdown recordsd is stopping")
-            connection.closeAfterFlush = true
-        }
+        if stopping { connection.push("shutdown recordsd is stopping") }
         service(connection)
     }
 
     func closeConnection(_ connection: ClientConnection) {
         guard !connection.closed else { return }
-        connection.closed = true
+        connection.machine.didClose()
         connection.session.close()
         connection.waitingSink?.release(gone: true)
         connection.waitingSink = nil
         connection.importing?.feed.fail(.error(.validation, "the client went away"))
         loop.remove(connection.fd)
-        close(connection.fd)
+        connection.transport.close()
         connections[connection.fd] = nil
-        setCount(connections.count)
+        byID[connection.id] = nil
+        sessionCount.value = connections.count
         resumeAccepting()
         Log.debug("closed", session: connection.session.id)
         if stopping && connections.isEmpty { finished = true }
@@ -419,14 +444,14 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         resumeAccepting()
         // Replies held behind a step that has run for a tick go out now.
         for connection in connections.values where connection.busy && connection.pendingOutput > 0 {
-            connection.flushHeldReplies = true
+            connection.machine.stepIsSlow()
             service(connection)
         }
         guard configuration.idleTimeout > 0 else { return }
         let limit = UInt64(configuration.idleTimeout) * 1_000_000_000
         for connection in Array(connections.values) where !connection.busy && current - connection.lastActivity > limit {
             connection.push("idle session closed after \(configuration.idleTimeout)s without a request")
-            connection.closeAfterFlush = true
+            connection.machine.closeWhenIdle()
             service(connection)
         }
     }
@@ -443,16 +468,10 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
         Log.info("shutting down: \(connections.count) session(s) open")
         for connection in Array(connections.values) where !connection.busy {
             connection.push("shutdown recordsd is stopping")
-            connection.closeAfterFlush = true
+            connection.machine.closeWhenIdle()
             service(connection)
         }
         if connections.isEmpty { finished = true }
-    }
-
-    func setCount(_ count: Int) {
-        countLock.lock()
-        sessionCount = count
-        countLock.unlock()
     }
 
     func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
@@ -473,6 +492,17 @@ public final class Server: @unchecked Sendable {  // loop-confined state; `stop`
             }
         }
         guard result == 0 else { return "?" }
-        return String(cString: host)
+        return String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// The number of open sessions, read by INFO on a pool worker.
+final class SessionCount: @unchecked Sendable {  // `count` guarded by `lock`
+    private let lock = NSLock()
+    private var count = 0
+
+    var value: Int {
+        get { lock.lock(); defer { lock.unlock() }; return count }
+        set { lock.lock(); count = newValue; lock.unlock() }
     }
 }

@@ -5,33 +5,55 @@ import Records
 /// while the client's output is above the high-water mark: a slow reader slows the query,
 /// never the server's memory. A client that reads nothing for `stallSeconds` loses the wait:
 /// `send` gives up, so the query stops and its pooled connection goes back.
-final class StreamSink: LineSink, @unchecked Sendable {  // `gone`/`stalled` are written before `signal` or by the waiting worker, read after `wait`
-    private unowned let server: Server
-    private let connection: ClientConnection
+final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled` guarded by `lock`; the rest immutable
+    private let inbox: LoopInbox<ServerMessage>
+    private let connection: Int
     private let semaphore = DispatchSemaphore(value: 0)
     private let stallSeconds: Int
+    private let lock = NSLock()
     private var gone = false
-    private(set) var stalled = false
+    private var didStall = false
 
-    init(server: Server, connection: ClientConnection, stallSeconds: Int) {
-        self.server = server
+    init(inbox: LoopInbox<ServerMessage>, connection: Int, stallSeconds: Int) {
+        self.inbox = inbox
         self.connection = connection
         self.stallSeconds = stallSeconds
     }
 
+    var stalled: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return didStall
+    }
+
+    private var ended: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return gone || didStall
+    }
+
+    /// On the worker: hands `lines` to the loop and waits until the client has room.
     func send(_ lines: [UInt8]) -> Bool {
-        guard !gone, !stalled else { return false }
-        server.eventLoop.post { [self] in server.deliver(lines, to: connection, sink: self) }
+        guard !ended else { return false }
+        inbox.post(.streamed(connection: connection, lines: lines, sink: self))
         if semaphore.wait(timeout: .now() + .seconds(stallSeconds)) == .timedOut {
-            stalled = true
+            lock.lock()
+            didStall = true
+            lock.unlock()
             return false
         }
+        lock.lock()
+        defer { lock.unlock() }
         return !gone
     }
 
     /// On the loop: lets the worker go on.
     func release(gone: Bool) {
-        if gone { self.gone = true }
+        if gone {
+            lock.lock()
+            self.gone = true
+            lock.unlock()
+        }
         semaphore.signal()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 
 /// Runs commands from a file or stdin, pipelined: lines go out together up to a SAVE (or
 /// AUTH, USER, QUIT), whose effect must not follow a failure, and replies are read in order.
@@ -8,7 +9,8 @@ struct ScriptRunner {
     let printer: Printer
     let keepGoing: Bool
 
-    static let barriers: Set<String> = ["SAVE", "AUTH", "USER", "QUIT"]
+    /// Verbs sent alone once what precedes them succeeded (the verb table's barriers).
+    static let barriers = Set(Verb.allCases.filter(\.facts.barrier).map(\.rawValue))
 
     func run(lines: [String], name: String) throws -> Int32 {
         connection.onPushed = { print($0) }

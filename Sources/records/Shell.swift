@@ -1,9 +1,36 @@
 import CLibEdit
 import Foundation
+import RecordsProtocol
 
-/// Names offered by tab completion; set before each line is read (libedit calls back into C).
-nonisolated(unsafe) private var completionWords: [String] = []
-nonisolated(unsafe) private var completionMatches: [String] = []
+/// Names offered by tab completion; set before each line is read. libedit calls back into C
+/// without a context pointer, so they live here.
+private final class Completions: @unchecked Sendable {  // `words` and `matches` guarded by `lock`
+    static let shared = Completions()
+    private let lock = NSLock()
+    private var words: [String] = []
+    private var matches: [String] = []
+
+    func set(_ words: [String]) {
+        lock.lock()
+        self.words = words
+        lock.unlock()
+    }
+
+    /// The words starting with `prefix`; only verbs (upper case) at the start of the line.
+    func match(_ prefix: String, lineStart: Bool) -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        matches = words.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }
+        if lineStart { matches = matches.filter { $0 == $0.uppercased() } }
+        return matches.count
+    }
+
+    func match(at index: Int) -> String? {
+        lock.lock()
+        defer { lock.unlock() }
+        return index < matches.count ? matches[index] : nil
+    }
+}
 
 /// The interactive shell: libedit line editing, persistent history, completion of verbs,
 /// entities and attributes, a prompt that shows the pending changes, and a warning before
@@ -12,22 +39,19 @@ struct Shell {
     let connection: ServerConnection
     let printer: Printer
     let options: CLIOptions
-    static let verbs = ["HELP", "PING", "QUIT", "INFO", "ENTITIES", "DESCRIBE", "INSERT", "UPDATE", "DELETE", "UPSERT",
-                        "CHANGES", "SAVE", "ROLLBACK", "NEST", "MERGE", "DISCARD", "GET", "FIND", "COUNT", "EXPLAIN",
-                        "WATCH", "UNWATCH", "EXPORT", "IMPORT", "AUTH", "USER", "WHERE", "ORDER", "BY", "LIMIT", "INCLUDE"]
+    /// The verbs and their clause words, from the protocol's verb table.
+    static let verbs = Verb.allCases.map(\.rawValue)
+        + Set(Verb.allCases.flatMap(\.facts.keywords)).filter { $0 == $0.uppercased() }.sorted()
 
     func run() -> Int32 {
         let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"
         using_history()
         read_history(history)
-        rl_attempted_completion_function = { text, start, _ in
+        clibedit_set_completer { text, start, _ in
             let prefix = text.map { String(cString: $0) } ?? ""
-            completionMatches = completionWords.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }
-            if start == 0 { completionMatches = completionMatches.filter { $0 == $0.uppercased() } }
-            guard !completionMatches.isEmpty else { return nil }
+            guard Completions.shared.match(prefix, lineStart: start == 0) > 0 else { return nil }
             return rl_completion_matches(text) { _, state in
-                guard Int(state) < completionMatches.count else { return nil }
-                return strdup(completionMatches[Int(state)])
+                Completions.shared.match(at: Int(state)).flatMap { strdup($0) }
             }
         }
         var entities: [String] = []
@@ -40,7 +64,7 @@ struct Shell {
         var pending = 0
         var warned = false
         while true {
-            completionWords = Self.verbs + entities + attributes.values.flatMap { $0 }
+            Completions.shared.set(Self.verbs + entities + attributes.values.flatMap { $0 })
             let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
             guard let raw = readline(prompt) else {
                 if pending > 0 && !warned {

@@ -1,12 +1,13 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CLibEdit
 import Foundation
 
 // records: the companion CLI of recordsd. Exit status: 0 success, 1 a command failed,
 // 2 usage error, 3 could not connect or sign in.
 signal(SIGPIPE, SIG_IGN)
-setvbuf(stdout, nil, _IOLBF, 0)
+clibedit_line_buffered_stdout()
 let environment = ProcessInfo.processInfo.environment
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("-h") || arguments.contains("--help") {

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSystem
 import Foundation
 import Postgres
 import Records
@@ -78,7 +79,6 @@ struct ServeCommand {
                  + (model.unserved.isEmpty ? "" : "; not served: " + model.unserved.map { "\($0.name) (\($0.reason))" }.joined(separator: ", ")))
 
         var limits = Limits()
-        limits.maxLineLength = options.maxLineLength
         limits.maxPendingChanges = options.maxPendingChanges
         let context = ServerContext(model: model, databaseDescription: database.description, limits: limits,
                                     throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0)
@@ -110,19 +110,20 @@ struct ServeCommand {
         let watcher = ModelWatcher(conninfo: database.conninfo, schema: options.schema, context: context)
         watcher.start()
         try server.bind()
+        let stop = server.stopper
         Signals.handle { signal in
             if signal == SIGHUP {
                 Log.info("SIGHUP: reloading the model")
                 watcher.requestReload()
             } else {
                 Log.info("signal \(signal): stopping")
-                server.stop()
+                stop()
             }
         }
         let address = options.listenHost.contains(":") ? "[\(options.listenHost)]:\(server.boundPort)" : "\(options.listenHost):\(server.boundPort)"
         Log.info("listening on \(address)")
         print("recordsd listening on \(address)")
-        fflush(stdout)
+        csystem_flush_stdout()
         server.run()
         watcher.stop()
         pool.shutdown()

@@ -1,5 +1,6 @@
 import Foundation
 import Records
+import RecordsProtocol
 
 /// A usage error: printed with the usage, exit status 2.
 struct UsageError: Error, CustomStringConvertible {

@@ -6,24 +6,25 @@ import Foundation
 /// Delivers SIGINT, SIGTERM and SIGHUP to a handler on a thread of its own (sigwait), so no
 /// work happens in signal context. Call `block()` first thing, before any thread starts.
 enum Signals {
-    private static var set: sigset_t = {
+    /// The signals handled, as a set (a value made afresh: sigset_t is not Sendable).
+    private static func handled() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
         sigaddset(&set, SIGINT)
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGHUP)
         return set
-    }()
+    }
 
     static func block() {
         signal(SIGPIPE, SIG_IGN)
-        var signals = set
+        var signals = handled()
         pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 
     static func handle(_ handler: @escaping @Sendable (Int32) -> Void) {
         let thread = Thread {
-            var signals = set
+            var signals = handled()
             while true {
                 var received: Int32 = 0
                 if sigwait(&signals, &received) == 0 { handler(received) }

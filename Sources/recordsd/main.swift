@@ -1,12 +1,13 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSystem
 import Foundation
 import Records
 
 Signals.block()
 raiseFileLimit()
-setvbuf(stdout, nil, _IOLBF, 0)
+csystem_line_buffered_stdout()
 
 let environment = ProcessInfo.processInfo.environment
 var arguments = Array(CommandLine.arguments.dropFirst())

@@ -259,8 +259,9 @@ import Testing
         try db.execute("INSERT INTO setting (id, number, value) VALUES (1, 1, 0)")
         let clients = 8, increments = 15
         let saved = Counter()
+        let shared = Handed(server)
         DispatchQueue.concurrentPerform(iterations: clients) { _ in
-            guard let client = try? server.client() else { return }
+            guard let client = try? shared.value.client() else { return }
             var done = 0
             var attempts = 0
             while done < increments && attempts < 400 {

@@ -74,6 +74,7 @@ import Testing
         let ready = Date()
 
         let shared = DiffShared()
+        let handedServer = Handed(server)
         let group = DispatchGroup()
         for _ in 0..<min(settings.workers, schemas.count) {
             group.enter()
@@ -87,8 +88,8 @@ import Testing
                     let schema = schemas[position]
                     let label = "\(settings.seed):\(schema.number)"
                     do {
-                        if client == nil { client = try server.client() }
-                        if served == nil { served = try server.database() }
+                        if client == nil { client = try handedServer.value.client() }
+                        if served == nil { served = try handedServer.value.database() }
                         if reference == nil { reference = try Connection(referenceURL) }
                         let run = try DiffSchemaRun(schema: schema, seed: label, randomSeed: SeededRandom.mix(settings.seed, UInt64(schema.number) * 2 + 1),
                                                     client: client!, served: served!, reference: reference!)

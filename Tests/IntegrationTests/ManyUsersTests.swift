@@ -54,9 +54,10 @@ import Testing
             clients.append(client)
         }
         // Every session reads at once, with its pending insert applied.
+        let handed = Handed(clients)  // each thread takes its own clients
         DispatchQueue.concurrentPerform(iterations: 30) { group in
-            for index in stride(from: group, to: clients.count, by: 30) {
-                _ = try? clients[index].send("COUNT game")
+            for index in stride(from: group, to: handed.value.count, by: 30) {
+                _ = try? handed.value[index].send("COUNT game")
             }
         }
         let admin = try Connection(try TestEnvironment.adminURL())
@@ -71,8 +72,9 @@ import Testing
         let server = try TestServer()
         let client = try server.client()
         let lines = 20_000
+        let handed = Handed(client)  // the writer thread only writes; this one only reads
         let writer = Thread {
-            _ = try? client.write(String(repeating: "HELP\n", count: lines))
+            _ = try? handed.value.write(String(repeating: "HELP\n", count: lines))
         }
         let before = residentKiB(server.process.processIdentifier)
         writer.start()
@@ -122,9 +124,10 @@ import Testing
             try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
         }, until: { $0 != "0" })
         #expect(waiting == "1")
+        let handedHolder = Handed(holder)  // used by the thread alone from here on
         let second = Thread {
-            _ = try? holder.query("SELECT id FROM game WHERE id = 1 FOR UPDATE")
-            _ = try? holder.execute("COMMIT")
+            _ = try? handedHolder.value.query("SELECT id FROM game WHERE id = 1 FOR UPDATE")
+            _ = try? handedHolder.value.execute("COMMIT")
         }
         second.start()
         #expect(try client.readReply().status == "+OK saved: 0 inserted, 2 updated, 0 deleted, 0 cascaded, 0 nullified (2 attempts)")

@@ -54,17 +54,17 @@ import Testing
 
     @Test func twoServersStartingTogetherApplyTheSchemaOnce() throws {
         let url = try TestEnvironment.freshDatabase()
-        var servers: [TestServer] = []
-        var failures: [String] = []
-        let lock = NSLock()
+        let started = Locked<[TestServer]>([])
+        let errors = Locked<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 2) { _ in
             do {
                 let server = try TestServer(databaseURL: url)
-                lock.lock(); servers.append(server); lock.unlock()
+                started.with { $0.append(server) }
             } catch {
-                lock.lock(); failures.append("\(error)"); lock.unlock()
+                errors.with { $0.append("\(error)") }
             }
         }
+        let servers = started.value, failures = errors.value
         #expect(failures.isEmpty, "\(failures)")
         #expect(servers.count == 2)
         for server in servers { #expect(try server.client().send("ENTITIES").status == "+OK 11 entities") }

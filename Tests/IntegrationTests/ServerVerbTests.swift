@@ -27,6 +27,7 @@ import Testing
             "usage: INSERT entity [AS #ref] attr=value ...",
             "add a pending insert; replies with its #ref for later commands",
             "example: INSERT employee first_name=\"John\" last_name=\"Lim\" gender=1 department=#sales",
+            "needs: the writer role; adds pending changes",
         ])
         #expect(try client.send("HELP SAEV").status == "-ERR UNKNOWN unknown verb 'SAEV' (did you mean SAVE?): type HELP for the list")
     }

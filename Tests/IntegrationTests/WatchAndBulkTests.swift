@@ -170,7 +170,7 @@ import Testing
         for i in 1...6000 { data += i == 4999 ? "oops,bad,1\n" : "\(i),k\(i),\(i)\n" }
         try client.write("IMPORT setting\n" + data + ".\n")
         let reply = try client.readReply()
-        #expect(reply.status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 5000: invalid input syntax for type integer: \"oops\""))
+        #expect(reply.status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 5000: "))  // then PostgreSQL's words
         #expect(try server.database().query("SELECT count(*) FROM setting").string(0, 0) == "0")
         // A refused IMPORT's data, sent right behind it, is skipped up to its `.`, never run.
         try client.write("IMPORT setting (nope)\n1,10\nINSERT setting number=5 value=5\nSAVE\n.\n")
@@ -196,7 +196,7 @@ import Testing
             return text
         }
         try client.write("IMPORT setting\n" + data(badAt: 299_000) + ".\n")
-        #expect(try client.readReply().status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 299001: invalid input syntax for type integer: \"oops\""))
+        #expect(try client.readReply().status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 299001: "))
         #expect(try client.send("COUNT setting").status == "+OK 0")
         try client.write("IMPORT setting\n" + data(badAt: nil) + ".\n")
         #expect(try client.readReply().status == "+OK imported 300000 records")

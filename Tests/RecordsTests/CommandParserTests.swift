@@ -1,5 +1,6 @@
 import Testing
 @testable import Records
+import RecordsProtocol
 
 @Suite struct CommandParserTests {
     @Test func verbsAreCaseInsensitive() throws {
@@ -122,10 +123,10 @@ import Testing
     }
 
     @Test func theVerbOfALineIsItsFirstWordWhateverTheCase() {
-        #expect(CommandParser.verb(of: "import game") == .import)
-        #expect(CommandParser.verb(of: " \tRollBack") == .rollback)
-        #expect(CommandParser.verb(of: "GETS game 1") == nil)
-        #expect(CommandParser.verb(of: "ROLLBACKS") == nil)
-        #expect(CommandParser.verb(of: "") == nil)
+        #expect(Verb.of("import game") == .import)
+        #expect(Verb.of(" \tRollBack") == .rollback)
+        #expect(Verb.of("GETS game 1") == nil)
+        #expect(Verb.of("ROLLBACKS") == nil)
+        #expect(Verb.of("") == nil)
     }
 }

@@ -10,6 +10,9 @@ int csystem_eventfd(void);
 int csystem_accept(int fd);
 /// A non-blocking, close-on-exec stream socket.
 int csystem_socket(int domain);
+/// stdio's shared globals, reached through functions (Swift 6 refuses the globals themselves).
+void csystem_line_buffered_stdout(void);
+void csystem_flush_stdout(void);
 
 static const unsigned int CSYSTEM_EPOLLIN = EPOLLIN;
 static const unsigned int CSYSTEM_EPOLLOUT = EPOLLOUT;

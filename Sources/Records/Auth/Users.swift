@@ -1,4 +1,5 @@
 import Postgres
+import RecordsProtocol
 
 public struct UserError: Error, CustomStringConvertible {
     public var description: String

@@ -1,3 +1,4 @@
+import RecordsProtocol
 /// A record named in a command: a stored key (as typed, for a single-column key), a pending
 /// `#ref`, or `attr=value` pairs naming its key columns or a unique key (`project=3
 /// employee=7`, `uid="m1"`).

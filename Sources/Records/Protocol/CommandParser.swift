@@ -1,16 +1,10 @@
 import Foundation
+import RecordsProtocol
 
 /// Turns a request line into a `Command`. Purely syntactic: entity and attribute names are
 /// checked against the model when the command runs.
 public enum CommandParser {
     /// The verb a line starts with, if its first word is one; cheap enough for every line.
-    public static func verb(of line: String) -> Verb? {
-        let word = line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }
-        guard word.count <= 8 else { return nil }  // no verb is longer
-        return Verb(rawValue: String(decoding: word, as: UTF8.self).uppercased())
-    }
-
-    /// The error for a line whose first word is no verb, from that word alone.
     public static func notAVerb(_ line: String) -> CommandError {
         let word = String(decoding: line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }.prefix(40), as: UTF8.self)
         if word.isEmpty { return CommandError(.syntax, "empty line: type HELP for the list of verbs") }
@@ -18,7 +12,7 @@ public enum CommandParser {
     }
 
     public static func parse(_ line: String) throws(CommandError) -> Command {
-        let first = verb(of: line)
+        let first = Verb.of(line)
         if first == .auth || first == .user { return try parseCredentials(line) }
         var tokens = try TokenStream(line: line)
         guard let verbWord = tokens.peek.word else {

@@ -3,7 +3,6 @@ import Postgres
 
 /// Limits that protect the server; each has a safe default and is configurable.
 public struct Limits: Sendable {
-    public var maxLineLength = 1 << 20
     public var maxPendingChanges = 1_000_000
     public init() {}
 }

@@ -180,12 +180,19 @@ public struct ImportJob: Sendable {
             // COPY counts its own lines from 1; the client's include the header.
             let offset = self.columns == nil ? 1 : 0
             var message = error.message
-            if let context = error.context, let range = context.range(of: "line "),
-               let line = Int(context[range.upperBound...].prefix { $0.isNumber }) {
-                message = "line \(line + offset): \(message)"
-            }
+            if let line = Self.copyLine(error.context, table: entity.name) { message = "line \(line + offset): \(message)" }
             if error.isUnavailable { return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported") }
             return .error(.validation, "IMPORT failed, nothing was imported: \(message)")
         }
+    }
+
+    /// The line COPY failed on, from its error's context (`COPY employee, line 3, column age:
+    /// ...`), in any language PostgreSQL speaks: the number after the word that follows the
+    /// table's name (`ligne 3`, `Zeile 3`).
+    static func copyLine(_ context: String?, table: String) -> Int? {
+        let prefix = "COPY \(table), "
+        guard let context, context.hasPrefix(prefix) else { return nil }
+        let rest = context.dropFirst(prefix.count).drop { $0 != " " }.dropFirst()
+        return Int(rest.prefix { $0.isNumber })
     }
 }

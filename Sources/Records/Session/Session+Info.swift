@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 
 // MARK: - HELP, INFO, ENTITIES, DESCRIBE
 
@@ -18,7 +19,15 @@ extension Session {
         guard let verb = Verb(rawValue: verbName.uppercased()) else {
             throw CommandError(.unknown, "unknown verb '\(verbName)'\(CommandParser.suggestion(for: verbName)): type HELP for the list")
         }
-        var lines = ["usage: " + verb.syntax, verb.summary, "example: " + verb.example]
+        let facts = verb.facts
+        let touches = switch facts.access {
+        case .session: "the session's own state"
+        case .reads: "reads the database, with the pending changes"
+        case .edits: "adds pending changes"
+        case .writes: "writes the database"
+        }
+        var lines = ["usage: " + verb.syntax, verb.summary, "example: " + verb.example,
+                     "needs: " + (facts.role.map { "the \($0.name) role" } ?? "nothing (open before AUTH)") + "; " + touches]
         if verb == .find || verb == .count {
             lines += [
                 "predicates: == != < <= > >= (also = <>), BEGINSWITH ENDSWITH CONTAINS LIKE (* ?) MATCHES (regex), [c] case-insensitive",

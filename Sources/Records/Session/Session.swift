@@ -1,4 +1,5 @@
 import Postgres
+import RecordsProtocol
 
 /// Carries data lines to the client while a database step runs. `send` takes whole lines,
 /// each ending in a line feed, that cannot pass for a status line (records are JSON objects);
@@ -117,13 +118,19 @@ public final class Session {
     /// The role commands run with: the user's, or admin when no authentication is in force.
     var role: Role? { user?.role ?? (mustAuthenticate ? nil : .admin) }
 
+    /// The answer to a verb that needs a role, before sign-in.
+    static let signInFirst: String = {
+        let open = Verb.allCases.filter { $0.requiredRole == nil }.map(\.rawValue)
+        return "sign in first: AUTH name password (before it, only \(open.dropLast().joined(separator: ", ")) and \(open.last!))"
+    }()
+
     /// Who a log line is about.
     var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
     public func handle(_ line: String) -> Step {
         let step = run(line)
         guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
-              CommandParser.verb(of: line) == .import else { return step }
+              Verb.of(line) == .import else { return step }
         return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
     }
 
@@ -131,9 +138,9 @@ public final class Session {
         // Before sign-in only the verb is read: the rest of a line from an unknown client is
         // never parsed unless the verb is one it may use.
         if role == nil {
-            guard let verb = CommandParser.verb(of: line) else { return .reply(CommandParser.notAVerb(line).reply) }
+            guard let verb = Verb.of(line) else { return .reply(CommandParser.notAVerb(line).reply) }
             if verb.requiredRole != nil {
-                return .reply(.error(.auth, "sign in first: AUTH name password (before it, only HELP, PING, AUTH and QUIT)"))
+                return .reply(.error(.auth, Self.signInFirst))
             }
         }
         let command: Command
@@ -146,7 +153,7 @@ public final class Session {
         do throws(CommandError) {
             if let needed = command.verb.requiredRole {
                 guard let role else {
-                    throw CommandError(.auth, "sign in first: AUTH name password (before it, only HELP, PING, AUTH and QUIT)")
+                    throw CommandError(.auth, Self.signInFirst)
                 }
                 guard role >= needed else {
                     throw CommandError(.forbidden, "\(command.verb.rawValue) needs the \(needed.name) role; \(user?.name ?? "this session") is \(role.name)")

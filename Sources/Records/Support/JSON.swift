@@ -21,9 +21,4 @@ public enum JSON {
         }
         return out + "\""
     }
-
-    /// `{"a":1,"b":"x"}` from already-encoded values, keys in the given order.
-    public static func object(_ pairs: [(String, String)]) -> String {
-        "{" + pairs.map { quote($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
-    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One event a line on stderr: time, level, session, message.
 public enum Log {
@@ -12,13 +13,13 @@ public enum Log {
         }
     }
 
-    nonisolated(unsafe) public static var level: Level = .info
+    /// Events below this level are not written. Set once at start; read from every thread.
+    public static var level: Level {
+        get { Level(rawValue: threshold.load(ordering: .relaxed)) ?? .info }
+        set { threshold.store(newValue.rawValue, ordering: .relaxed) }
+    }
+    private static let threshold = Atomic<Int>(Level.info.rawValue)
     private static let lock = NSLock()
-    nonisolated(unsafe) private static let formatter: ISO8601DateFormatter = {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f
-    }()
 
     public static func debug(_ message: @autoclosure () -> String, session: Int? = nil) { write(.debug, session, message) }
     public static func info(_ message: @autoclosure () -> String, session: Int? = nil) { write(.info, session, message) }
@@ -41,7 +42,20 @@ public enum Log {
         let who = session.map { "s\($0)" } ?? "-"
         // One event a line, always: a line break inside a message (a PostgreSQL error's, a
         // client's text) is escaped, so nothing can forge a line of its own.
-        let line = "\(formatter.string(from: Date())) \(level.name.uppercased()) \(who) \(Reply.singleLine(message()))\n"
+        let line = "\(timestamp()) \(level.name.uppercased()) \(who) \(Reply.singleLine(message()))\n"
         FileHandle.standardError.write(line.data(using: .utf8)!)
+    }
+
+    /// The time in UTC, ISO 8601 with milliseconds (`2026-11-30T12:00:00.000Z`).
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        let millis = Int(now.tv_nsec / 1_000_000)
+        let fraction = millis < 10 ? "00\(millis)" : millis < 100 ? "0\(millis)" : "\(millis)"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(fraction)Z"
     }
 }

@@ -11,15 +11,3 @@ public enum Role: Int, Comparable, Sendable, CaseIterable {
         self = role
     }
 }
-
-extension Verb {
-    /// The role a verb needs; nil for the verbs open before AUTH.
-    public var requiredRole: Role? {
-        switch self {
-        case .help, .ping, .quit, .auth: nil
-        case .info, .entities, .describe, .get, .find, .count, .explain, .watch, .unwatch, .export: .reader
-        case .insert, .update, .delete, .upsert, .changes, .save, .rollback, .nest, .merge, .discard, .import: .writer
-        case .user: .admin
-        }
-    }
-}

@@ -1,0 +1,226 @@
+/// The verbs of the line protocol. Everything known about one is in `Verb.table`, read by the
+/// server (parser dispatch, role checks, read batching, HELP) and by the CLI (completion,
+/// script pipelining): one table, no switch elsewhere that repeats it.
+public enum Verb: String, CaseIterable, Sendable {
+    case help = "HELP", ping = "PING", quit = "QUIT", info = "INFO"
+    case entities = "ENTITIES", describe = "DESCRIBE"
+    case insert = "INSERT", update = "UPDATE", delete = "DELETE", upsert = "UPSERT"
+    case changes = "CHANGES", save = "SAVE", rollback = "ROLLBACK"
+    case nest = "NEST", merge = "MERGE", discard = "DISCARD"
+    case get = "GET", find = "FIND", count = "COUNT", explain = "EXPLAIN"
+    case watch = "WATCH", unwatch = "UNWATCH", export = "EXPORT", `import` = "IMPORT"
+    case auth = "AUTH", user = "USER"
+
+    /// This verb's facts.
+    public var facts: VerbFacts { Self.table[self]! }
+    public var syntax: String { facts.syntax }
+    public var summary: String { facts.summary }
+    public var example: String { facts.example }
+    /// The role it needs; nil for the verbs open before sign-in.
+    public var requiredRole: Role? { facts.role }
+
+    /// The longest verb, in bytes: a longer first word is no verb (checked before parsing).
+    public static let longest = allCases.map(\.rawValue.utf8.count).max()!
+
+    /// The verb a line starts with, read without parsing the rest (before sign-in, only this
+    /// is looked at).
+    public static func of(_ line: String) -> Verb? {
+        let word = line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }
+        guard word.count <= longest else { return nil }
+        return Verb(rawValue: String(decoding: word, as: UTF8.self).uppercased())
+    }
+
+    public static let table: [Verb: VerbFacts] = [
+        .help: VerbFacts(
+            syntax: "HELP [verb]",
+            summary: "list the verbs, or explain one",
+            example: "HELP INSERT",
+            role: nil, access: .session, batchable: false, barrier: false,
+            completes: .verb, keywords: []),
+        .ping: VerbFacts(
+            syntax: "PING [message]",
+            summary: "check the connection; replies +OK PONG (or the message)",
+            example: "PING",
+            role: nil, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .quit: VerbFacts(
+            syntax: "QUIT",
+            summary: "close the session; pending changes are dropped",
+            example: "QUIT",
+            role: nil, access: .session, batchable: false, barrier: true,
+            completes: .nothing, keywords: []),
+        .info: VerbFacts(
+            syntax: "INFO",
+            summary: "server version, uptime, sessions, database, pool, and this session's unit of work",
+            example: "INFO",
+            role: .reader, access: .reads, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .entities: VerbFacts(
+            syntax: "ENTITIES",
+            summary: "the served entities with their attribute and relationship counts",
+            example: "ENTITIES",
+            role: .reader, access: .reads, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .describe: VerbFacts(
+            syntax: "DESCRIBE entity",
+            summary: "an entity's attributes (type, required, default, unique) and relationships",
+            example: "DESCRIBE employee",
+            role: .reader, access: .reads, batchable: false, barrier: false,
+            completes: .entity, keywords: []),
+        .insert: VerbFacts(
+            syntax: "INSERT entity [AS #ref] attr=value ...",
+            summary: "add a pending insert; replies with its #ref for later commands",
+            example: "INSERT employee first_name=\"John\" last_name=\"Lim\" gender=1 department=#sales",
+            role: .writer, access: .edits, batchable: false, barrier: false,
+            completes: .entity, keywords: ["AS"]),
+        .update: VerbFacts(
+            syntax: "UPDATE entity record [SET] attr=value ... | UPDATE entity WHERE predicate SET attr=value ...",
+            summary: "add a pending update of a record, or of the records a predicate matches at SAVE; a record: id, #ref, key=value ..., or unique_attr=value",
+            example: "UPDATE employee 42 age=31",
+            role: .writer, access: .edits, batchable: false, barrier: false,
+            completes: .entity, keywords: ["WHERE", "SET"]),
+        .delete: VerbFacts(
+            syntax: "DELETE entity record | DELETE entity WHERE predicate",
+            summary: "add a pending delete of a record, or of the records a predicate matches at SAVE; replies with what its delete rules will do",
+            example: "DELETE project_member project=3 employee=7",
+            role: .writer, access: .edits, batchable: false, barrier: false,
+            completes: .entity, keywords: ["WHERE"]),
+        .upsert: VerbFacts(
+            syntax: "UPSERT entity ON unique_attr[, attr] attr=value ...",
+            summary: "insert, or update the record with the same unique key (seeding)",
+            example: "UPSERT game ON name name=\"Chess\"",
+            role: .writer, access: .edits, batchable: false, barrier: false,
+            completes: .entity, keywords: ["ON"]),
+        .changes: VerbFacts(
+            syntax: "CHANGES",
+            summary: "list the pending inserts, updates (old -> new) and deletes",
+            example: "CHANGES",
+            role: .writer, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .save: VerbFacts(
+            syntax: "SAVE [FORCE|THEIRS|MERGE] [KEY k]",
+            summary: "write every pending change in one transaction; on conflict FORCE: yours win, THEIRS: the database wins for fields both changed, MERGE: combine fields only one side changed; KEY k: a retry with the same key answers what the first save did",
+            example: "SAVE",
+            role: .writer, access: .writes, batchable: false, barrier: true,
+            completes: .nothing, keywords: ["FORCE", "THEIRS", "MERGE", "KEY"]),
+        .rollback: VerbFacts(
+            syntax: "ROLLBACK",
+            summary: "drop every pending change, nested scratchpads included",
+            example: "ROLLBACK",
+            role: .writer, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .nest: VerbFacts(
+            syntax: "NEST",
+            summary: "open a child scratchpad on top of the unit of work",
+            example: "NEST",
+            role: .writer, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .merge: VerbFacts(
+            syntax: "MERGE",
+            summary: "fold the innermost scratchpad into its parent",
+            example: "MERGE",
+            role: .writer, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .discard: VerbFacts(
+            syntax: "DISCARD",
+            summary: "drop the innermost scratchpad and its changes",
+            example: "DISCARD",
+            role: .writer, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: []),
+        .get: VerbFacts(
+            syntax: "GET entity record [INCLUDE rel[.rel], ...]",
+            summary: "one record by id, #ref, key columns or a unique key, as seen with this unit's pending changes",
+            example: "GET memo uid=\"m1\" INCLUDE color",
+            role: .reader, access: .reads, batchable: true, barrier: false,
+            completes: .entity, keywords: ["INCLUDE"]),
+        .find: VerbFacts(
+            syntax: "FIND entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel], ...]",
+            summary: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page",
+            example: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10",
+            role: .reader, access: .reads, batchable: true, barrier: false,
+            completes: .entity, keywords: ["WHERE", "ORDER", "BY", "ASC", "DESC", "LIMIT", "OFFSET", "AFTER", "INCLUDE", "AND", "OR", "NOT", "IN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES", "nil"]),
+        .count: VerbFacts(
+            syntax: "COUNT entity [WHERE predicate] [ESTIMATE]",
+            summary: "how many records match; ESTIMATE asks the planner instead of counting",
+            example: "COUNT employee WHERE department == nil",
+            role: .reader, access: .reads, batchable: true, barrier: false,
+            completes: .entity, keywords: ["WHERE", "ESTIMATE", "AND", "OR", "NOT", "IN", "nil"]),
+        .explain: VerbFacts(
+            syntax: "EXPLAIN FIND ... | EXPLAIN COUNT ...",
+            summary: "the SQL and parameters a FIND or COUNT runs, and PostgreSQL's plan for it",
+            example: "EXPLAIN FIND employee WHERE department.name BEGINSWITH[c] \"sa\"",
+            role: .reader, access: .reads, batchable: true, barrier: false,
+            completes: .verb, keywords: ["FIND", "COUNT"]),
+        .watch: VerbFacts(
+            syntax: "WATCH entity [WHERE predicate]",
+            summary: "push '! entity id inserted|updated|deleted' lines after every committed change, by anyone",
+            example: "WATCH employee WHERE department.name == \"Sales\"",
+            role: .reader, access: .reads, batchable: false, barrier: false,
+            completes: .entity, keywords: ["WHERE"]),
+        .unwatch: VerbFacts(
+            syntax: "UNWATCH [entity]",
+            summary: "stop the pushed changes of one entity, or of all",
+            example: "UNWATCH employee",
+            role: .reader, access: .session, batchable: false, barrier: false,
+            completes: .entity, keywords: []),
+        .export: VerbFacts(
+            syntax: "EXPORT entity [WHERE predicate] [ORDER BY key [ASC|DESC], ...]",
+            summary: "the records as CSV with a header line; lines starting with . + - ! get one more . in front",
+            example: "EXPORT employee WHERE age > 30 ORDER BY id",
+            role: .reader, access: .reads, batchable: false, barrier: false,
+            completes: .entity, keywords: ["WHERE", "ORDER", "BY", "ASC", "DESC"]),
+        .`import`: VerbFacts(
+            syntax: "IMPORT entity [(column, ...)], then CSV lines, then a line with a single .",
+            summary: "load CSV (a header line first unless columns are given) in one transaction: all rows or none",
+            example: "IMPORT game",
+            role: .writer, access: .writes, batchable: false, barrier: false,
+            completes: .entity, keywords: []),
+        .auth: VerbFacts(
+            syntax: "AUTH name password",
+            summary: "sign in; roles: reader (reads), writer (+ edits and SAVE), admin (+ USER)",
+            example: "AUTH alice \"correct horse battery\"",
+            role: nil, access: .writes, batchable: false, barrier: true,
+            completes: .nothing, keywords: []),
+        .user: VerbFacts(
+            syntax: "USER LIST | USER ADD name role password | USER PASSWD name password | USER REMOVE name",
+            summary: "manage users (admin): roles reader, writer, admin",
+            example: "USER ADD bob writer \"s3cret-pass\"",
+            role: .admin, access: .writes, batchable: false, barrier: true,
+            completes: .nothing, keywords: ["LIST", "ADD", "PASSWD", "REMOVE", "reader", "writer", "admin"]),
+    ]
+}
+
+/// What is known about a verb.
+public struct VerbFacts: Sendable {
+    /// What a verb touches, which decides where it runs and what it may change.
+    public enum Access: Sendable, Equatable {
+        /// The session alone (its unit of work, its watches); no database.
+        case session
+        /// Reads PostgreSQL, seeing the unit's pending changes.
+        case reads
+        /// Adds pending changes (reading PostgreSQL to check them).
+        case edits
+        /// Writes PostgreSQL (SAVE, IMPORT, USER) or signs in.
+        case writes
+    }
+
+    /// What may follow the verb on the line, for completion.
+    public enum Completes: Sendable, Equatable {
+        case nothing, entity, verb
+    }
+
+    public var syntax: String
+    public var summary: String
+    public var example: String
+    /// The role it needs; nil: open before sign-in.
+    public var role: Role?
+    public var access: Access
+    /// Consecutive ones from one session run as one pool job.
+    public var batchable: Bool
+    /// A script sends it alone, once everything before it succeeded: its effect must not
+    /// follow a failure.
+    public var barrier: Bool
+    public var completes: Completes
+    /// The clause words it takes, for completion.
+    public var keywords: [String]
+}

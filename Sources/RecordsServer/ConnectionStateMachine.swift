@@ -1,0 +1,176 @@
+import Records
+
+/// What a client connection is doing, and what the server should do next with it. A value
+/// without I/O: the server feeds it events (a line arrived, a step finished, the peer closed)
+/// and performs what it answers; tested without sockets (`ConnectionStateMachineTests`).
+struct ConnectionStateMachine: Equatable {
+    enum State: Equatable {
+        /// Taking request lines.
+        case reading
+        /// A step runs on the pool: no new line is taken until its reply is back, so replies
+        /// stay in order.
+        case awaitingDatabase
+        /// An IMPORT's data lines, up to `.`, go to its COPY.
+        case importing
+        /// A refused IMPORT's data lines are dropped, up to `.`.
+        case skippingData
+        /// What is buffered is answered and sent, then the connection closes (QUIT, idle,
+        /// shutdown).
+        case closing
+        case closed
+    }
+
+    /// What the server does with one framed event.
+    enum Route: Equatable {
+        case run(String)
+        /// An IMPORT data line (or its `.`).
+        case gather(LineFramer.Event)
+        /// Dropped (a refused IMPORT's data).
+        case drop
+        case tooLong(Int)
+        case invalid(String)
+    }
+
+    /// What a command turned into (the kinds of `Session.Step`).
+    enum Step: Equatable {
+        case reply, close, skipData, collect, database
+    }
+
+    private(set) var state = State.reading
+    /// The peer sent FIN: what it sent is answered, then the connection closes.
+    private(set) var peerClosed = false
+    /// The running step has been slow: replies held behind it go out without waiting.
+    private(set) var flushHeld = false
+    /// The epoll interest last set.
+    private(set) var interest: UInt32 = 0
+    /// Past this much unsent output the client is not read (backpressure).
+    let highWater: Int
+
+    init(highWater: Int) {
+        self.highWater = highWater
+    }
+
+    var isBusy: Bool { state == .awaitingDatabase }
+    var isClosed: Bool { state == .closed }
+    var isClosing: Bool { state == .closing }
+
+    // MARK: - Lines
+
+    /// Whether another line may be taken now.
+    func takesLine(pendingOutput: Int, importPaused: Bool) -> Bool {
+        switch state {
+        case .reading, .importing, .skippingData: return !importPaused && pendingOutput < highWater
+        case .awaitingDatabase, .closing, .closed: return false
+        }
+    }
+
+    mutating func route(_ event: LineFramer.Event) -> Route {
+        switch state {
+        case .importing:
+            return .gather(event)
+        case .skippingData:
+            if case .line(".") = event { state = .reading }
+            return .drop
+        default:
+            switch event {
+            case .line(let line): return .run(line)
+            case .tooLong(let length): return .tooLong(length)
+            case .invalid(let reason): return .invalid(reason)
+            }
+        }
+    }
+
+    /// The command just run became `step`.
+    mutating func stepped(_ step: Step) {
+        guard state != .closed else { return }
+        switch step {
+        case .reply: break
+        case .close: state = .closing
+        case .skipData: state = .skippingData
+        case .collect: state = .importing
+        case .database: startedDatabase()
+        }
+    }
+
+    mutating func startedDatabase() {
+        guard state != .closed else { return }
+        state = .awaitingDatabase
+        flushHeld = false
+    }
+
+    /// The IMPORT's `.` arrived: its COPY's reply is awaited, or (`answered`) already sent.
+    mutating func importEnded(answered: Bool) {
+        guard state == .importing else { return }
+        if answered { state = .reading } else { startedDatabase() }
+    }
+
+    /// A step's reply is back; while the server stops, the connection closes after it.
+    mutating func databaseFinished(stopping: Bool) {
+        guard state == .awaitingDatabase else { return }
+        state = stopping ? .closing : .reading
+        flushHeld = false
+    }
+
+    /// The running step has lasted a tick: replies held behind it go out.
+    mutating func stepIsSlow() {
+        if state == .awaitingDatabase { flushHeld = true }
+    }
+
+    mutating func peerDidClose() { peerClosed = true }
+
+    /// Idle, shutting down: answer what is buffered, then close. Not while a step runs (its
+    /// reply closes it).
+    mutating func closeWhenIdle() {
+        switch state {
+        case .reading, .importing, .skippingData: state = .closing
+        case .awaitingDatabase, .closing, .closed: break
+        }
+    }
+
+    mutating func didClose() { state = .closed }
+
+    // MARK: - Output and interest
+
+    /// While a step runs, the replies before it wait to leave with its own (one write, one
+    /// wake-up of the client instead of two), unless they pile up or the step is slow.
+    func shouldFlush(pendingOutput: Int) -> Bool {
+        pendingOutput > 0 && (!isBusy || pendingOutput >= highWater / 2 || flushHeld)
+    }
+
+    /// The session may take lines again after this turn (it stopped for its budget).
+    func continuesNextTurn(budgetSpent: Bool) -> Bool {
+        budgetSpent && !isBusy && state != .closed
+    }
+
+    /// Pushed events go out only between replies.
+    var pushesEvents: Bool { !isBusy && state != .closed }
+
+    /// A streamed reply's worker may go on: the client has taken enough.
+    func releasesSink(pendingOutput: Int) -> Bool { pendingOutput < highWater }
+
+    /// Everything is answered and sent, and the connection should end.
+    func closesNow(pendingOutput: Int, budgetSpent: Bool) -> Bool {
+        guard pendingOutput == 0, !isBusy, state != .closed else { return false }
+        // With budget left, the lines ran out: all the peer sent is answered.
+        return state == .closing || (peerClosed && !budgetSpent)
+    }
+
+    /// The epoll interest for now; nil when it is unchanged. While a step runs the session
+    /// takes no new line, but its read interest stays armed until the peer sends more than it
+    /// has: a request-and-reply client then costs no epoll_ctl per step, and one that
+    /// pipelines is bounded by one read. A transport that needs the socket (a TLS handshake)
+    /// gets it whatever the session wants.
+    mutating func interest(pendingOutput: Int, bufferedBytes: Int, importPaused: Bool,
+                           transportWantsRead: Bool = false, transportWantsWrite: Bool = false) -> UInt32? {
+        guard state != .closed else { return nil }
+        let open = state != .closing && !peerClosed && pendingOutput < highWater
+        let reading = open && (!isBusy && !importPaused
+            || (interest & Readiness.readable != 0 && bufferedBytes == 0))
+        var wanted: UInt32 = 0
+        if reading || transportWantsRead { wanted |= Readiness.readable }
+        if (pendingOutput > 0 && shouldFlush(pendingOutput: pendingOutput)) || transportWantsWrite { wanted |= Readiness.writable }
+        guard wanted != interest else { return nil }
+        interest = wanted
+        return wanted
+    }
+}

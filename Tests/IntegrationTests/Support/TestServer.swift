@@ -16,7 +16,7 @@ final class TestServer {
     init(databaseURL: String? = nil, arguments: [String] = [], environment: [String: String] = [:], fileLimit: Int? = nil) throws {
         self.databaseURL = try databaseURL ?? TestEnvironment.freshDatabase()
         logPath = NSTemporaryDirectory() + "recordsd-test-\(UUID().uuidString).log"
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         let serve = ["serve", "--listen", "127.0.0.1:0", "--database", self.databaseURL,
                      "--migrations", TestEnvironment.migrations, "--pool-size", "3"] + arguments
         if let fileLimit {

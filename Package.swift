@@ -18,6 +18,11 @@ let package = Package(
             providers: [.apt(["libpq-dev"])]
         ),
         .systemLibrary(
+            name: "CLibSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
             name: "CLibEdit",
             pkgConfig: "libedit",
             providers: [.apt(["libedit-dev"])]
@@ -25,13 +30,14 @@ let package = Package(
         .target(name: "CSystem"),
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "RecordsProtocol"),
+        .target(name: "TLS", dependencies: ["CLibSSL"]),
         .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
-        .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "CSystem"]),
-        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "CSystem"]),
-        .executableTarget(name: "records", dependencies: ["RecordsProtocol", "CLibEdit"]),
+        .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
+        .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
+        .executableTarget(name: "records", dependencies: ["RecordsProtocol", "TLS", "CLibEdit"]),
         .testTarget(name: "RecordsTests", dependencies: ["Records", "RecordsProtocol", "Postgres"]),
         .testTarget(name: "RecordsServerTests", dependencies: ["RecordsServer", "Records"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres", "TLS"]),
     ],
     // Swift 6: every thread hop is checked. Sessions and connections never cross one: pool
     // workers get Sendable work and send Sendable messages back to the event loop.

@@ -9,7 +9,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
     case get = "GET", find = "FIND", count = "COUNT", explain = "EXPLAIN"
     case watch = "WATCH", unwatch = "UNWATCH", export = "EXPORT", `import` = "IMPORT"
-    case auth = "AUTH", user = "USER"
+    case starttls = "STARTTLS", auth = "AUTH", user = "USER"
 
     /// This verb's facts.
     public var facts: VerbFacts { Self.table[self]! }
@@ -175,18 +175,24 @@ public enum Verb: String, CaseIterable, Sendable {
             example: "IMPORT game",
             role: .writer, access: .writes, batchable: false, barrier: false,
             completes: .entity, keywords: []),
+        .starttls: VerbFacts(
+            syntax: "STARTTLS",
+            summary: "switch this connection to TLS: after +OK, the client starts the TLS handshake; what it sent after STARTTLS before that is dropped",
+            example: "STARTTLS",
+            role: nil, access: .session, batchable: false, barrier: true,
+            completes: .nothing, keywords: []),
         .auth: VerbFacts(
             syntax: "AUTH name password",
             summary: "sign in; roles: reader (reads), writer (+ edits and SAVE), admin (+ USER)",
             example: "AUTH alice \"correct horse battery\"",
             role: nil, access: .writes, batchable: false, barrier: true,
-            completes: .nothing, keywords: []),
+            completes: .nothing, keywords: [], carriesSecret: true),
         .user: VerbFacts(
             syntax: "USER LIST | USER ADD name role password | USER PASSWD name password | USER REMOVE name",
             summary: "manage users (admin): roles reader, writer, admin",
             example: "USER ADD bob writer \"s3cret-pass\"",
             role: .admin, access: .writes, batchable: false, barrier: true,
-            completes: .nothing, keywords: ["LIST", "ADD", "PASSWD", "REMOVE", "reader", "writer", "admin"]),
+            completes: .nothing, keywords: ["LIST", "ADD", "PASSWD", "REMOVE", "reader", "writer", "admin"], carriesSecret: true),
     ]
 }
 
@@ -223,4 +229,6 @@ public struct VerbFacts: Sendable {
     public var completes: Completes
     /// The clause words it takes, for completion.
     public var keywords: [String]
+    /// Its line may hold a password: a client never keeps it (shell history).
+    public var carriesSecret = false
 }

@@ -9,7 +9,8 @@ import Records
 /// it by `id` in the messages they post back.
 final class ClientConnection {
     let id: Int
-    let transport: Transport
+    /// Plain, or TLS (from the start, or after STARTTLS).
+    var transport: Transport
     var fd: Int32 { transport.fd }
     let session: Session
     let peer: String

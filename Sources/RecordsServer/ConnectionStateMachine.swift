@@ -14,6 +14,9 @@ struct ConnectionStateMachine: Equatable {
         case importing
         /// A refused IMPORT's data lines are dropped, up to `.`.
         case skippingData
+        /// STARTTLS was answered: once its reply is sent, the connection changes transport.
+        /// Nothing is read meanwhile; what the client sent behind STARTTLS is dropped.
+        case switchingToTLS
         /// What is buffered is answered and sent, then the connection closes (QUIT, idle,
         /// shutdown).
         case closing
@@ -33,7 +36,7 @@ struct ConnectionStateMachine: Equatable {
 
     /// What a command turned into (the kinds of `Session.Step`).
     enum Step: Equatable {
-        case reply, close, skipData, collect, database
+        case reply, close, skipData, collect, database, startTLS
     }
 
     private(set) var state = State.reading
@@ -60,7 +63,7 @@ struct ConnectionStateMachine: Equatable {
     func takesLine(pendingOutput: Int, importPaused: Bool) -> Bool {
         switch state {
         case .reading, .importing, .skippingData: return !importPaused && pendingOutput < highWater
-        case .awaitingDatabase, .closing, .closed: return false
+        case .awaitingDatabase, .switchingToTLS, .closing, .closed: return false
         }
     }
 
@@ -89,7 +92,18 @@ struct ConnectionStateMachine: Equatable {
         case .skipData: state = .skippingData
         case .collect: state = .importing
         case .database: startedDatabase()
+        case .startTLS: state = .switchingToTLS
         }
+    }
+
+    /// STARTTLS's reply is sent: the server changes the transport now.
+    func switchesTransport(pendingOutput: Int) -> Bool {
+        state == .switchingToTLS && pendingOutput == 0
+    }
+
+    /// The transport is TLS now (its handshake comes with the next reads).
+    mutating func switchedTransport() {
+        if state == .switchingToTLS { state = .reading }
     }
 
     mutating func startedDatabase() {
@@ -122,7 +136,7 @@ struct ConnectionStateMachine: Equatable {
     /// reply closes it).
     mutating func closeWhenIdle() {
         switch state {
-        case .reading, .importing, .skippingData: state = .closing
+        case .reading, .importing, .skippingData, .switchingToTLS: state = .closing
         case .awaitingDatabase, .closing, .closed: break
         }
     }
@@ -163,7 +177,7 @@ struct ConnectionStateMachine: Equatable {
     mutating func interest(pendingOutput: Int, bufferedBytes: Int, importPaused: Bool,
                            transportWantsRead: Bool = false, transportWantsWrite: Bool = false) -> UInt32? {
         guard state != .closed else { return nil }
-        let open = state != .closing && !peerClosed && pendingOutput < highWater
+        let open = state != .closing && state != .switchingToTLS && !peerClosed && pendingOutput < highWater
         let reading = open && (!isBusy && !importPaused
             || (interest & Readiness.readable != 0 && bufferedBytes == 0))
         var wanted: UInt32 = 0

@@ -30,7 +30,7 @@ extension Server {
         let items: [BatchItem] = lines.map { line in
             switch connection.session.handle(line) {
             case .database(let work): .work(work)
-            case .reply(let reply), .close(let reply), .skipData(let reply): .reply(encoded(reply))
+            case .reply(let reply), .close(let reply), .skipData(let reply), .startTLS(let reply): .reply(encoded(reply))
             case .collect: .reply(encoded(.error(.internal, "IMPORT in a batch of reads")))
             }
         }

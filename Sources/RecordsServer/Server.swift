@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Postgres
 import Records
+import TLS
 
 /// What other threads tell the loop: pool workers, the change feed's reader, a signal.
 /// Connections are named by id; the loop looks them up (a closed one is simply gone).
@@ -48,16 +49,24 @@ public final class Server {
         public var replyStallSeconds = 30
         /// Shown in the banner of sessions that need no AUTH.
         public var authenticationNote = "no authentication"
+        /// The certificate and key for STARTTLS and the TLS listener; nil: no TLS.
+        public var tls: TLSContext?
+        /// Where connections that speak TLS from their first byte are accepted.
+        public var tlsListen: (host: String, port: Int)?
         public init() {}
     }
 
     public private(set) var boundPort = 0
+    public private(set) var boundTLSPort = 0
     let configuration: Configuration
     let context: ServerContext
     let pool: ConnectionPool
     let loop: EventLoop<ServerMessage>
     var inbox: LoopInbox<ServerMessage> { loop.inbox }
     var listener: Listener?
+    /// Connections here speak TLS from their first byte (`--tls-listen`).
+    var tlsListener: Listener?
+    var listeners: [Listener] { [listener, tlsListener].compactMap { $0 } }
     var connections: [Int32: ClientConnection] = [:]
     var byID: [Int: ClientConnection] = [:]
     var nextSessionID = 1
@@ -94,7 +103,13 @@ public final class Server {
         let listener = try Listener(host: configuration.host, port: configuration.port)
         self.listener = listener
         boundPort = listener.port
-        try loop.add(listener.fd, events: Readiness.readable) { [unowned self] _ in self.acceptAll() }
+        try loop.add(listener.fd, events: Readiness.readable) { [unowned self] _ in self.acceptAll(from: listener, secure: false) }
+        if let address = configuration.tlsListen, configuration.tls != nil {
+            let tls = try Listener(host: address.host, port: address.port)
+            tlsListener = tls
+            boundTLSPort = tls.port
+            try loop.add(tls.fd, events: Readiness.readable) { [unowned self] _ in self.acceptAll(from: tls, secure: true) }
+        }
     }
 
     /// Serves until `stop()`; returns once every session is closed.
@@ -142,8 +157,8 @@ public final class Server {
 
     // MARK: - Accepting
 
-    func acceptAll() {
-        guard let listener, !stopping, !acceptPaused else { return }
+    func acceptAll(from listener: Listener, secure: Bool) {
+        guard !stopping, !acceptPaused else { return }
         while true {
             let fd: Int32?
             do { fd = try listener.accept() } catch {
@@ -165,10 +180,23 @@ public final class Server {
                 continue
             }
             let peer = peerName(fd)
+            let transport: Transport
+            if secure, let tls = configuration.tls {
+                do {
+                    transport = try TLSTransport(fd: fd, context: tls)
+                } catch {
+                    logOnce("TLS: \(error)")
+                    close(fd)
+                    continue
+                }
+            } else {
+                transport = PlainTransport(fd: fd)
+            }
             let session = Session(id: nextSessionID, context: context, peer: peer)
+            session.secure = secure
             nextSessionID += 1
             // Before sign-in a line is short: an unknown client holds little.
-            let connection = ClientConnection(id: session.id, transport: PlainTransport(fd: fd), session: session, peer: peer,
+            let connection = ClientConnection(id: session.id, transport: transport, session: session, peer: peer,
                                               maxLineLength: session.mustAuthenticate ? min(configuration.preAuthLineLength, configuration.maxLineLength)
                                                                                       : configuration.maxLineLength,
                                               highWater: configuration.outputHighWater, now: now())
@@ -204,14 +232,14 @@ public final class Server {
             reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
         }
         acceptPaused = true
-        loop.modify(listener.fd, events: 0)
+        for paused in listeners { loop.modify(paused.fd, events: 0) }
         logOnce("out of file descriptors (\(connections.count) sessions open): not accepting until one frees")
     }
 
     func resumeAccepting() {
-        guard acceptPaused, let listener, !stopping else { return }
+        guard acceptPaused, !stopping else { return }
         acceptPaused = false
-        loop.modify(listener.fd, events: Readiness.readable)
+        for resumed in listeners { loop.modify(resumed.fd, events: Readiness.readable) }
     }
 
     /// A warning at most once a second, however often it happens.
@@ -225,7 +253,9 @@ public final class Server {
     // MARK: - Serving a connection
 
     func handle(_ connection: ClientConnection, events: UInt32) {
-        if events & (Readiness.readable | Readiness.hangup) != 0 {
+        // A TLS read that must first send (a handshake) goes on when the socket is writable.
+        if events & (Readiness.readable | Readiness.hangup) != 0
+            || (events & Readiness.writable != 0 && connection.transport.wantsWrite) {
             readAvailable(connection)
         }
         guard !connection.closed else { return }
@@ -239,6 +269,14 @@ public final class Server {
         case .bytes(let count): connection.framer.append(readBuffer[0..<count])
         case .wouldBlock: break
         case .closed: connection.machine.peerDidClose()
+        }
+        if connection.transport.hasBufferedInput {
+            // TLS holds the rest of a record: the socket will not say so.
+            loop.nextTurn { [self] in
+                guard !connection.closed else { return }
+                readAvailable(connection)
+                service(connection)
+            }
         }
     }
 
@@ -291,6 +329,19 @@ public final class Server {
         if connection.machine.closesNow(pendingOutput: connection.pendingOutput, budgetSpent: spent) {
             return closeConnection(connection)
         }
+        if connection.machine.switchesTransport(pendingOutput: connection.pendingOutput), let tls = configuration.tls {
+            do {
+                connection.transport = try TLSTransport(fd: connection.fd, context: tls)
+            } catch {
+                Log.warning("STARTTLS: \(error)", session: connection.id)
+                return closeConnection(connection)
+            }
+            // Nothing the client sent before its handshake counts (it could have been injected).
+            connection.framer.discardBuffered()
+            connection.pushedBack = nil
+            connection.session.secure = true
+            connection.machine.switchedTransport()
+        }
         if let interest = connection.machine.interest(pendingOutput: connection.pendingOutput,
                                                       bufferedBytes: connection.framer.bufferedByteCount,
                                                       importPaused: connection.importPaused,
@@ -312,6 +363,9 @@ public final class Server {
         case .skipData(let reply):
             connection.append(bytes: encoded(reply))
             connection.machine.stepped(.skipData)
+        case .startTLS(let reply):
+            connection.append(bytes: encoded(reply))
+            connection.machine.stepped(.startTLS)
         case .collect(let job):
             let feed = ImportFeed(stallSeconds: configuration.importStallSeconds) { [inbox, id = connection.id] in
                 inbox.post(.importRoom(connection: id))
@@ -460,11 +514,12 @@ public final class Server {
         guard !stopping else { return }
         stopping = true
         stopDeadline = now() + UInt64(configuration.shutdownGrace) * 1_000_000_000
-        if let listener {
-            loop.remove(listener.fd)
-            listener.close()
-            self.listener = nil
+        for closing in listeners {
+            loop.remove(closing.fd)
+            closing.close()
         }
+        listener = nil
+        tlsListener = nil
         Log.info("shutting down: \(connections.count) session(s) open")
         for connection in Array(connections.values) where !connection.busy {
             connection.push("shutdown recordsd is stopping")

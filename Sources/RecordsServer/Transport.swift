@@ -14,6 +14,9 @@ protocol Transport: AnyObject {
     /// connection wants: a TLS handshake or renegotiation reads to write and writes to read.
     var wantsRead: Bool { get }
     var wantsWrite: Bool { get }
+    /// Bytes already received that the socket's readiness will not announce again (TLS
+    /// holds the rest of a record): read again without waiting.
+    var hasBufferedInput: Bool { get }
     func close()
 }
 
@@ -61,6 +64,7 @@ final class PlainTransport: Transport {
 
     var wantsRead: Bool { false }
     var wantsWrite: Bool { false }
+    var hasBufferedInput: Bool { false }
 
     func close() {
         _ = Glibc.close(fd)

@@ -19,6 +19,10 @@ struct CLIOptions {
     var format: Format?
     var mode = Mode.shell
     var keepGoing = false
+    enum TLSMode { case off, startTLS, direct }
+    var tls = TLSMode.off
+    /// CA certificates to trust (PEM); else the system's.
+    var tlsCA: String?
 
     static let usage = """
         usage: records [options]                         interactive shell
@@ -30,13 +34,19 @@ struct CLIOptions {
         options:
           -H, --host HOST        server host (default localhost)
           -p, --port PORT        server port (default 7878)
-          -u, --user NAME        sign in as NAME; the password is asked without echo
-                                 (or taken from RECORDS_PASSWORD)
+          -u, --user NAME        sign in as NAME; the password is asked on the terminal
+                                 without echo (or read from the file RECORDS_PASSWORD_FILE,
+                                 or taken from RECORDS_PASSWORD)
+          --tls                  switch to TLS after connecting (STARTTLS), checking the
+                                 server's certificate and name
+          --tls-direct           TLS from the first byte (the server's --tls-listen port)
+          --tls-ca FILE          trust these CA certificates (RECORDS_TLS_CA; default: the system's)
           --format FORMAT        table (default on a terminal), json (one object a line) or csv
           --continue             in scripts, go on after a failed command
           -h, --help             this help
 
-        RECORDS_URL=records://user@host:port sets host, port and user at once.
+        RECORDS_URL=records://user@host:port sets host, port and user at once;
+        recordss://... is TLS from the first byte, records://...?tls=require is STARTTLS.
         exit status: 0 success, 1 a command failed, 2 usage error, 3 could not connect or sign in
 
         examples:
@@ -49,11 +59,17 @@ struct CLIOptions {
 
     static func parse(_ arguments: [String], environment: [String: String]) throws -> CLIOptions {
         var options = CLIOptions()
-        if let url = environment["RECORDS_URL"], let parsed = URLComponents(string: url), parsed.scheme == "records" {
+        if let url = environment["RECORDS_URL"], let parsed = URLComponents(string: url), parsed.scheme == "records" || parsed.scheme == "recordss" {
             if let host = parsed.host, !host.isEmpty { options.host = host }
             if let port = parsed.port { options.port = port }
             if let user = parsed.user, !user.isEmpty { options.user = user }
+            if parsed.scheme == "recordss" {
+                options.tls = .direct
+            } else if parsed.queryItems?.contains(where: { $0.name == "tls" && $0.value == "require" }) == true {
+                options.tls = .startTLS
+            }
         }
+        if let ca = environment["RECORDS_TLS_CA"], !ca.isEmpty { options.tlsCA = ca }
         var rest: [String] = []
         var index = 0
         var script: String?
@@ -78,6 +94,11 @@ struct CLIOptions {
             case "-f", "--file": script = try value(argument)
             case "--where": predicate = try value(argument)
             case "--continue": options.keepGoing = true
+            case "--tls": options.tls = .startTLS
+            case "--tls-direct": options.tls = .direct
+            case "--tls-ca":
+                options.tlsCA = try value(argument)
+                if options.tls == .off { options.tls = .startTLS }
             case "--format":
                 let text = try value(argument)
                 guard let format = Format(rawValue: text) else { throw UsageError(description: "--format takes table, json or csv, not '\(text)'") }

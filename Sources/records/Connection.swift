@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import TLS
 
 struct ConnectError: Error, CustomStringConvertible { var description: String }
 
@@ -17,16 +18,26 @@ struct ServerReply {
     }
 }
 
+/// How the CLI reaches the server's bytes: in clear, or over TLS.
+enum Security {
+    case plain
+    /// STARTTLS after the banner (the server's usual port).
+    case startTLS(TLSContext)
+    /// TLS from the first byte (the server's `--tls-listen` port, `recordss://`).
+    case direct(TLSContext)
+}
+
 /// A blocking connection to recordsd speaking the line protocol.
 final class ServerConnection {
     private let fd: Int32
+    private var tls: TLSStream?
     private var buffer: [UInt8] = []
     private var start = 0
     private(set) var banner = ""
     /// Pushed lines (`! ...`) seen while reading replies.
     var onPushed: ((String) -> Void)?
 
-    init(host: String, port: Int) throws {
+    init(host: String, port: Int, security: Security = .plain) throws {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var info: UnsafeMutablePointer<addrinfo>?
@@ -50,18 +61,47 @@ final class ServerConnection {
         fd = connected
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if case .direct(let context) = security { try secure(context, host: host) }
         guard let line = try readLine() else { throw ConnectError(description: "could not connect to \(host):\(port): the server closed the connection") }
         if line.hasPrefix("-ERR") { throw ConnectError(description: "\(host):\(port) refused the session: \(line.dropFirst(5))") }
         banner = line
+        if case .startTLS(let context) = security {
+            let reply = try send("STARTTLS")
+            guard reply.ok else { throw ConnectError(description: "\(host):\(port) cannot switch to TLS: \(reply.message)") }
+            try secure(context, host: host)
+        }
     }
 
-    deinit { close(fd) }
+    /// The TLS handshake, checking the server's certificate and its name.
+    private func secure(_ context: TLSContext, host: String) throws {
+        let stream = try context.stream(fd: fd, serverName: host)
+        do {
+            try stream.handshake()
+        } catch {
+            throw ConnectError(description: "TLS with \(host) failed: \(error)")
+        }
+        tls = stream
+        buffer.removeAll()
+        start = 0
+    }
+
+    deinit {
+        tls?.shutdown()
+        close(fd)
+    }
 
     func write(_ text: String) throws {
         var bytes = Array(text.utf8)
         var offset = 0
         while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            let n: Int = bytes.withUnsafeMutableBytes { raw in
+                let rest = UnsafeRawBufferPointer(rebasing: raw[offset...])
+                if let tls {
+                    if case .bytes(let count) = tls.write(rest) { return count }
+                    return -1
+                }
+                return Glibc.send(fd, rest.baseAddress!, rest.count, Int32(MSG_NOSIGNAL))
+            }
             guard n > 0 else { throw ConnectError(description: "the connection to the server was lost") }
             offset += n
         }
@@ -77,7 +117,13 @@ final class ServerConnection {
                 return line
             }
             var chunk = [UInt8](repeating: 0, count: 65536)
-            let n = recv(fd, &chunk, chunk.count, 0)
+            let n: Int = chunk.withUnsafeMutableBytes { raw in
+                if let tls {
+                    if case .bytes(let count) = tls.read(into: raw) { return count }
+                    return 0
+                }
+                return recv(fd, raw.baseAddress!, raw.count, 0)
+            }
             if n <= 0 { return nil }
             buffer.append(contentsOf: chunk[0..<n])
         }

@@ -78,7 +78,8 @@ struct Shell {
             let line = String(cString: raw).trimmingCharacters(in: .whitespaces)
             free(raw)
             if line.isEmpty { continue }
-            add_history(line)
+            // A line that may hold a password is never kept.
+            if Verb.of(line)?.facts.carriesSecret != true { add_history(line) }
             if line.uppercased() == "QUIT" || line.uppercased() == "EXIT" || line == "\\q" {
                 if pending > 0 && !warned {
                     printer.note("\(pending) unsaved change(s) would be lost: SAVE them, or QUIT again to drop them")

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CLibEdit
 import Foundation
+import TLS
 
 // records: the companion CLI of recordsd. Exit status: 0 success, 1 a command failed,
 // 2 usage error, 3 could not connect or sign in.
@@ -26,9 +27,16 @@ let printer = Printer(format: options.format, environment: environment)
 
 let connection: ServerConnection
 do {
-    connection = try ServerConnection(host: options.host, port: options.port)
+    let security: Security
+    switch options.tls {
+    case .off: security = .plain
+    case .startTLS: security = .startTLS(try TLSContext.client(caFile: options.tlsCA))
+    case .direct: security = .direct(try TLSContext.client(caFile: options.tlsCA))
+    }
+    connection = try ServerConnection(host: options.host, port: options.port, security: security)
     if let user = options.user {
-        let password = try environment["RECORDS_PASSWORD"] ?? askPassword("password for \(user)@\(options.host): ")
+        let password = try passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
+            ?? askPassword("password for \(user)@\(options.host): ")
         let quoted = "\"" + password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         let reply = try connection.send("AUTH \(user) \(quoted)")
         guard reply.ok else { throw ConnectError(description: "could not sign in as \(user): \(reply.message)") }
@@ -72,20 +80,38 @@ do {
     exit(3)
 }
 
-/// A password from the terminal without echo.
+/// The first line of the file named by RECORDS_PASSWORD_FILE (a Docker secret, say).
+func passwordFromFile(_ path: String?) throws -> String? {
+    guard let path, !path.isEmpty else { return nil }
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+        throw ConnectError(description: "cannot read the password file \(path)")
+    }
+    return String(text.split(separator: "\n", omittingEmptySubsequences: false).first ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "\r"))
+}
+
+/// A password from the terminal (`/dev/tty`, not stdin: a script piped in stays the script),
+/// without echo.
 func askPassword(_ prompt: String) throws -> String {
-    FileHandle.standardError.write(prompt.data(using: .utf8)!)
+    let tty = open("/dev/tty", O_RDWR | O_CLOEXEC)
+    guard tty >= 0 else {
+        throw ConnectError(description: "no terminal to ask the password on: set RECORDS_PASSWORD_FILE (or RECORDS_PASSWORD)")
+    }
+    defer { close(tty) }
+    _ = prompt.withCString { write(tty, $0, strlen($0)) }
     var original = termios()
-    let terminal = tcgetattr(STDIN_FILENO, &original) == 0
+    let terminal = tcgetattr(tty, &original) == 0
     if terminal {
         var silent = original
         silent.c_lflag &= ~tcflag_t(ECHO)
-        tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+        tcsetattr(tty, TCSANOW, &silent)
     }
     defer {
-        if terminal { tcsetattr(STDIN_FILENO, TCSANOW, &original) }
-        FileHandle.standardError.write("\n".data(using: .utf8)!)
+        if terminal { tcsetattr(tty, TCSANOW, &original) }
+        _ = write(tty, "\n", 1)
     }
-    guard let line = readLine(strippingNewline: true) else { throw ConnectError(description: "no password given") }
-    return line
+    var line: [UInt8] = []
+    var byte: UInt8 = 0
+    while read(tty, &byte, 1) == 1, byte != 10 { line.append(byte) }
+    if line.last == 13 { line.removeLast() }
+    return String(decoding: line, as: UTF8.self)
 }

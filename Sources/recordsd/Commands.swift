@@ -6,6 +6,7 @@ import Foundation
 import Postgres
 import Records
 import RecordsServer
+import TLS
 
 /// A configuration the server will not run with (exit status 1, the reason on stderr).
 struct Refusal: Error, CustomStringConvertible {
@@ -75,14 +76,38 @@ struct ServeCommand {
         if options.insecureNoAuth {
             Log.warning("--insecure-no-auth: serving \(options.listenHost) WITHOUT AUTHENTICATION; anyone who reaches it can read and change everything")
         }
+        // TLS: a certificate and its key, both or neither.
+        let tls: TLSContext?
+        switch (options.tlsCert, options.tlsKey) {
+        case (let cert?, let key?): tls = try TLSContext.server(certificateFile: cert, keyFile: key)
+        case (nil, nil): tls = nil
+        default: throw UsageError(description: "--tls-cert and --tls-key go together")
+        }
+        if options.tlsListen != nil && tls == nil {
+            throw UsageError(description: "--tls-listen needs --tls-cert and --tls-key")
+        }
+        if !options.listensOnLoopback && tls == nil && !options.insecureNoTLS {
+            throw Refusal(description: """
+                refusing to listen on \(options.listenHost) without TLS: passwords and data would cross the network in clear.
+                Give a certificate and its key (--tls-cert FILE --tls-key FILE), or, if the network
+                really is private (a TLS-terminating proxy in front), pass --insecure-no-tls.
+                """)
+        }
+        if options.insecureNoTLS && !options.listensOnLoopback {
+            Log.warning("--insecure-no-tls: serving \(options.listenHost) without TLS; AUTH from other hosts is accepted in clear")
+        }
         Log.info("serving \(model.entities.count) entities from schema \(options.schema)"
                  + (model.unserved.isEmpty ? "" : "; not served: " + model.unserved.map { "\($0.name) (\($0.reason))" }.joined(separator: ", ")))
 
         var limits = Limits()
         limits.maxPendingChanges = options.maxPendingChanges
+        var security = ServerContext.Security()
+        security.authenticationDisabled = options.insecureNoAuth
+        security.tlsAvailable = tls != nil
+        security.remoteAuthNeedsTLS = !options.insecureNoTLS
         let context = ServerContext(model: model, databaseDescription: database.description, limits: limits,
-                                    throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0)
-        context.authenticationDisabled = options.insecureNoAuth
+                                    throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0,
+                                    security: security)
         var work = WorkSettings()
         work.readTimeout = options.statementTimeout * 1000
         work.saveTimeout = options.saveTimeout * 1000
@@ -104,6 +129,8 @@ struct ServeCommand {
         configuration.shutdownGrace = options.shutdownGrace
         configuration.replyStallSeconds = options.replyStall
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
+        configuration.tls = tls
+        configuration.tlsListen = options.tlsListen
         let server = try Server(configuration: configuration, context: context, pool: pool)
         // The watcher reads the change log from its first read on: it starts before any session
         // can WATCH, so nothing a watching session should see is taken for history.
@@ -111,10 +138,19 @@ struct ServeCommand {
         watcher.start()
         try server.bind()
         let stop = server.stopper
+        let tlsFiles = options.tlsCert.flatMap { cert in options.tlsKey.map { (cert: cert, key: $0) } }
         Signals.handle { signal in
             if signal == SIGHUP {
                 Log.info("SIGHUP: reloading the model")
                 watcher.requestReload()
+                if let tls, let cert = tlsFiles?.cert, let key = tlsFiles?.key {
+                    do {
+                        try tls.reload(certificateFile: cert, keyFile: key)
+                        Log.info("SIGHUP: TLS certificate reloaded from \(cert)")
+                    } catch {
+                        Log.error("SIGHUP: TLS certificate not reloaded, the current one stays: \(error)")
+                    }
+                }
             } else {
                 Log.info("signal \(signal): stopping")
                 stop()
@@ -123,6 +159,11 @@ struct ServeCommand {
         let address = options.listenHost.contains(":") ? "[\(options.listenHost)]:\(server.boundPort)" : "\(options.listenHost):\(server.boundPort)"
         Log.info("listening on \(address)")
         print("recordsd listening on \(address)")
+        if let tlsListen = options.tlsListen {
+            let tlsAddress = tlsListen.host.contains(":") ? "[\(tlsListen.host)]:\(server.boundTLSPort)" : "\(tlsListen.host):\(server.boundTLSPort)"
+            Log.info("listening for TLS on \(tlsAddress)")
+            print("recordsd listening for TLS on \(tlsAddress)")
+        }
         csystem_flush_stdout()
         server.run()
         watcher.stop()

@@ -33,6 +33,11 @@ struct Options {
     var bulkTimeout = 300
     var replyStall = 30
     var insecureNoAuth = false
+    var insecureNoTLS = false
+    /// PEM files for STARTTLS and the TLS listener (re-read on SIGHUP).
+    var tlsCert: String?
+    var tlsKey: String?
+    var tlsListen: (host: String, port: Int)?
     var throttle = LoginThrottle.Policy()
     /// `user add` / `user passwd`: the role, and a password read from stdin instead of a prompt.
     var role: Role?
@@ -50,6 +55,8 @@ struct Options {
         authentication: once any user exists, every session must AUTH first. Listening on an
         address other than loopback requires it: create an admin with `recordsd user add`, or
         pass --insecure-no-auth (RECORDSD_INSECURE_NO_AUTH=1) to serve without (dangerous).
+        It also requires TLS (--tls-cert and --tls-key), or --insecure-no-tls: AUTH and USER
+        from another host are refused on a connection that is not encrypted.
 
         options (each also set by the environment variable shown):
           --listen HOST:PORT       address to listen on (RECORDSD_LISTEN; default 127.0.0.1:7878)
@@ -83,6 +90,13 @@ struct Options {
           --auth-lock-after N      failures of one user from one address before a lock (default 5)
           --auth-lock-seconds S    how long that lock lasts (RECORDSD_AUTH_LOCK_SECONDS; default 300)
           --insecure-no-auth       serve without authentication, even off loopback
+          --tls-cert FILE          PEM certificate (with its chain) for STARTTLS and --tls-listen
+                                   (RECORDSD_TLS_CERT); re-read with the key on SIGHUP
+          --tls-key FILE           its PEM private key (RECORDSD_TLS_KEY)
+          --tls-listen HOST:PORT   also accept connections that speak TLS from their first byte
+                                   (RECORDSD_TLS_LISTEN)
+          --insecure-no-tls        allow listening off loopback without TLS, and AUTH in clear
+                                   from other hosts (dangerous)
 
         examples:
           recordsd                                        embedded PostgreSQL, listens on 127.0.0.1:7878
@@ -114,6 +128,10 @@ struct Options {
         if let value = environment["RECORDSD_BULK_TIMEOUT"] { bulkTimeout = try positive(value, "RECORDSD_BULK_TIMEOUT") }
         if let value = environment["RECORDSD_REPLY_STALL"] { replyStall = try positive(value, "RECORDSD_REPLY_STALL") }
         if let value = environment["RECORDSD_INSECURE_NO_AUTH"], ["1", "true", "yes"].contains(value.lowercased()) { insecureNoAuth = true }
+        if let value = environment["RECORDSD_INSECURE_NO_TLS"], ["1", "true", "yes"].contains(value.lowercased()) { insecureNoTLS = true }
+        if let value = environment["RECORDSD_TLS_CERT"], !value.isEmpty { tlsCert = value }
+        if let value = environment["RECORDSD_TLS_KEY"], !value.isEmpty { tlsKey = value }
+        if let value = environment["RECORDSD_TLS_LISTEN"], !value.isEmpty { tlsListen = try address(value, "RECORDSD_TLS_LISTEN") }
         if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
         if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
 
@@ -156,6 +174,10 @@ struct Options {
             case "--bulk-timeout": bulkTimeout = try positive(try value(), flag)
             case "--reply-stall": replyStall = try positive(try value(), flag)
             case "--insecure-no-auth": insecureNoAuth = true
+            case "--insecure-no-tls": insecureNoTLS = true
+            case "--tls-cert": tlsCert = try value()
+            case "--tls-key": tlsKey = try value()
+            case "--tls-listen": tlsListen = try address(try value(), flag)
             case "--auth-delay": throttle.baseDelay = try seconds(try value(), flag)
             case "--auth-lock-after": throttle.lockAfter = try positive(try value(), flag)
             case "--auth-lock-seconds": throttle.lockSeconds = try seconds(try value(), flag)
@@ -172,13 +194,17 @@ struct Options {
     }
 
     private mutating func setListen(_ text: String) throws {
+        (listenHost, listenPort) = try address(text, "--listen")
+    }
+
+    /// `HOST:PORT` (`[::1]:7878` for IPv6); an empty host is 127.0.0.1.
+    private func address(_ text: String, _ name: String) throws -> (host: String, port: Int) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port) else {
-            throw UsageError(description: "--listen takes HOST:PORT, such as 127.0.0.1:7878, not '\(text)'")
+            throw UsageError(description: "\(name) takes HOST:PORT, such as 127.0.0.1:7878, not '\(text)'")
         }
         var host = String(text[..<colon])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        listenHost = host.isEmpty ? "127.0.0.1" : host
-        listenPort = port
+        return (host.isEmpty ? "127.0.0.1" : host, port)
     }
 
     private mutating func setLevel(_ text: String) throws {
@@ -198,9 +224,9 @@ struct Options {
         return value
     }
 
-    /// Loopback addresses: the only ones served without authentication by default.
+    /// Loopback addresses: the only ones served without authentication and TLS by default.
     var listensOnLoopback: Bool {
-        listenHost == "localhost" || listenHost == "::1" || listenHost.hasPrefix("127.")
+        ([listenHost] + (tlsListen.map { [$0.host] } ?? [])).allSatisfy(Session.isLoopback)
     }
 
     private func count(_ text: String, _ name: String) throws -> Int {

@@ -113,9 +113,15 @@ import Testing
         #expect(refused.error.contains("refusing to listen on 0.0.0.0 without authentication"))
         #expect(refused.error.contains("recordsd user add admin --role admin"))
         #expect(refused.error.contains("--insecure-no-auth"))
-        let insecure = try TestServer(databaseURL: url, arguments: ["--listen", "0.0.0.0:0", "--insecure-no-auth"])
+        // With authentication waived, TLS is still asked for.
+        let clear = try runRecordsd(["serve", "--listen", "0.0.0.0:0", "--insecure-no-auth", "--database", url, "--migrations", TestEnvironment.migrations])
+        #expect(clear.status == 1)
+        #expect(clear.error.contains("refusing to listen on 0.0.0.0 without TLS"))
+        #expect(clear.error.contains("--insecure-no-tls"))
+        let insecure = try TestServer(databaseURL: url, arguments: ["--listen", "0.0.0.0:0", "--insecure-no-auth", "--insecure-no-tls"])
         #expect(try insecure.client().banner == "+OK recordsd 0.1.0 ready (no authentication: insecure); type HELP for commands")
         #expect(insecure.log.contains("WITHOUT AUTHENTICATION"))
+        #expect(insecure.log.contains("--insecure-no-tls: serving 0.0.0.0 without TLS"))
     }
 
     @Test func usersFromTheCommandLine() throws {

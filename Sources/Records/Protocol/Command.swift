@@ -93,6 +93,7 @@ public enum Command: Equatable, Sendable {
     case unwatch(entity: String?)
     case export(FetchRequest)
     case importData(entity: String, columns: [String]?)
+    case startTLS
     case auth(name: String, password: String)
     case user(UserCommand)
 
@@ -122,6 +123,7 @@ public enum Command: Equatable, Sendable {
         case .unwatch: .unwatch
         case .export: .export
         case .importData: .import
+        case .startTLS: .starttls
         case .auth: .auth
         case .user: .user
         }

@@ -44,6 +44,7 @@ public enum CommandParser {
             }
             return .ping(words.isEmpty ? nil : words.joined(separator: " "))
         case .quit: return .quit
+        case .starttls: return .startTLS
         case .info: return .info
         case .entities: return .entities
         case .describe: return .describe(try t.name("an entity name"))

@@ -32,6 +32,15 @@ public struct LineFramer: Sendable {
     /// Bytes held for lines not yet taken.
     public var bufferedByteCount: Int { buffer.count - start }
 
+    /// Drops every byte not yet taken as a line (what a client sent before its TLS handshake).
+    public mutating func discardBuffered() {
+        buffer.removeAll()
+        start = 0
+        scanned = 0
+        discarding = false
+        discarded = 0
+    }
+
     public mutating func append<C: Collection>(_ bytes: C) where C.Element == UInt8 {
         if start > 0 && start * 2 >= buffer.count {
             buffer.removeSubrange(0..<start)

@@ -23,14 +23,30 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     private var currentModel: Model
     private var statusProvider: @Sendable () -> (sessions: Int, pool: ConnectionPool.Statistics?) = { (0, nil) }
 
+    /// How sign-in is protected, decided at start.
+    public struct Security: Sendable {
+        /// --insecure-no-auth: never require authentication.
+        public var authenticationDisabled = false
+        /// A certificate is configured: STARTTLS and the TLS listener are available.
+        public var tlsAvailable = false
+        /// AUTH from a host other than this one needs an encrypted connection (off unless
+        /// --insecure-no-tls).
+        public var remoteAuthNeedsTLS = true
+        public init() {}
+    }
+    public let security: Security
+
     public init(model: Model, databaseDescription: String, limits: Limits = Limits(),
-                throttle: LoginThrottle = LoginThrottle(), authenticationRequired: Bool = false) {
+                throttle: LoginThrottle = LoginThrottle(), authenticationRequired: Bool = false, security: Security = Security()) {
         self.currentModel = model
         self.databaseDescription = databaseDescription
         self.limits = limits
         self.throttle = throttle
         self.requiresAuthentication = authenticationRequired
+        self.security = security
     }
+
+    public var tlsAvailable: Bool { security.tlsAvailable }
 
     /// True once any user exists (unless the operator chose --insecure-no-auth): sessions that
     /// start then must AUTH. Updated when users are added or removed, by any server.
@@ -40,7 +56,7 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     }
 
     /// Set with --insecure-no-auth: never require authentication.
-    public var authenticationDisabled = false
+    public var authenticationDisabled: Bool { security.authenticationDisabled }
 
     /// The model a command runs against; a reload replaces it for later commands only.
     public var model: Model {

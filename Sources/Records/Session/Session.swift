@@ -90,6 +90,8 @@ public final class Session {
         /// of a refused IMPORT, which a client may have sent right behind it, never runs as
         /// commands.
         case skipData(Reply)
+        /// Answer, then switch the connection to TLS (the client's handshake follows).
+        case startTLS(Reply)
     }
 
     public let id: Int
@@ -100,6 +102,8 @@ public final class Session {
     /// Whether this session must AUTH before anything but HELP, PING, AUTH and QUIT: decided
     /// when it starts (a user added later does not lock out sessions already open).
     public let mustAuthenticate: Bool
+    /// The connection is encrypted (TLS from the start, or after STARTTLS). Set by the server.
+    public var secure = false
     /// The signed-in user, nil before AUTH.
     public internal(set) var user: (name: String, role: Role)?
     /// WATCHed entities, with the predicate their changes must match (nil: all).
@@ -118,6 +122,13 @@ public final class Session {
     /// The role commands run with: the user's, or admin when no authentication is in force.
     var role: Role? { user?.role ?? (mustAuthenticate ? nil : .admin) }
 
+    /// A loopback address (`127.0.0.0/8`, `::1`, or IPv4-mapped loopback), as `getnameinfo`
+    /// prints it.
+    public static func isLoopback(_ host: String) -> Bool {
+        let v4 = host.hasPrefix("::ffff:") ? String(host.dropFirst(7)) : host
+        return v4.hasPrefix("127.") || host == "::1" || host == "localhost"
+    }
+
     /// The answer to a verb that needs a role, before sign-in.
     static let signInFirst: String = {
         let open = Verb.allCases.filter { $0.requiredRole == nil }.map(\.rawValue)
@@ -135,6 +146,11 @@ public final class Session {
     }
 
     private func run(_ line: String) -> Step {
+        // A password never crosses another host's network in clear: refused before it is read.
+        if !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer), let verb = Verb.of(line), verb == .auth || verb == .user {
+            let how = context.tlsAvailable ? "send STARTTLS first, or connect to the TLS port" : "this server has no TLS configured"
+            return .reply(.error(.auth, "\(verb.rawValue) from another host needs TLS: \(how); the line was not read"))
+        }
         // Before sign-in only the verb is read: the rest of a line from an unknown client is
         // never parsed unless the verb is one it may use.
         if role == nil {
@@ -173,6 +189,10 @@ public final class Session {
             let dropped = unit.current.count
             return .close(.ok(dropped == 0 ? "bye" : "bye; \(dropped) pending change(s) dropped"))
         case .info: return .reply(info())
+        case .startTLS:
+            guard context.tlsAvailable else { throw CommandError(.denied, "TLS is not configured on this server (--tls-cert, --tls-key)") }
+            guard !secure else { throw CommandError(.denied, "this connection already uses TLS") }
+            return .startTLS(.ok("begin TLS"))
         case .entities: return .reply(entities(model))
         case .describe(let name): return .reply(try describe(name, model: model))
         case .insert(let entity, let ref, let values): return .reply(try insert(entity, ref: ref, values, model: model))

@@ -9,6 +9,8 @@ final class TestServer {
     let process = Process()
     let databaseURL: String
     private(set) var port = 0
+    /// The `--tls-listen` port, when one was asked for.
+    private(set) var tlsPort = 0
     let logPath: String
 
     /// Starts `recordsd serve` on 127.0.0.1 with a free port and waits until it listens.
@@ -45,7 +47,13 @@ final class TestServer {
             if let line = text.split(separator: "\n").first(where: { $0.contains("listening on") }),
                let port = Int(line.split(separator: ":").last ?? "") {
                 self.port = port
-                return
+                guard arguments.contains("--tls-listen") else { return }
+                // With a TLS listener, its line follows.
+                if let tlsLine = text.split(separator: "\n").first(where: { $0.contains("listening for TLS on") }),
+                   let tlsPort = Int(tlsLine.split(separator: ":").last ?? "") {
+                    self.tlsPort = tlsPort
+                    return
+                }
             }
         }
         process.terminate()

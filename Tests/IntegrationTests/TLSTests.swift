@@ -1,0 +1,232 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Testing
+import TLS
+
+/// A throwaway CA and certificates made with `openssl` for this run.
+final class TestCertificates: Sendable {
+    let directory: String
+    var ca: String { directory + "/ca.pem" }
+    var otherCA: String { directory + "/other-ca.pem" }
+    /// For `localhost` and 127.0.0.1, signed by `ca`.
+    var cert: String { directory + "/server.pem" }
+    var key: String { directory + "/server.key" }
+    /// For `elsewhere.example` only, signed by `ca`.
+    var wrongNameCert: String { directory + "/wrong.pem" }
+    var wrongNameKey: String { directory + "/wrong.key" }
+    /// For `localhost`, signed by `otherCA`.
+    var otherCert: String { directory + "/other.pem" }
+    var otherKey: String { directory + "/other.key" }
+
+    init() throws {
+        directory = NSTemporaryDirectory() + "recordsd-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try Self.openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", directory + "/ca.key", "-out", directory + "/ca.pem",
+                          "-days", "2", "-subj", "/CN=recordsd test CA"])
+        try Self.openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", directory + "/other-ca.key", "-out", directory + "/other-ca.pem",
+                          "-days", "2", "-subj", "/CN=another CA"])
+        try issue("server", names: "DNS:localhost,IP:127.0.0.1", by: "ca")
+        try issue("wrong", names: "DNS:elsewhere.example", by: "ca")
+        try issue("other", names: "DNS:localhost,IP:127.0.0.1", by: "other-ca")
+    }
+
+    private func issue(_ name: String, names: String, by ca: String) throws {
+        let base = directory + "/" + name
+        try Self.openssl(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", base + ".key", "-out", base + ".csr", "-subj", "/CN=\(name)"])
+        try "subjectAltName=\(names)\n".write(toFile: base + ".ext", atomically: true, encoding: .utf8)
+        try Self.openssl(["x509", "-req", "-in", base + ".csr", "-CA", directory + "/\(ca).pem", "-CAkey", directory + "/\(ca).key",
+                          "-CAcreateserial", "-out", base + ".pem", "-days", "2", "-extfile", base + ".ext"])
+    }
+
+    static func openssl(_ arguments: [String], input: String? = nil) throws {
+        let result = try runProcess("/usr/bin/openssl", arguments, input: input)
+        guard result.status == 0 else { throw TestFailure("openssl \(arguments.joined(separator: " ")): \(result.error)") }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: directory) }
+}
+
+/// A blocking TLS client of the line protocol, for what `LineClient` cannot do.
+final class TLSLineClient {
+    let fd: Int32
+    let stream: TLSStream
+    private var buffer: [UInt8] = []
+
+    /// Connects to `port`; with `startTLS`, reads the banner and switches after STARTTLS
+    /// (`before` is sent right behind STARTTLS, in the same packet, in clear).
+    init(port: Int, ca: String, name: String = "localhost", startTLS: Bool, before: String = "") throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var timeout = timeval(tv_sec: 20, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw TestFailure("cannot connect to \(port)") }
+        let context = try TLSContext.client(caFile: ca)
+        stream = try context.stream(fd: fd, serverName: name)
+        if startTLS {
+            var plain = PlainReader(fd: fd)
+            _ = try plain.line()  // the banner
+            let request = "STARTTLS\n" + before
+            _ = request.withCString { Glibc.send(fd, $0, strlen($0), 0) }
+            let answer = try plain.line()
+            guard answer == "+OK begin TLS" else { throw TestFailure("STARTTLS answered \(answer)") }
+            try stream.handshake()
+        } else {
+            try stream.handshake()
+            _ = try readLine()  // the banner
+        }
+    }
+
+    deinit { close(fd) }
+
+    func write(_ text: String) throws {
+        var bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let outcome = bytes.withUnsafeMutableBytes { stream.write(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
+            guard case .bytes(let count) = outcome else { throw TestFailure("TLS write: \(outcome)") }
+            offset += count
+        }
+    }
+
+    func readLine() throws -> String {
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let outcome = chunk.withUnsafeMutableBytes { stream.read(into: $0) }
+            guard case .bytes(let count) = outcome else { throw TestFailure("TLS read: \(outcome)") }
+            buffer += chunk[0..<count]
+        }
+    }
+
+    /// Data lines, then the status line.
+    func send(_ line: String) throws -> (lines: [String], status: String) {
+        try write(line + "\n")
+        var lines: [String] = []
+        while true {
+            let text = try readLine()
+            if text.hasPrefix("+OK") || text.hasPrefix("-ERR") { return (lines, text) }
+            lines.append(text)
+        }
+    }
+
+    /// Reads lines off the socket in clear, a byte at a time (nothing read past the line).
+    struct PlainReader {
+        let fd: Int32
+        mutating func line() throws -> String {
+            var bytes: [UInt8] = []
+            var byte: UInt8 = 0
+            while recv(fd, &byte, 1, 0) == 1 {
+                if byte == 10 { return String(decoding: bytes, as: UTF8.self) }
+                bytes.append(byte)
+            }
+            throw TestFailure("the server closed the connection")
+        }
+    }
+}
+
+@Suite struct TLSTests {
+    let certificates: TestCertificates
+
+    init() throws {
+        certificates = try TestCertificates()
+    }
+
+    private func server(_ extra: [String] = []) throws -> TestServer {
+        try TestServer(arguments: ["--tls-cert", certificates.cert, "--tls-key", certificates.key, "--tls-listen", "127.0.0.1:0"] + extra)
+    }
+
+    @Test func opensslSpeaksToTheTLSListener() throws {
+        let server = try server()
+        let result = try runProcess("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(server.tlsPort)", "-CAfile", certificates.ca,
+                                                         "-verify_hostname", "localhost", "-verify_return_error", "-quiet"],
+                                    input: "PING\nCOUNT game\nQUIT\n")
+        #expect(result.output.contains("+OK recordsd 0.1.0 ready"))
+        #expect(result.output.contains("+OK PONG\n+OK 0\n+OK bye"), "\(result.output) \(result.error)")
+        // Another CA's client does not trust it.
+        let stranger = try runProcess("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(server.tlsPort)", "-CAfile", certificates.otherCA,
+                                                           "-verify_return_error", "-quiet"], input: "PING\n")
+        #expect(!stranger.output.contains("+OK PONG"))
+        #expect(stranger.error.contains("verify error") || stranger.error.contains("certificate verify failed"), "\(stranger.error)")
+    }
+
+    @Test func startTLSDropsWhatWasSentInClearBehindIt() throws {
+        let server = try server()
+        // A man in the middle appends a command behind STARTTLS: it must not run as the client's.
+        let client = try TLSLineClient(port: server.port, ca: certificates.ca, startTLS: true, before: "PING injected\n")
+        #expect(try client.send("PING inside").status == "+OK inside")
+        #expect(try client.send("STARTTLS").status == "-ERR DENIED this connection already uses TLS")
+        // Pipelined and streamed replies over TLS: 2,000 records, then the next command.
+        let db = try server.database()
+        try db.execute("INSERT INTO game (name) SELECT 'g' || i FROM generate_series(1, 2000) i")
+        try client.write("COUNT game\nFIND game\nPING after\n")
+        #expect(try client.readLine() == "+OK 2000")
+        var records = 0
+        while try client.readLine().hasPrefix("{") { records += 1 }
+        #expect(records == 2000)
+        #expect(try client.readLine() == "+OK after")
+    }
+
+    @Test func theCLISpeaksTLSAndChecksTheServersName() throws {
+        let server = try server()
+        let records = CLITests.binary
+        let startTLS = try runProcess(records, ["-H", "localhost", "-p", "\(server.port)", "--tls", "--tls-ca", certificates.ca, "-c", "PING"])
+        #expect(startTLS.status == 0, "\(startTLS.error)")
+        #expect(startTLS.output == "PONG\n")
+        let direct = try runProcess(records, ["-c", "PING"], environment: ["RECORDS_URL": "recordss://localhost:\(server.tlsPort)",
+                                                                           "RECORDS_TLS_CA": certificates.ca])
+        #expect(direct.output == "PONG\n", "\(direct.error)")
+        // Without the CA, the certificate is not trusted: no session.
+        let untrusted = try runProcess(records, ["-H", "localhost", "-p", "\(server.tlsPort)", "--tls-direct", "-c", "PING"])
+        #expect(untrusted.status == 3)
+        #expect(untrusted.error.contains("certificate verify failed"), "\(untrusted.error)")
+        // A certificate for another name is refused.
+        let impostor = try TestServer(arguments: ["--tls-cert", certificates.wrongNameCert, "--tls-key", certificates.wrongNameKey])
+        let wrongName = try runProcess(records, ["-H", "localhost", "-p", "\(impostor.port)", "--tls", "--tls-ca", certificates.ca, "-c", "PING"])
+        #expect(wrongName.status == 3)
+        #expect(wrongName.error.contains("TLS with localhost failed"), "\(wrongName.error)")
+    }
+
+    @Test func sighupReloadsTheCertificate() throws {
+        // The server reads its certificate from files an operator replaces.
+        let cert = certificates.directory + "/live.pem", key = certificates.directory + "/live.key"
+        try FileManager.default.copyItem(atPath: certificates.cert, toPath: cert)
+        try FileManager.default.copyItem(atPath: certificates.key, toPath: key)
+        let server = try TestServer(arguments: ["--tls-cert", cert, "--tls-key", key, "--tls-listen", "127.0.0.1:0"])
+        #expect(try TLSLineClient(port: server.tlsPort, ca: certificates.ca, startTLS: false).send("PING").status == "+OK PONG")
+        try FileManager.default.removeItem(atPath: cert)
+        try FileManager.default.removeItem(atPath: key)
+        try FileManager.default.copyItem(atPath: certificates.otherCert, toPath: cert)
+        try FileManager.default.copyItem(atPath: certificates.otherKey, toPath: key)
+        kill(server.process.processIdentifier, SIGHUP)
+        let reloaded = eventually(tries: 100, { server.log.contains("TLS certificate reloaded") }, until: { $0 })
+        #expect(reloaded)
+        #expect(try TLSLineClient(port: server.tlsPort, ca: certificates.otherCA, startTLS: false).send("PING").status == "+OK PONG")
+        #expect(throws: (any Error).self) { try TLSLineClient(port: server.tlsPort, ca: certificates.ca, startTLS: false) }
+        // A broken file keeps the current certificate.
+        try "not a certificate".write(toFile: cert, atomically: true, encoding: .utf8)
+        kill(server.process.processIdentifier, SIGHUP)
+        let kept = eventually(tries: 100, { server.log.contains("TLS certificate not reloaded, the current one stays") }, until: { $0 })
+        #expect(kept)
+        #expect(try TLSLineClient(port: server.port, ca: certificates.otherCA, startTLS: true).send("PING").status == "+OK PONG")
+    }
+
+    @Test func startTLSWithoutACertificateIsRefused() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        #expect(try client.send("STARTTLS").status == "-ERR DENIED TLS is not configured on this server (--tls-cert, --tls-key)")
+        #expect(try client.send("PING").status == "+OK PONG")
+    }
+}

@@ -13,6 +13,8 @@ final class EventLoop<Message: Sendable> {
     private var handlers: [Int32: Handler] = [:]
     /// Work the loop gives itself for its next turn (after the sockets have had theirs).
     private var later: [() -> Void] = []
+    /// Work for a later time (uptime nanoseconds), soonest last.
+    private var timers: [(deadline: UInt64, work: () -> Void)] = []
     let inbox: LoopInbox<Message>
 
     init() throws {
@@ -50,6 +52,13 @@ final class EventLoop<Message: Sendable> {
         later.append(work)
     }
 
+    /// Runs `work` on the loop once `seconds` have passed. Only from the loop.
+    func after(_ seconds: Double, _ work: @escaping () -> Void) {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, seconds) * 1e9)
+        let index = timers.firstIndex { $0.deadline < deadline } ?? timers.count
+        timers.insert((deadline, work), at: index)
+    }
+
     /// Waits for events and dispatches them until `shouldStop` says so; messages from other
     /// threads go to `receive`; `tick` runs at least every `tickMilliseconds`.
     func run(tickMilliseconds: Int32 = 500, tick: () -> Void, receive: (Message) -> Void, shouldStop: () -> Bool) {
@@ -57,7 +66,12 @@ final class EventLoop<Message: Sendable> {
         var lastTick = DispatchTime.now().uptimeNanoseconds
         while !shouldStop() {
             let idle = later.isEmpty && inbox.sleepIfEmpty()
-            let count = epoll_wait(epollFD, &events, Int32(events.count), idle ? tickMilliseconds : 0)
+            var timeout = idle ? tickMilliseconds : 0
+            if idle, let soonest = timers.last?.deadline {
+                let now = DispatchTime.now().uptimeNanoseconds
+                timeout = soonest <= now ? 0 : min(timeout, Int32((soonest - now) / 1_000_000) + 1)
+            }
+            let count = epoll_wait(epollFD, &events, Int32(events.count), timeout)
             if idle { inbox.awake() }
             if count > 0 {
                 for i in 0..<Int(count) {
@@ -79,6 +93,11 @@ final class EventLoop<Message: Sendable> {
     /// the sockets have had theirs (a session re-posting itself cannot starve the others).
     private func runPosted(_ receive: (Message) -> Void) {
         inbox.take().forEach(receive)
+        let now = DispatchTime.now().uptimeNanoseconds
+        while let soonest = timers.last, soonest.deadline <= now {
+            timers.removeLast()
+            soonest.work()
+        }
         let work = later
         later.removeAll()
         work.forEach { $0() }

@@ -10,7 +10,7 @@ import TLS
 /// Connections are named by id; the loop looks them up (a closed one is simply gone).
 enum ServerMessage: Sendable {
     /// A pool job's replies and what its works change in the session.
-    case finished(connection: Int, bytes: [UInt8], effects: [@Sendable (Session) -> Void], held: Double)
+    case finished(connection: Int, bytes: [UInt8], effects: [@Sendable (Session) -> Void], held: Double, delay: Double)
     /// An IMPORT's COPY ended.
     case importFinished(connection: Int, bytes: [UInt8], held: Double)
     /// A full IMPORT feed has room again.
@@ -127,11 +127,19 @@ public final class Server {
     /// On the loop: a message from another thread.
     func receive(_ message: ServerMessage) {
         switch message {
-        case .finished(let id, let bytes, let effects, let held):
+        case .finished(let id, let bytes, let effects, let held, let delay):
             guard let connection = byID[id] else { return }
             connection.poolUse.record(seconds: held)
-            effects.forEach { $0(connection.session) }
-            completed(connection, bytes: bytes)
+            guard delay > 0 else {
+                effects.forEach { $0(connection.session) }
+                return completed(connection, bytes: bytes)
+            }
+            // A reply held back (a failed AUTH): the session stays busy until it goes.
+            loop.after(delay) { [self] in
+                guard !connection.closed else { return }
+                effects.forEach { $0(connection.session) }
+                completed(connection, bytes: bytes)
+            }
         case .importFinished(let id, let bytes, let held):
             guard let connection = byID[id] else { return }
             connection.poolUse.record(seconds: held)
@@ -392,6 +400,7 @@ public final class Server {
             let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
+            var delay = 0.0
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
             var open = true
             for item in works {
@@ -410,12 +419,13 @@ public final class Server {
                     let result = work.run(context)
                     batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
                     if let apply = result.apply { effects.append(apply) }
+                    delay = max(delay, result.delay)
                 }
                 if open && !batch.flushIfLarge() { open = false }
             }
             let bytes = batch.pending
             let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            inbox.post(.finished(connection: id, bytes: bytes, effects: effects, held: held))
+            inbox.post(.finished(connection: id, bytes: bytes, effects: effects, held: held, delay: delay))
         }
     }
 

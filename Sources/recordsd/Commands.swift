@@ -63,7 +63,8 @@ struct ServeCommand {
             Log.info(applied.isEmpty ? "migrations up to date (\(files.count))" : "applied \(applied.count) migration(s)")
         }
         let model = try ModelReflector.reflect(admin, schema: options.schema)
-        let users = (try? Users.count(admin)) ?? 0
+        let roles = (try? Users.roles(admin)) ?? [:]
+        let users = roles.count
         admin.close()
         if !options.listensOnLoopback && users == 0 && !options.insecureNoAuth {
             throw Refusal(description: """
@@ -108,6 +109,7 @@ struct ServeCommand {
         let context = ServerContext(model: model, databaseDescription: database.description, limits: limits,
                                     throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0,
                                     security: security)
+        context.roles = roles
         var work = WorkSettings()
         work.readTimeout = options.statementTimeout * 1000
         work.saveTimeout = options.saveTimeout * 1000

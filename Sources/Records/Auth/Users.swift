@@ -53,10 +53,29 @@ public enum Users {
         guard result.affectedRows == 1 else { throw UserError(description: "no user \(name)") }
     }
 
+    /// Removes a user, never the last admin: someone must remain who can manage users, and a
+    /// server that required sign-in goes on requiring it.
     public static func remove(_ name: String, _ connection: Connection) throws {
-        let result = try connection.query("DELETE FROM records.users WHERE name = $1", [name])
-        guard result.affectedRows == 1 else { throw UserError(description: "no user \(name)") }
+        let result = try connection.query("""
+            DELETE FROM records.users WHERE name = $1
+              AND NOT (role = 'admin' AND (SELECT count(*) FROM records.users WHERE role = 'admin') = 1)
+            """, [name])
+        guard result.affectedRows == 1 else {
+            let role = try connection.query("SELECT role FROM records.users WHERE name = $1", [name]).string(0, 0)
+            throw UserError(description: role == nil ? "no user \(name)" : "\(name) is the last admin: add another admin before removing it")
+        }
         try connection.execute("NOTIFY \(channel)")
+    }
+
+    /// Every user's role, to check signed-in sessions against (a removed user loses its rights).
+    public static func roles(_ connection: Connection) throws -> [String: Role] {
+        guard try connection.query("SELECT to_regclass('records.users') IS NOT NULL").bool(0, 0) == true else { return [:] }
+        let result = try connection.query("SELECT name, role FROM records.users")
+        var roles: [String: Role] = [:]
+        for row in 0..<result.rowCount {
+            if let name = result.string(row, 0), let role = result.string(row, 1).flatMap(Role.init(name:)) { roles[name] = role }
+        }
+        return roles
     }
 
     public static func list(_ connection: Connection) throws -> [Account] {

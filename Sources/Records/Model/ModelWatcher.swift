@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Postgres
+import RecordsProtocol
 
 /// The server's one listening connection: keeps the served model current (every `recordsd
 /// migrate` NOTIFYs; SIGHUP asks), follows users being added, and reads the change log for
@@ -124,7 +125,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
                 if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
                 if notes.contains(where: { $0.channel == Users.channel }) || reload {
-                    context.authenticationRequired = try Users.count(db) > 0
+                    context.roles = try Users.roles(db)
                 }
                 if reload {
                     let model = try ModelReflector.reflect(db, schema: schema)

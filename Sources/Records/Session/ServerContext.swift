@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import RecordsProtocol
 
 /// Limits that protect the server; each has a safe default and is configurable.
 public struct Limits: Sendable {
@@ -49,10 +50,26 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     public var tlsAvailable: Bool { security.tlsAvailable }
 
     /// True once any user exists (unless the operator chose --insecure-no-auth): sessions that
-    /// start then must AUTH. Updated when users are added or removed, by any server.
+    /// start then must AUTH. Once true it stays so until the server restarts: removing users
+    /// never turns sign-in off under sessions already served.
     public var authenticationRequired: Bool {
         get { lock.lock(); defer { lock.unlock() }; return requiresAuthentication }
-        set { lock.lock(); requiresAuthentication = newValue; lock.unlock() }
+        set { lock.lock(); requiresAuthentication = requiresAuthentication || newValue; lock.unlock() }
+    }
+
+    private var knownRoles: [String: Role]?
+
+    /// Every user's current role, as the users table last said (this server's USER commands,
+    /// `recordsd user`, other servers: each NOTIFYs). A signed-in session is checked against it
+    /// at every command: a removed user's session loses its rights, a changed role applies.
+    public var roles: [String: Role]? {
+        get { lock.lock(); defer { lock.unlock() }; return knownRoles }
+        set {
+            lock.lock()
+            knownRoles = newValue
+            if let newValue, !newValue.isEmpty { requiresAuthentication = true }
+            lock.unlock()
+        }
     }
 
     /// Set with --insecure-no-auth: never require authentication.

@@ -7,19 +7,22 @@ extension Session {
         let throttle = context.throttle
         let peer = self.peer
         let session = id
-        let wait = throttle.wait(user: name, address: peer)
-        if wait > 0 {
-            return .reply(.error(.auth, "too many failed attempts: try again in \(Int(wait.rounded(.up))) s"))
+        switch throttle.begin(user: name, address: peer) {
+        case .refused(let wait, let first):
+            if first { Log.warning("AUTH for \(Log.quoted(name)) from \(peer) locked for \(Int(wait.rounded(.up))) s after repeated failures", session: session) }
+            return .reply(.error(.auth, "too many failed attempts for \(name) from this address: try again in \(Int(wait.rounded(.up))) s"))
+        case .allowed:
+            break
         }
         return database(model) { context in
             guard let role = try context.retryingOnce({ try Users.verify(name, password: password, context.connection) }) else {
-                throttle.failed(user: name, address: peer)
+                let delay = throttle.failed(user: name, address: peer)
                 Log.warning("failed AUTH for \(Log.quoted(name)) from \(peer)", session: session)
-                // Never says whether the user exists.
-                return WorkResult(reply: .error(.auth, "invalid user name or password"))
+                // Never says whether the user exists; answered after a delay that grows.
+                return WorkResult(reply: .error(.auth, "invalid user name or password"), delay: delay)
             }
             throttle.succeeded(user: name, address: peer)
-            Log.info("signed in as \(name) (\(role.name)) from \(peer)", session: session)
+            Log.info("signed in as \(Log.quoted(name)) (\(role.name)) from \(peer)", session: session)
             return WorkResult(reply: .ok("signed in as \(name) (\(role.name))")) { session in session.user = (name, role) }
         }
     }
@@ -36,7 +39,7 @@ extension Session {
                     return WorkResult(reply: .ok("\(accounts.count) user(s)", lines: accounts.map { "\($0.name)  \($0.role.name)  created \($0.createdAt)" }))
                 case .add(let name, let role, let password):
                     try Users.add(name, role: role, password: password, context.connection)
-                    shared.authenticationRequired = true
+                    shared.roles = try Users.roles(context.connection)
                     Log.info("\(who) added user \(name) (\(role.name))", session: session)
                     return WorkResult(reply: .ok("user \(name) added (\(role.name))"))
                 case .passwd(let name, let password):
@@ -45,6 +48,7 @@ extension Session {
                     return WorkResult(reply: .ok("password of \(name) changed"))
                 case .remove(let name):
                     try Users.remove(name, context.connection)
+                    shared.roles = try Users.roles(context.connection)
                     Log.info("\(who) removed user \(name)", session: session)
                     return WorkResult(reply: .ok("user \(name) removed"))
                 }

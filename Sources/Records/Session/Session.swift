@@ -28,9 +28,13 @@ public struct DatabaseWork: Sendable {
 public struct WorkResult: Sendable {
     public var reply: Reply
     public var apply: (@Sendable (Session) -> Void)?
+    /// Seconds the reply waits before it is sent (a failed AUTH), the session holding its
+    /// next command meanwhile; no thread waits.
+    public var delay: Double = 0
 
-    public init(reply: Reply, apply: (@Sendable (Session) -> Void)? = nil) {
+    public init(reply: Reply, delay: Double = 0, apply: (@Sendable (Session) -> Void)? = nil) {
         self.reply = reply
+        self.delay = delay
         self.apply = apply
     }
 }
@@ -150,6 +154,16 @@ public final class Session {
         if !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer), let verb = Verb.of(line), verb == .auth || verb == .user {
             let how = context.tlsAvailable ? "send STARTTLS first, or connect to the TLS port" : "this server has no TLS configured"
             return .reply(.error(.auth, "\(verb.rawValue) from another host needs TLS: \(how); the line was not read"))
+        }
+        // A signed-in user's rights are the users table's now: removed, the session signs out;
+        // given another role, it has that one.
+        if let signedIn = user, let roles = context.roles {
+            guard let current = roles[signedIn.name] else {
+                user = nil
+                Log.info("user \(Log.quoted(signedIn.name)) was removed: session signed out", session: id)
+                return .reply(.error(.auth, "user \(signedIn.name) no longer exists: this session is signed out; AUTH again"))
+            }
+            if current != signedIn.role { user = (signedIn.name, current) }
         }
         // Before sign-in only the verb is read: the rest of a line from an unknown client is
         // never parsed unless the verb is one it may use.

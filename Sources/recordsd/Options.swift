@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import Records
 import RecordsProtocol
 
@@ -239,15 +240,9 @@ struct Options {
         ["PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"].contains { environment[$0] != nil }
     }
 
-    /// A database URL or conninfo without its password, for logs and INFO.
+    /// A database URL or conninfo without its password (or any other secret), for logs and
+    /// INFO: read by libpq itself, so every form it accepts is covered.
     static func redacted(_ conninfo: String) -> String {
-        if let scheme = conninfo.range(of: "://"), let at = conninfo.range(of: "@", range: scheme.upperBound..<conninfo.endIndex) {
-            let credentials = conninfo[scheme.upperBound..<at.lowerBound]
-            if let colon = credentials.firstIndex(of: ":") {
-                return String(conninfo[..<colon]) + ":***" + String(conninfo[at.lowerBound...])
-            }
-            return conninfo
-        }
-        return conninfo.split(separator: " ").map { $0.lowercased().hasPrefix("password=") ? "password=***" : String($0) }.joined(separator: " ")
+        Conninfo.describe(conninfo) ?? "(a connection string libpq cannot read)"
     }
 }

@@ -178,4 +178,29 @@ import Testing
         #expect(missingRole.error.contains("user add needs --role reader|writer|admin"))
         #expect(try runRecordsd(["user", "remove", "eve", "--database", url, "--migrations", TestEnvironment.migrations]).status == 0)
     }
+
+    @Test func secretsNeverShownAndTheLogCannotBeForged() throws {
+        // The test cluster trusts every connection: the passwords are carried, never needed.
+        let base = try TestEnvironment.freshDatabase()
+        let url = base + (base.contains("?") ? "&" : "?") + "password=TopSecret123"
+        let server = try TestServer(databaseURL: url)
+        let client = try server.client()
+        let info = try client.send("INFO").lines.joined(separator: "\n")
+        #expect(!info.contains("TopSecret123"))
+        #expect(info.contains("password=***"))
+        // The key=value form, with a quoted password holding a space.
+        let parts = URLComponents(string: base)!
+        let conninfo = "host=\(parts.host!) port=\(parts.port!) dbname=\(parts.path.dropFirst()) user=\(parts.user!) password='Top Secret789'"
+        let other = try TestServer(databaseURL: conninfo)
+        let otherInfo = try other.client().send("INFO").lines.joined(separator: "\n")
+        #expect(!otherInfo.contains("Secret789") && !otherInfo.contains("Top Secret"))
+        // A client's line break cannot start a line of its own in the log.
+        let forger = try server.client()
+        _ = try forger.send("AUTH \"x\\n2026-11-30T00:00:00.000Z INFO s1 signed in as admin (admin) from 10.0.0.1\" password")
+        usleep(200_000)
+        for log in [server.log, other.log] {
+            #expect(!log.contains("TopSecret123") && !log.contains("Secret789"))
+            #expect(!log.split(separator: "\n").contains { $0.hasPrefix("2026-11-30T00:00:00.000Z") })
+        }
+    }
 }

@@ -5,14 +5,14 @@ ARG SWIFT_IMAGE=swift:6.3-bookworm
 
 FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq-dev libedit-dev pkg-config \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq-dev libedit-dev libssl-dev pkg-config \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 COPY Package.swift ./
 COPY Sources Sources
 COPY Tests Tests
 COPY migrations migrations
-# The Swift runtime and Foundation linked in, so the runtime image needs only libpq and libedit.
+# The Swift runtime and Foundation linked in, so the runtime image needs only libpq, libedit and libssl.
 RUN swift build -c release --static-swift-stdlib --product recordsd \
  && swift build -c release --static-swift-stdlib --product records
 
@@ -28,7 +28,7 @@ CMD ["swift", "test", "--skip-build", "--filter", "IntegrationTests"]
 
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq5 libedit2 ca-certificates \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq5 libedit2 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 7878 --home-dir /srv/recordsd --create-home recordsd
 COPY --from=build /build/.build/release/recordsd /build/.build/release/records /usr/local/bin/

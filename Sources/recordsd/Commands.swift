@@ -210,8 +210,11 @@ struct UserCommandLine {
         let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let connection = try database.connect()
-        // The server's own schema (users, pgcrypto) comes with the migrations bootstrap.
-        _ = try Migrator.migrate(try Migrator.load(directory: options.migrations), connection: connection)
+        // The server's own schema (users, pgcrypto) comes with the migrations bootstrap; a role
+        // without DDL rights (--no-migrate) relies on the owner having applied them.
+        if options.migrate {
+            _ = try Migrator.migrate(try Migrator.load(directory: options.migrations), connection: connection)
+        }
         do {
             switch arguments {
             case ["list"]:
@@ -220,10 +223,10 @@ struct UserCommandLine {
                 for account in accounts { print("\(account.name)  \(account.role.name)  created \(account.createdAt)") }
             case let args where args.count == 2 && args[0] == "add":
                 guard let role = options.role else { throw UsageError(description: "user add needs --role reader|writer|admin") }
-                try Users.add(args[1], role: role, password: try readPassword(confirm: true), connection)
+                try Users.add(args[1], role: role, password: try environment["RECORDS_ADMIN_PASSWORD"] ?? readPassword(confirm: true), connection)
                 print("user \(args[1]) added (\(role.name)); authentication is now required")
             case let args where args.count == 2 && args[0] == "passwd":
-                try Users.setPassword(args[1], password: try readPassword(confirm: true), connection)
+                try Users.setPassword(args[1], password: try environment["RECORDS_ADMIN_PASSWORD"] ?? readPassword(confirm: true), connection)
                 print("password of \(args[1]) changed")
             case let args where args.count == 2 && args[0] == "remove":
                 try Users.remove(args[1], connection)

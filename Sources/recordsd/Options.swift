@@ -49,8 +49,9 @@ struct Options {
                recordsd migrate status [options] list migrations and whether each is applied
                recordsd user add NAME --role reader|writer|admin [options]
                recordsd user passwd NAME | user remove NAME | user list [options]
-                                                 manage users; the password is asked without echo,
-                                                 or read from stdin when it is not a terminal
+                                                 manage users; the password is RECORDS_ADMIN_PASSWORD
+                                                 when set, else asked without echo, or read from
+                                                 stdin when it is not a terminal
                recordsd --help | --version
 
         authentication: once any user exists, every session must AUTH first. Listening on an
@@ -58,6 +59,9 @@ struct Options {
         pass --insecure-no-auth (RECORDSD_INSECURE_NO_AUTH=1) to serve without (dangerous).
         It also requires TLS (--tls-cert and --tls-key), or --insecure-no-tls: AUTH and USER
         from another host are refused on a connection that is not encrypted.
+
+        Any variable below may instead name a file holding its value with _FILE appended
+        (DATABASE_URL_FILE=/run/secrets/database_url), for container secrets.
 
         options (each also set by the environment variable shown):
           --listen HOST:PORT       address to listen on (RECORDSD_LISTEN; default 127.0.0.1:7878)
@@ -233,6 +237,22 @@ struct Options {
     private func count(_ text: String, _ name: String) throws -> Int {
         guard let value = Int(text), value >= 0 else { throw UsageError(description: "\(name) takes a whole number, 0 or more, not '\(text)'") }
         return value
+    }
+
+    /// The environment with each `NAME_FILE` read into `NAME` (Docker secrets:
+    /// `DATABASE_URL_FILE=/run/secrets/database_url`), its last line break dropped. A variable
+    /// set directly wins over its file.
+    static func withFiles(_ environment: [String: String]) throws -> [String: String] {
+        var result = environment
+        for (key, path) in environment where key.hasSuffix("_FILE") && key.count > 5 {
+            let name = String(key.dropLast(5))
+            guard name == "DATABASE_URL" || name.hasPrefix("RECORDSD_") || name.hasPrefix("RECORDS_"), environment[name] == nil else { continue }
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw UsageError(description: "\(key): cannot read \(path)")
+            }
+            result[name] = text.hasSuffix("\n") ? String(text.dropLast()) : text
+        }
+        return result
     }
 
     /// True when any libpq connection variable is set.

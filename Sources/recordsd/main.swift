@@ -9,7 +9,13 @@ Signals.block()
 raiseFileLimit()
 csystem_line_buffered_stdout()
 
-let environment = ProcessInfo.processInfo.environment
+let environment: [String: String]
+do {
+    environment = try Options.withFiles(ProcessInfo.processInfo.environment)
+} catch {
+    FileHandle.standardError.write("recordsd: \(error)\n".data(using: .utf8)!)
+    exit(2)
+}
 var arguments = Array(CommandLine.arguments.dropFirst())
 
 if arguments.contains("--help") || arguments.contains("-h") || arguments.first == "help" {

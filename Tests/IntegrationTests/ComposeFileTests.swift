@@ -11,11 +11,22 @@ import Testing
             Issue.record("docker-compose is not installed: scripts/test installs it (apt-get install docker-compose)")
             return
         }
-        func compose(_ arguments: [String]) throws -> (Int32, String) {
+        // The secrets are files scripts/compose-secrets makes; without them, nothing starts.
+        let secrets = NSTemporaryDirectory() + "recordsd-secrets-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: secrets) }
+        let made = try runProcess("/bin/bash", [TestEnvironment.root + "/scripts/compose-secrets", secrets])
+        #expect(made.status == 0, "\(made.error)")
+        for file in ["postgres_password", "app_db_password", "admin_password", "owner_database_url", "app_database_url", "tls.pem", "tls.key", "ca.pem"] {
+            #expect(FileManager.default.fileExists(atPath: secrets + "/" + file), "\(file)")
+        }
+        func compose(_ arguments: [String], secrets: String? = secrets) throws -> (Int32, String) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
             process.arguments = ["-f", TestEnvironment.root + "/docker-compose.yml"] + arguments
             process.currentDirectoryURL = URL(fileURLWithPath: TestEnvironment.root)
+            var environment = ProcessInfo.processInfo.environment
+            environment["RECORDS_SECRETS"] = secrets
+            process.environment = environment
             let out = Pipe()
             process.standardOutput = out
             process.standardError = out
@@ -26,11 +37,18 @@ import Testing
         }
         let (status, output) = try compose(["config", "-q"])
         #expect(status == 0, "\(output)")
+        let (missing, complaint) = try compose(["config", "-q"], secrets: nil)
+        #expect(missing != 0)
+        #expect(complaint.contains("set RECORDS_SECRETS to a directory made by scripts/compose-secrets"))
         let (_, services) = try compose(["--profile", "test", "config", "--services"])
-        #expect(Set(services.split(separator: "\n").map(String.init)) == ["postgres", "users", "recordsd-1", "recordsd-2", "integration"])
+        #expect(Set(services.split(separator: "\n").map(String.init)) == ["postgres", "migrate", "users", "recordsd-1", "recordsd-2", "integration"])
         let (_, config) = try compose(["--profile", "test", "config"])
-        #expect(config.contains("RECORDS_SECOND_URL: records://admin@recordsd-2:7878"))
+        #expect(config.contains("RECORDS_SECOND_URL: records://admin@recordsd-2:7878?tls=require"))
         #expect(config.contains("condition: service_healthy"))
+        // No password in the file itself: each comes from a secret.
+        let file = try String(contentsOfFile: TestEnvironment.root + "/docker-compose.yml", encoding: .utf8)
+        #expect(!file.contains("PASSWORD:") && !file.contains("change-this-password"))
+        #expect(file.contains("DATABASE_URL_FILE: /run/secrets/app_database_url"))
     }
 
     @Test func theDockerfileRunsUnprivilegedWithAHealthcheck() throws {

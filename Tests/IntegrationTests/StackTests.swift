@@ -12,6 +12,8 @@ import Testing
         var port: Int
         var user: String?
         var owner: AnyObject?
+        /// `?tls=require`: STARTTLS, trusting RECORDS_TLS_CA.
+        var startTLS = false
     }
 
     /// The two replicas and the database they share.
@@ -20,7 +22,8 @@ import Testing
         if let first = environment["RECORDS_URL"], let second = environment["RECORDS_SECOND_URL"] {
             func endpoint(_ text: String) throws -> Endpoint {
                 guard let url = URLComponents(string: text), let host = url.host else { throw TestFailure("bad endpoint \(text)") }
-                return Endpoint(host: host, port: url.port ?? 7878, user: url.user)
+                return Endpoint(host: host, port: url.port ?? 7878, user: url.user,
+                                startTLS: url.queryItems?.contains { $0.name == "tls" && $0.value == "require" } == true)
             }
             return (try endpoint(first), try endpoint(second), try TestEnvironment.adminURL())
         }
@@ -32,8 +35,12 @@ import Testing
     static func client(_ endpoint: Endpoint) throws -> LineClient {
         let client = try LineClient(port: endpoint.port, host: endpoint.host)
         client.owner = endpoint.owner
+        if endpoint.startTLS {
+            try client.startTLS(ca: TestEnvironment.environment["RECORDS_TLS_CA"] ?? "", serverName: endpoint.host)
+        }
         if let user = endpoint.user {
-            let password = TestEnvironment.environment["RECORDS_PASSWORD"] ?? ""
+            let password = try TestEnvironment.environment["RECORDS_PASSWORD_FILE"].map { try String(contentsOfFile: $0, encoding: .utf8) }?
+                .trimmingCharacters(in: .newlines) ?? TestEnvironment.environment["RECORDS_PASSWORD"] ?? ""
             try client.ok("AUTH \(user) \"\(password)\"")
         }
         return client
@@ -65,6 +72,9 @@ import Testing
         #expect(event != nil)
         #expect(try watcher.send("COUNT game WHERE name == \"\(name)\"").status == "+OK 1")
         try watcher.ok("UNWATCH")
+        // The stack outlives the suite: what this test wrote goes.
+        try editor.ok("DELETE game WHERE name == \"\(name)\"")
+        #expect(try editor.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
     }
 }
 

@@ -48,95 +48,6 @@ final class TestCertificates: Sendable {
     deinit { try? FileManager.default.removeItem(atPath: directory) }
 }
 
-/// A blocking TLS client of the line protocol, for what `LineClient` cannot do.
-final class TLSLineClient {
-    let fd: Int32
-    let stream: TLSStream
-    private var buffer: [UInt8] = []
-
-    /// Connects to `port`; with `startTLS`, reads the banner and switches after STARTTLS
-    /// (`before` is sent right behind STARTTLS, in the same packet, in clear).
-    init(port: Int, ca: String, name: String = "localhost", startTLS: Bool, before: String = "") throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        self.fd = fd
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var timeout = timeval(tv_sec: 20, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw TestFailure("cannot connect to \(port)") }
-        let context = try TLSContext.client(caFile: ca)
-        stream = try context.stream(fd: fd, serverName: name)
-        if startTLS {
-            var plain = PlainReader(fd: fd)
-            _ = try plain.line()  // the banner
-            let request = "STARTTLS\n" + before
-            _ = request.withCString { Glibc.send(fd, $0, strlen($0), 0) }
-            let answer = try plain.line()
-            guard answer == "+OK begin TLS" else { throw TestFailure("STARTTLS answered \(answer)") }
-            try stream.handshake()
-        } else {
-            try stream.handshake()
-            _ = try readLine()  // the banner
-        }
-    }
-
-    deinit { close(fd) }
-
-    func write(_ text: String) throws {
-        var bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let outcome = bytes.withUnsafeMutableBytes { stream.write(UnsafeRawBufferPointer(rebasing: $0[offset...])) }
-            guard case .bytes(let count) = outcome else { throw TestFailure("TLS write: \(outcome)") }
-            offset += count
-        }
-    }
-
-    func readLine() throws -> String {
-        while true {
-            if let newline = buffer.firstIndex(of: 10) {
-                let line = String(decoding: buffer[..<newline], as: UTF8.self)
-                buffer.removeSubrange(...newline)
-                return line
-            }
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let outcome = chunk.withUnsafeMutableBytes { stream.read(into: $0) }
-            guard case .bytes(let count) = outcome else { throw TestFailure("TLS read: \(outcome)") }
-            buffer += chunk[0..<count]
-        }
-    }
-
-    /// Data lines, then the status line.
-    func send(_ line: String) throws -> (lines: [String], status: String) {
-        try write(line + "\n")
-        var lines: [String] = []
-        while true {
-            let text = try readLine()
-            if text.hasPrefix("+OK") || text.hasPrefix("-ERR") { return (lines, text) }
-            lines.append(text)
-        }
-    }
-
-    /// Reads lines off the socket in clear, a byte at a time (nothing read past the line).
-    struct PlainReader {
-        let fd: Int32
-        mutating func line() throws -> String {
-            var bytes: [UInt8] = []
-            var byte: UInt8 = 0
-            while recv(fd, &byte, 1, 0) == 1 {
-                if byte == 10 { return String(decoding: bytes, as: UTF8.self) }
-                bytes.append(byte)
-            }
-            throw TestFailure("the server closed the connection")
-        }
-    }
-}
-
 @Suite struct TLSTests {
     let certificates: TestCertificates
 
@@ -165,7 +76,8 @@ final class TLSLineClient {
     @Test func startTLSDropsWhatWasSentInClearBehindIt() throws {
         let server = try server()
         // A man in the middle appends a command behind STARTTLS: it must not run as the client's.
-        let client = try TLSLineClient(port: server.port, ca: certificates.ca, startTLS: true, before: "PING injected\n")
+        let client = try server.client()
+        try client.startTLS(ca: certificates.ca, behind: "PING injected\n")
         #expect(try client.send("PING inside").status == "+OK inside")
         #expect(try client.send("STARTTLS").status == "-ERR DENIED this connection already uses TLS")
         // Pipelined and streamed replies over TLS: 2,000 records, then the next command.
@@ -174,7 +86,7 @@ final class TLSLineClient {
         try client.write("COUNT game\nFIND game\nPING after\n")
         #expect(try client.readLine() == "+OK 2000")
         var records = 0
-        while try client.readLine().hasPrefix("{") { records += 1 }
+        while try client.readLine()?.hasPrefix("{") == true { records += 1 }
         #expect(records == 2000)
         #expect(try client.readLine() == "+OK after")
     }
@@ -205,7 +117,7 @@ final class TLSLineClient {
         try FileManager.default.copyItem(atPath: certificates.cert, toPath: cert)
         try FileManager.default.copyItem(atPath: certificates.key, toPath: key)
         let server = try TestServer(arguments: ["--tls-cert", cert, "--tls-key", key, "--tls-listen", "127.0.0.1:0"])
-        #expect(try TLSLineClient(port: server.tlsPort, ca: certificates.ca, startTLS: false).send("PING").status == "+OK PONG")
+        #expect(try LineClient(port: server.tlsPort, directTLS: certificates.ca).send("PING").status == "+OK PONG")
         try FileManager.default.removeItem(atPath: cert)
         try FileManager.default.removeItem(atPath: key)
         try FileManager.default.copyItem(atPath: certificates.otherCert, toPath: cert)
@@ -213,14 +125,16 @@ final class TLSLineClient {
         kill(server.process.processIdentifier, SIGHUP)
         let reloaded = eventually(tries: 100, { server.log.contains("TLS certificate reloaded") }, until: { $0 })
         #expect(reloaded)
-        #expect(try TLSLineClient(port: server.tlsPort, ca: certificates.otherCA, startTLS: false).send("PING").status == "+OK PONG")
-        #expect(throws: (any Error).self) { try TLSLineClient(port: server.tlsPort, ca: certificates.ca, startTLS: false) }
+        #expect(try LineClient(port: server.tlsPort, directTLS: certificates.otherCA).send("PING").status == "+OK PONG")
+        #expect(throws: (any Error).self) { try LineClient(port: server.tlsPort, directTLS: certificates.ca) }
         // A broken file keeps the current certificate.
         try "not a certificate".write(toFile: cert, atomically: true, encoding: .utf8)
         kill(server.process.processIdentifier, SIGHUP)
         let kept = eventually(tries: 100, { server.log.contains("TLS certificate not reloaded, the current one stays") }, until: { $0 })
         #expect(kept)
-        #expect(try TLSLineClient(port: server.port, ca: certificates.otherCA, startTLS: true).send("PING").status == "+OK PONG")
+        let plain = try server.client()
+        try plain.startTLS(ca: certificates.otherCA)
+        #expect(try plain.send("PING").status == "+OK PONG")
     }
 
     @Test func startTLSWithoutACertificateIsRefused() throws {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import TLS
 
 /// A reply as read off the wire: data lines, then the status line.
 struct WireReply: CustomStringConvertible {
@@ -21,6 +22,8 @@ struct WireReply: CustomStringConvertible {
 /// A blocking TCP client of the line protocol, with a receive timeout so a test cannot hang.
 final class LineClient {
     let fd: Int32
+    /// Set once the connection speaks TLS (`startTLS`, `secure`).
+    private var tls: TLSStream?
     private var buffer: [UInt8] = []
     private var start = 0
     private var scanned = 0
@@ -31,8 +34,11 @@ final class LineClient {
     /// Keeps the server this client talks to alive as long as the client.
     var owner: AnyObject?
 
-    /// - Parameter source: a loopback address to connect from (127.0.0.2 ...), to be another client host.
-    init(port: Int, host: String = "127.0.0.1", source: String? = nil, timeout: Int = 20, readBanner: Bool = true) throws {
+    /// - Parameters:
+    ///   - source: a loopback address to connect from (127.0.0.2 ...), to be another client host.
+    ///   - directTLS: TLS from the first byte (a `--tls-listen` port), trusting this CA file.
+    init(port: Int, host: String = "127.0.0.1", source: String? = nil, timeout: Int = 20, readBanner: Bool = true,
+         directTLS ca: String? = nil, serverName: String = "localhost") throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         self.fd = fd
         if let source {
@@ -68,7 +74,26 @@ final class LineClient {
         }
         var tv = timeval(tv_sec: timeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if let ca { try secure(ca: ca, serverName: serverName) }
         if readBanner { banner = try readLine() ?? "" }
+    }
+
+    /// STARTTLS, then the handshake; `behind` is sent in clear in the same write as STARTTLS
+    /// (what a man in the middle would inject).
+    func startTLS(ca: String, serverName: String = "localhost", behind: String = "") throws {
+        try write("STARTTLS\n" + behind)
+        let reply = try readReply()
+        guard reply.status == "+OK begin TLS" else { throw TestFailure("STARTTLS: \(reply.status)") }
+        try secure(ca: ca, serverName: serverName)
+    }
+
+    private func secure(ca: String, serverName: String) throws {
+        let stream = try TLSContext.client(caFile: ca).stream(fd: fd, serverName: serverName)
+        try stream.handshake()
+        tls = stream
+        buffer.removeAll()
+        start = 0
+        scanned = 0
     }
 
     deinit { Glibc.close(fd) }
@@ -80,7 +105,13 @@ final class LineClient {
     func writeBytes(_ bytes: [UInt8]) throws {
         var offset = 0
         while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = bytes[offset...].withUnsafeBytes { raw -> Int in
+                if let tls {
+                    if case .bytes(let count) = tls.write(raw) { return count }
+                    return -1
+                }
+                return Glibc.send(fd, raw.baseAddress!, raw.count, Int32(MSG_NOSIGNAL))
+            }
             guard n > 0 else { throw TestFailure("send failed: \(String(cString: strerror(errno)))") }
             offset += n
         }
@@ -107,7 +138,16 @@ final class LineClient {
                 scanned -= start
                 start = 0
             }
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            let n = chunk.withUnsafeMutableBytes { raw -> Int in
+                if let tls {
+                    switch tls.read(into: raw) {
+                    case .bytes(let count): return count
+                    case .closed: return 0
+                    default: return -1
+                    }
+                }
+                return recv(fd, raw.baseAddress!, raw.count, 0)
+            }
             if n == 0 { return nil }
             if n < 0 { throw TestFailure("recv failed (timeout?): \(String(cString: strerror(errno)))") }
             buffer.append(contentsOf: chunk[0..<n])

@@ -21,8 +21,11 @@ enum TestEnvironment {
     }
 
     /// The admin URL; a test without it fails and says why (it never skips silently).
+    /// Under compose it comes from a secret file (DATABASE_URL_FILE).
     static func adminURL() throws -> String {
-        guard let url = environment["DATABASE_URL"], !url.isEmpty else {
+        let fromFile = environment["DATABASE_URL_FILE"].flatMap { try? String(contentsOfFile: $0, encoding: .utf8) }?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let url = environment["DATABASE_URL"] ?? fromFile, !url.isEmpty else {
             Issue.record("DATABASE_URL is not set: run the integration tests through scripts/test, which starts a throwaway PostgreSQL")
             throw TestFailure("no DATABASE_URL")
         }
@@ -36,7 +39,35 @@ enum TestEnvironment {
         let connection = try Connection(admin)
         try connection.execute("CREATE DATABASE \(name)")
         connection.close()
+        if environment["RECORDS_IN_COMPOSE"] != nil { Created.shared.add(name, admin: admin) }
         return url(admin, database: name)
+    }
+
+    /// Databases made in the compose stack's PostgreSQL (which outlives the suite), dropped
+    /// when the suite's process exits.
+    final class Created: @unchecked Sendable {  // `names`, `admin` guarded by `lock`
+        static let shared = Created()
+        private let lock = NSLock()
+        private var names: [String] = []
+        private var admin: String?
+
+        func add(_ name: String, admin: String) {
+            lock.lock()
+            if names.isEmpty { atexit { Created.shared.dropAll() } }
+            names.append(name)
+            self.admin = admin
+            lock.unlock()
+        }
+
+        func dropAll() {
+            lock.lock()
+            let all = names, url = admin
+            names.removeAll()
+            lock.unlock()
+            guard let url, let connection = try? Connection(url) else { return }
+            for name in all { _ = try? connection.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)") }
+            connection.close()
+        }
     }
 
     static func url(_ url: String, database: String) -> String {

@@ -147,6 +147,41 @@ import Testing
         #expect(try scalar(db, "SELECT count(*) FROM game") == "3")
     }
 
+    @Test func anUnsettledCommitKeepsItsUnitApartFromLaterEdits() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let components = URLComponents(string: url)!
+        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
+        var through = components
+        through.port = proxy.port
+        let server = try TestServer(databaseURL: through.string!, arguments: ["--pool-size", "1"])
+        let db = try Connection(url)
+        let client = try server.client()
+        #expect(try client.send("COUNT game").status == "+OK 0")  // the pooled connection is open
+        // COMMIT runs, its answer is lost, and PostgreSQL stays out of reach: nobody can say.
+        try client.ok(#"INSERT game name="Z-1""#)
+        proxy.refuseConnections(true)
+        proxy.arm(.afterCommit)
+        let unsettled = try client.send("SAVE").status
+        #expect(unsettled.hasPrefix("-ERR UNAVAILABLE PostgreSQL went away during COMMIT and cannot say yet"), "\(unsettled)")
+        // The unit stays as it was until that is settled: no edit slips in.
+        let meanwhile = try client.send(#"INSERT game name="meanwhile""#).status
+        #expect(meanwhile.hasPrefix("-ERR UNAVAILABLE the last SAVE got no answer to its COMMIT and is not settled yet"), "\(meanwhile)")
+        proxy.refuseConnections(false)
+        #expect(try client.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try scalar(db, "SELECT count(*) FROM game") == "1")
+        // Dropped instead: the next unit is its own, and is written.
+        try client.ok(#"INSERT game name="Z-2""#)
+        #expect(try client.send("COUNT game").status == "+OK 2")  // reconnected through the proxy
+        proxy.refuseConnections(true)
+        proxy.arm(.afterCommit)
+        #expect(try client.send("SAVE").status.hasPrefix("-ERR UNAVAILABLE"))
+        #expect(try client.send("ROLLBACK").status == "+OK rolled back 1 pending change(s); the SAVE whose COMMIT got no answer is no longer followed")
+        proxy.refuseConnections(false)
+        try client.ok(#"INSERT game name="Z-3""#)
+        #expect(try client.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try scalar(db, "SELECT string_agg(name, ',' ORDER BY name) FROM game") == "Z-1,Z-2,Z-3")
+    }
+
     @Test func aClientsOwnSaveKeyMakesItsRetrySafe() throws {
         let server = try TestServer()
         let first = try server.client()

@@ -97,6 +97,14 @@ public enum Command: Equatable, Sendable {
     case auth(name: String, password: String)
     case user(UserCommand)
 
+    /// It adds to, or reshapes, the pending changes of the unit of work.
+    public var changesTheUnit: Bool {
+        switch self {
+        case .insert, .update, .updateWhere, .delete, .deleteWhere, .upsert, .nest, .merge, .discard: true
+        default: false
+        }
+    }
+
     public var verb: Verb {
         switch self {
         case .help: .help

@@ -189,6 +189,11 @@ public final class Session {
                     throw CommandError(.forbidden, "\(command.verb.rawValue) needs the \(needed.name) role; \(user?.name ?? "this session") is \(role.name)")
                 }
             }
+            if uncertainSave != nil && command.changesTheUnit {
+                // The unit must stay the one whose COMMIT got no answer until that is settled:
+                // edits mixed in would be dropped if it committed, or written twice.
+                throw CommandError(.unavailable, "the last SAVE got no answer to its COMMIT and is not settled yet: SAVE again to settle it (nothing is written twice), or ROLLBACK to drop the pending changes")
+            }
             return try execute(command, model: model)
         } catch {
             return .reply(error.reply)
@@ -222,7 +227,11 @@ public final class Session {
         case .rollback:
             let dropped = unit.current.count
             unit.rollback()
-            return .reply(.ok("rolled back \(dropped) pending change(s)"))
+            // The changes are dropped: whether the SAVE that got no answer committed them no
+            // longer decides anything in this session.
+            let forgot = uncertainSave != nil
+            uncertainSave = nil
+            return .reply(.ok("rolled back \(dropped) pending change(s)" + (forgot ? "; the SAVE whose COMMIT got no answer is no longer followed" : "")))
         case .nest:
             guard unit.depth < UnitOfWork.maxDepth else {
                 throw CommandError(.limit, "at most \(UnitOfWork.maxDepth) nested scratchpads: MERGE or DISCARD one first")

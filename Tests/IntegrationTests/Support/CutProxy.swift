@@ -17,6 +17,14 @@ final class CutProxy: @unchecked Sendable {  // `mode` and `cuts` guarded by `lo
     private var mode = Mode.pass
     private(set) var cuts = 0
     private var stopped = false
+    private var refusing = false
+
+    /// While set, new connections are closed at once (PostgreSQL out of reach).
+    func refuseConnections(_ refuse: Bool) {
+        lock.lock()
+        refusing = refuse
+        lock.unlock()
+    }
 
     init(to host: String, port targetPort: Int) throws {
         target = (host, targetPort)
@@ -60,6 +68,13 @@ final class CutProxy: @unchecked Sendable {  // `mode` and `cuts` guarded by `lo
                 let done = stopped
                 lock.unlock()
                 if done || errno == EBADF || errno == EINVAL { return }
+                continue
+            }
+            lock.lock()
+            let refuse = refusing
+            lock.unlock()
+            if refuse {
+                close(client)
                 continue
             }
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -55,14 +55,14 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     /// Queues `job`; it runs on a worker thread with a healthy connection, or with the error
     /// that prevented connecting. The job must leave the connection outside any transaction.
     /// - Parameter standing: how quickly the client's recent jobs gave their connection back.
-    public func submit(_ standing: PoolStanding = .proven, _ job: @escaping Job) {
+    public func submit(_ standing: PoolStanding = .proven, streams: Bool = false, _ job: @escaping Job) {
         condition.lock()
         if stopping {
             condition.unlock()
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        scheduler.enqueue(job, standing)
+        scheduler.enqueue(job, standing, streams: streams)
         condition.signal()
         condition.unlock()
     }

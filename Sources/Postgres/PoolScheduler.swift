@@ -1,13 +1,17 @@
+import Dispatch
+
 /// Which queued job a free worker takes next. Pure (the clock is passed in), so the pool's
 /// fairness is tested without threads or a database.
 ///
 /// A client earns its standing by how long its recent jobs held a connection (`PoolUse`): one
 /// whose jobs gave their connection back quickly is `proven`; one whose jobs held it long (a
 /// statement that runs long, a SAVE waiting on a row lock, a FIND streaming to a reader that does
-/// not read) is `unproven`; a client with no job yet is `new`. Proven jobs go first, then new
-/// ones, then unproven ones, each in arrival order. New and unproven jobs, together with any job
-/// that has held its worker past `slowAfter`, take at most all but `reserve` workers: however
-/// many clients pin connections with slow work, one worker stays for those that give theirs back.
+/// not read) is `unproven`; a client with no job yet is `new`. A job that streams (a FIND or
+/// EXPORT holds its connection as long as its client reads) is slow by nature. Proven jobs that
+/// do not stream go first and may take any worker; streaming, new and unproven jobs follow in
+/// that order, and, with any job that has held its worker past `slowAfter`, take at most all but
+/// `reserve` workers: however many clients pin connections, one worker stays for those that give
+/// theirs back.
 public struct PoolScheduler<Job> {
     public typealias Standing = PoolStanding
 
@@ -18,10 +22,11 @@ public struct PoolScheduler<Job> {
     public let slowAfter: UInt64
 
     private var proven = Queue()
+    private var streams = Queue()
     private var new = Queue()
     private var unproven = Queue()
-    /// Each busy worker's job: its standing and when it started.
-    private var running: [Int: (standing: Standing, started: UInt64)] = [:]
+    /// Each busy worker's job: whether it counts as slow from its start, and when it started.
+    private var running: [Int: (slow: Bool, started: UInt64)] = [:]
 
     public init(size: Int, reserve: Int = 1, slowAfter: UInt64 = 1_000_000_000) {
         self.size = size
@@ -29,12 +34,13 @@ public struct PoolScheduler<Job> {
         self.slowAfter = slowAfter
     }
 
-    public var queued: Int { proven.count + new.count + unproven.count }
+    public var queued: Int { proven.count + streams.count + new.count + unproven.count }
     public var busy: Int { running.count }
 
-    public mutating func enqueue(_ job: Job, _ standing: Standing) {
+    /// - Parameter streams: the job holds its connection while its client reads (FIND, EXPORT).
+    public mutating func enqueue(_ job: Job, _ standing: Standing, streams: Bool = false) {
         switch standing {
-        case .proven: proven.append(job)
+        case .proven: if streams { self.streams.append(job) } else { proven.append(job) }
         case .new: new.append(job)
         case .unproven: unproven.append(job)
         }
@@ -43,26 +49,23 @@ public struct PoolScheduler<Job> {
     /// The job `worker` takes now, nil when it must wait.
     public mutating func next(worker: Int, now: UInt64) -> Job? {
         if let job = proven.removeFirst() {
-            running[worker] = (.proven, now)
+            running[worker] = (false, now)
             return job
         }
-        guard new.count + unproven.count > 0, slowRunning(now: now) < size - reserve else { return nil }
-        if let job = new.removeFirst() {
-            running[worker] = (.new, now)
-            return job
-        }
-        running[worker] = (.unproven, now)
-        return unproven.removeFirst()
+        guard streams.count + new.count + unproven.count > 0, slowRunning(now: now) < size - reserve else { return nil }
+        guard let job = streams.removeFirst() ?? new.removeFirst() ?? unproven.removeFirst() else { return nil }
+        running[worker] = (true, now)
+        return job
     }
 
     public mutating func finished(worker: Int) {
         running[worker] = nil
     }
 
-    /// Busy workers whose job is not proven or has run past `slowAfter`.
+    /// Busy workers whose job streams, is not proven, or has run past `slowAfter`.
     public func slowRunning(now: UInt64) -> Int {
         running.values.reduce(0) { count, job in
-            count + (job.standing != .proven || now &- job.started >= slowAfter ? 1 : 0)
+            count + (job.slow || now &- job.started >= slowAfter ? 1 : 0)
         }
     }
 
@@ -70,6 +73,7 @@ public struct PoolScheduler<Job> {
     public mutating func drain() -> [Job] {
         var jobs: [Job] = []
         while let job = proven.removeFirst() { jobs.append(job) }
+        while let job = streams.removeFirst() { jobs.append(job) }
         while let job = new.removeFirst() { jobs.append(job) }
         while let job = unproven.removeFirst() { jobs.append(job) }
         return jobs
@@ -101,23 +105,30 @@ public struct PoolScheduler<Job> {
 public enum PoolStanding: Sendable, Equatable { case proven, new, unproven }
 
 /// How long a client's recent jobs held a pooled connection, which gives its standing: new
-/// before its first job, proven while its jobs, on a moving average that halves the weight of
-/// each older one, held their connection under `provenBelow` seconds, else unproven. Kept by the
-/// client's owner (the loop).
+/// before its first job; unproven for `coolDown` seconds after a job that held its connection
+/// `slowJob` seconds or more (quick jobs in between do not win it back), and while the moving
+/// average of its jobs (halving the weight of each older one) is `provenBelow` or more; else
+/// proven. Kept by the client's owner (the loop).
 public struct PoolUse: Sendable {
     public static let provenBelow = 0.25
+    public static let slowJob = 1.0
+    public static let coolDown: UInt64 = 60_000_000_000
     public private(set) var jobs = 0
     /// Seconds, a moving average.
     public private(set) var average = 0.0
+    /// Until when (uptime nanoseconds) the client stays unproven after a slow job.
+    public private(set) var slowUntil: UInt64 = 0
 
     public init() {}
 
-    public mutating func record(seconds: Double) {
+    public mutating func record(seconds: Double, now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
         average = jobs == 0 ? seconds : (average + seconds) / 2
         jobs += 1
+        if seconds >= Self.slowJob { slowUntil = now + Self.coolDown }
     }
 
-    public var standing: PoolStanding {
-        jobs == 0 ? .new : average < Self.provenBelow ? .proven : .unproven
+    public func standing(now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> PoolStanding {
+        if jobs == 0 { return .new }
+        return now < slowUntil || average >= Self.provenBelow ? .unproven : .proven
     }
 }

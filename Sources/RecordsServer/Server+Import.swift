@@ -82,7 +82,7 @@ extension Server {
     func startImport(_ state: ImportState, on connection: ClientConnection) {
         let job = state.job, feed = state.feed, header = state.header
         let limit = configuration.maxReplyBytes
-        pool.submit(connection.poolUse.standing) { [inbox, id = connection.id] database in
+        pool.submit(connection.poolUse.standing(), streams: true) { [inbox, id = connection.id] database in
             let started = DispatchTime.now().uptimeNanoseconds
             let reply: Reply
             switch database {

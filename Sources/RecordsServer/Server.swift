@@ -396,7 +396,10 @@ public final class Server {
         let maxReplyBytes = configuration.maxReplyBytes
         let highWater = configuration.outputHighWater
         let settings = context.work
-        pool.submit(connection.poolUse.standing) { [inbox] database in
+        let holds = works.compactMap { if case .work(let work) = $0 { work.hold } else { nil } }
+        // A sign-in is short and bounded: a new client gets it even while slow ones hold the rest.
+        let standing = holds.contains(.signIn) ? .proven : connection.poolUse.standing()
+        pool.submit(standing, streams: holds.contains(.streams)) { [inbox] database in
             let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []

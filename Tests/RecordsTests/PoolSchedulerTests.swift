@@ -81,18 +81,30 @@ import Postgres
 
     @Test func standingIsEarnedByQuickJobsAndLostBySlowOnes() {
         var use = PoolUse()
-        #expect(use.standing == .new)
-        use.record(seconds: 0.002)
-        #expect(use.standing == .proven)
-        use.record(seconds: 5)
-        #expect(use.standing == .unproven)
-        // Alternating slow and quick jobs does not win the standing back.
-        for _ in 0..<10 {
-            use.record(seconds: 0.001)
-            use.record(seconds: 5)
-            #expect(use.standing == .unproven)
-        }
-        for _ in 0..<6 { use.record(seconds: 0.001) }
-        #expect(use.standing == .proven)
+        #expect(use.standing(now: 0) == .new)
+        use.record(seconds: 0.002, now: 0)
+        #expect(use.standing(now: 0) == .proven)
+        use.record(seconds: 5, now: second)
+        #expect(use.standing(now: second) == .unproven)
+        // Quick jobs in between do not win it back while the slow one is recent ...
+        for step in 0..<20 { use.record(seconds: 0.001, now: second * UInt64(2 + step)) }
+        #expect(use.standing(now: 30 * second) == .unproven)
+        // ... and once it is a minute old, they do.
+        #expect(use.standing(now: 62 * second) == .proven)
+    }
+
+    @Test func streamingJobsNeverTakeTheLastWorkerWhateverTheClient() {
+        var scheduler = PoolScheduler<String>(size: 4)
+        for index in 0..<5 { scheduler.enqueue("find\(index)", .proven, streams: true) }
+        #expect(scheduler.next(worker: 0, now: 0) == "find0")
+        #expect(scheduler.next(worker: 1, now: 0) == "find1")
+        #expect(scheduler.next(worker: 2, now: 0) == "find2")
+        #expect(scheduler.next(worker: 3, now: 0) == nil)
+        scheduler.enqueue("get", .proven)
+        #expect(scheduler.next(worker: 3, now: 0) == "get")
+        // A proven client's streaming job goes before new and unproven ones.
+        scheduler.enqueue("stranger", .new)
+        scheduler.finished(worker: 0)
+        #expect(scheduler.next(worker: 0, now: 0) == "find3")
     }
 }

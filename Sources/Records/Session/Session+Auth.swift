@@ -14,7 +14,7 @@ extension Session {
         case .allowed:
             break
         }
-        return database(model) { context in
+        return database(model, hold: .signIn) { context in
             guard let role = try context.retryingOnce({ try Users.verify(name, password: password, context.connection) }) else {
                 let delay = throttle.failed(user: name, address: peer)
                 Log.warning("failed AUTH for \(Log.quoted(name)) from \(peer)", session: session)

@@ -81,7 +81,7 @@ extension Session {
         let snapshot = self.snapshot
         let timeout = context.work.bulkTimeout
         let stall = context.work.replyStall
-        return database(model) { context in
+        return database(model, hold: .streams) { context in
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection

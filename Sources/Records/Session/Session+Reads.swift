@@ -61,7 +61,8 @@ extension Session {
         let select = try QueryBuilder.select(request, model: model, versions: true)
         let snapshot = self.snapshot
         let stall = context.work.replyStall
-        return database(model) { context in
+        // A FIND of a few pages holds its connection briefly; one of everything streams.
+        return database(model, hold: (request.limit ?? Int.max) <= 1000 ? .statements : .streams) { context in
             let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
                 var count = 0
                 var more = false

@@ -16,8 +16,20 @@ public protocol LineSink: AnyObject {
 /// which the event loop runs on the session.
 public struct DatabaseWork: Sendable {
     let body: @Sendable (WorkContext) -> WorkResult
+    /// How long it may hold its connection, for the pool's scheduler.
+    public enum Hold: Sendable, Equatable {
+        /// Bounded by its statements' time limits.
+        case statements
+        /// As long as its client reads (FIND, EXPORT): slow by nature.
+        case streams
+        /// A sign-in: a short, bounded check that a new client must get even while slow
+        /// clients hold the other connections.
+        case signIn
+    }
+    public let hold: Hold
 
-    init(_ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+    init(hold: Hold = .statements, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+        self.hold = hold
         self.body = body
     }
 
@@ -261,8 +273,8 @@ public final class Session {
     }
 
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
-    func database(_ model: Model, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork { context in
+    func database(_ model: Model, hold: DatabaseWork.Hold = .statements, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
+        .database(DatabaseWork(hold: hold) { context in
             do {
                 return try body(context)
             } catch {

@@ -28,6 +28,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let lockNotAvailable = SQLState(rawValue: "55P03")
     public static let undefinedFunction = SQLState(rawValue: "42883")
     public static let raiseException = SQLState(rawValue: "P0001")
+    /// A privilege, or a row-level security policy, refused it.
+    public static let insufficientPrivilege = SQLState(rawValue: "42501")
 
     /// Class 08 (connection exception) and the shutdown codes: the server is not there right now.
     public var meansUnavailable: Bool {

@@ -119,7 +119,10 @@ struct ServeCommand {
         context.work = work
         // Reads run under the read timeout; SAVE, IMPORT and EXPORT set their own per transaction.
         let pool = ConnectionPool(conninfo: database.conninfo, size: options.poolSize,
-                                  setup: ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO", "SET statement_timeout = \(work.readTimeout)"])
+                                  setup: ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO", "SET statement_timeout = \(work.readTimeout)",
+                                          // JIT compilation of a large predicate ignores cancellation and
+                                          // time limits for minutes: short OLTP statements gain little from it.
+                                          "SET jit = off"])
         var configuration = Server.Configuration()
         configuration.host = options.listenHost
         configuration.port = options.listenPort

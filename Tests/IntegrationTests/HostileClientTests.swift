@@ -29,6 +29,12 @@ import Testing
         #expect(try client.send("FIND employee LIMIT 9223372036854775807").status == "+OK 0 records")
         #expect(try client.send("FIND employee LIMIT 99999999999999999999").status.hasPrefix("-ERR SYNTAX"))
         #expect(try client.send("FIND employee OFFSET 9223372036854775807").status == "+OK 0 records")
+        // Key paths and ORDER BY are bounded too (each hop is a join, each key a sort column).
+        let far = "FIND employee WHERE " + String(repeating: "department.employees.", count: 5) + "age == 1"
+        #expect(try client.send(far).status == "-ERR LIMIT at 21: a key path follows at most 8 relationships")
+        #expect(try client.send("FIND employee WHERE department.name == \"x\"").status == "+OK 0 records")
+        let keys = (0..<33).map { _ in "age" }.joined(separator: ", ")
+        #expect(try client.send("FIND employee ORDER BY " + keys).status == "-ERR LIMIT ORDER BY takes at most 32 keys")
         #expect(try server.client().send("PING alive").status == "+OK alive")
     }
 

@@ -148,6 +148,9 @@ public enum CommandParser {
         }
     }
 
+    /// Keys one ORDER BY may take.
+    static let maxOrderKeys = 32
+
     private static func fetchRequest(_ t: inout TokenStream) throws(CommandError) -> FetchRequest {
             var request = FetchRequest(entity: try t.name("an entity name"))
             request.predicate = try whereClause(&t)
@@ -156,6 +159,10 @@ public enum CommandParser {
                 repeat {
                     let offset = t.peek.offset
                     let path = try t.name("a key to order by")
+                    try PredicateParser.checkPath(path, at: t.column(of: offset))
+                    guard request.order.count < Self.maxOrderKeys else {
+                        throw CommandError(.limit, "ORDER BY takes at most \(Self.maxOrderKeys) keys")
+                    }
                     var ascending = true
                     if t.consumeWord("DESC") { ascending = false } else { _ = t.consumeWord("ASC") }
                     request.order.append(OrderKey(path: path, ascending: ascending, offset: offset))

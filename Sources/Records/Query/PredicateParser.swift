@@ -12,6 +12,15 @@ struct PredicateParser {
     private var terms = 0
 
     static let maxDepth = 32
+    /// Relationships one key path may follow (each is a join).
+    static let maxPathHops = 8
+
+    static func checkPath(_ path: String, at column: Int) throws(CommandError) {
+        let hops = path.utf8.reduce(0) { $0 + ($1 == UInt8(ascii: ".") ? 1 : 0) }
+        guard hops <= maxPathHops else {
+            throw CommandError(.limit, "at \(column): a key path follows at most \(maxPathHops) relationships")
+        }
+    }
     static let maxTerms = 10_000
     static let maxListValues = 100_000
 
@@ -84,6 +93,7 @@ struct PredicateParser {
         guard let keyPath = keyToken.nameText else {
             throw tokens.error("expected an attribute or key path")
         }
+        try Self.checkPath(keyPath, at: tokens.column(of: keyToken.offset))
         tokens.advance()
         let opToken = tokens.peek
         let op: Comparison.Operator

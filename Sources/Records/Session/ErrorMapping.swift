@@ -112,6 +112,12 @@ enum ErrorMapping {
         case .raiseException?:
             // The schema's own trigger or check function said no: its words are the reason.
             return CommandError(.validation, "\(subject)\(error.message)")
+        case .insufficientPrivilege?:
+            // A grant or a row-level security policy of the database said no.
+            return CommandError(.forbidden, "\(subject)PostgreSQL refused it: \(error.message)")
+        case let state? where state.errorClass == "54":
+            // Program limits: a statement too complex, a stack too deep, too many columns.
+            return CommandError(.limit, "\(subject)too large for PostgreSQL: \(error.message)")
         case let state? where state.errorClass == "42" && state != .undefinedTable:
             return CommandError(.internal, "\(subject)\(error.message)")
         default:

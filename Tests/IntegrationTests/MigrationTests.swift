@@ -100,4 +100,22 @@ import Testing
         let reply = try eventually({ try client.send("DESCRIBE widget") }, until: { $0.ok })
         #expect(reply.status == "+OK widget: 2 attributes, 0 relationships")
     }
+
+    @Test func pendingChangesKeepTheirExactTableAcrossAReload() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute(#"CREATE TABLE "Foo" (id int PRIMARY KEY, v text); CREATE TABLE foo (id int PRIMARY KEY, v text)"#)
+        kill(server.process.processIdentifier, SIGHUP)
+        let client = try server.client()
+        _ = try eventually({ try client.send("DESCRIBE Foo") }, until: { $0.ok })
+        try client.ok(#"INSERT Foo id=1 v="meant for Foo""#)
+        try db.execute(#"DROP TABLE "Foo""#)
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = eventually({ server.log.components(separatedBy: "model reloaded").count }, until: { $0 >= 3 })
+        // "Foo" is gone: the insert is refused, never written into foo.
+        let saved = try client.send("SAVE")
+        #expect(saved.status == "-ERR VALIDATION 1 problem(s); nothing was saved")
+        #expect(saved.lines == ["#F1 Foo: the entity no longer exists"])
+        #expect(try db.query("SELECT count(*) FROM foo").string(0, 0) == "0")
+    }
 }

@@ -272,7 +272,14 @@ public final class Model: Sendable {
         self.referencing = referencing
     }
 
-    /// By exact name, else case-insensitively when that names one entity only.
+    /// By exact name only: what pending changes and plans hold (after a reload, `Foo` must not
+    /// become `foo`).
+    public func entity(exactly name: String) -> Entity? {
+        exact[name].map { entities[$0] }
+    }
+
+    /// By exact name, else case-insensitively when that names one entity only: for names a
+    /// client types.
     public func entity(named name: String) -> Entity? {
         if let position = exact[name] { return entities[position] }
         return index[name.lowercased()].map { entities[$0] }

@@ -93,7 +93,7 @@ extension WorkContext {
     private func staleKey(_ failure: SavePlan.Failure, plan: SavePlan, model: Model)
         -> (ref: String, entity: Entity, column: String, value: String, sequence: String?)? {
         guard let error = failure.postgres, error.sqlState == .uniqueViolation, failure.records.count == 1,
-              failure.records[0].hasPrefix("#"), let entity = model.entity(named: failure.entity),
+              failure.records[0].hasPrefix("#"), let entity = model.entity(exactly: failure.entity),
               error.constraint != nil, error.constraint == entity.keyConstraint else { return nil }
         let ref = String(failure.records[0].dropFirst())
         guard let insert = plan.changes.insert(ref), let assigned = plan.assigned[ref],

@@ -36,7 +36,7 @@ struct ConflictCheck {
             byEntity[key.entity, default: []].append(key)
         }
         return order.sorted().compactMap { name in
-            guard let entity = model.entity(named: name) else { return nil }
+            guard let entity = model.entity(exactly: name) else { return nil }
             let columns = entity.columns.map(\.column)
             var sql = SQLText()
             let match = entity.keyMatch(Array(Set(byEntity[name]!)), alias: nil, into: &sql)
@@ -54,7 +54,7 @@ struct ConflictCheck {
         var conflicted = 0
         var current: [RecordKey: Current] = [:]
         for (lock, result) in zip(locks, results) {
-            guard let entity = model.entity(named: lock.entity) else { continue }
+            guard let entity = model.entity(exactly: lock.entity) else { continue }
             let start = 1 + entity.key.count
             for row in result.rows {
                 var values: [String: String?] = [:]
@@ -65,7 +65,7 @@ struct ConflictCheck {
 
         for key in changes.updateOrder {
             guard let update = changes.updates[key] else { continue }
-            let label = (model.entity(named: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
+            let label = (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
             guard let now = current[key] else {
                 switch policy {
                 case .fail, .merge:
@@ -119,7 +119,7 @@ struct ConflictCheck {
 
         for key in changes.deleteOrder {
             guard let delete = changes.deletes[key] else { continue }
-            let label = (model.entity(named: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
+            let label = (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
             guard let now = current[key] else {
                 resolution.droppedDeletes.insert(key)
                 resolution.notes.append("\(label) was already deleted by another session")

@@ -48,9 +48,9 @@ struct DeletePreviewPlan: Sendable {
         var statements: [Statement] = []
         asked = []
         for (targetName, keys) in frontier {
-            guard let target = model.entity(named: targetName), !keys.isEmpty else { continue }
+            guard let target = model.entity(exactly: targetName), !keys.isEmpty else { continue }
             for foreignKey in model.foreignKeys(to: target.name) {
-                guard let source = model.entity(named: foreignKey.entity) else { continue }
+                guard let source = model.entity(exactly: foreignKey.entity) else { continue }
                 var sql = SQLText()
                 let match = target.keyMatch(keys, alias: "p", into: &sql)
                 let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
@@ -70,7 +70,7 @@ struct DeletePreviewPlan: Sendable {
         var fresh: [String: [RecordKey]] = [:]
         var order: [String] = []
         for (foreignKey, result) in zip(asked, results) {
-            guard let source = model.entity(named: foreignKey.entity) else { continue }
+            guard let source = model.entity(exactly: foreignKey.entity) else { continue }
             let keys = result.rows.map { source.recordKey($0) }
             switch foreignKey.deleteRule {
             case .cascade:

@@ -13,7 +13,7 @@ enum KeyAllocation {
         var shapes: [String: (name: String, columns: [String], relationships: [String: Relationship])?] = [:]
         func shape(_ name: String) -> (name: String, columns: [String], relationships: [String: Relationship])? {
             if let done = shapes[name] { return done }
-            let made = model.entity(named: name).map { entity in
+            let made = model.entity(exactly: name).map { entity in
                 let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
                 var relationships: [String: Relationship] = [:]
                 for column in columns { relationships[column] = entity.relationship(column: column) }
@@ -73,7 +73,7 @@ enum KeyAllocation {
         var allocatedOf: [String: (name: String, columns: [String])?] = [:]
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
             if allocatedOf[insert.entity] == nil {
-                allocatedOf[insert.entity] = model.entity(named: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) }
+                allocatedOf[insert.entity] = model.entity(exactly: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) }
             }
             guard let entity = allocatedOf[insert.entity]!, !entity.columns.isEmpty else { continue }
             let values = known[insert.ref]?.values
@@ -88,7 +88,7 @@ enum KeyAllocation {
             }
         }
         for index in requests.indices {
-            let entity = model.entity(named: requests[index].entity)!
+            let entity = model.entity(exactly: requests[index].entity)!
             var sql = SQLText()
             let count = sql.bind(String(requests[index].refs.count))
             let columns = requests[index].columns.map { column -> String in
@@ -129,7 +129,7 @@ enum KeyAllocation {
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
         for (name, members) in Dictionary(grouping: rows, by: \.entity) {
-            guard let entity = model.entity(named: name) else { continue }
+            guard let entity = model.entity(exactly: name) else { continue }
             let allocated = Set(entity.allocatedColumns.map(\.name))
             // The columns some rows set and others may leave to a default evaluated now.
             let columns = Self.columns(of: entity, rows: members).filter { column in
@@ -151,7 +151,7 @@ enum KeyAllocation {
             }
         }
         for index in requests.indices {
-            let entity = model.entity(named: requests[index].entity)!
+            let entity = model.entity(exactly: requests[index].entity)!
             var sql = SQLText()
             let count = sql.bind(String(requests[index].refs.count))
             let columns = requests[index].columns.map { "(\(entity.attribute(named: $0)!.defaultValue!))::text" }

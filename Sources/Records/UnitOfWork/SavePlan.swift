@@ -229,7 +229,7 @@ struct SavePlan: Sendable {
             }
             let deleting = changes.bulk.indices.filter { changes.bulk[$0].isDelete }
             for (index, result) in zip(deleting, results[written.bulkDeleteSelects]) {
-                guard let entity = model.entity(named: changes.bulk[index].entity) else { continue }
+                guard let entity = model.entity(exactly: changes.bulk[index].entity) else { continue }
                 written.deleteRoots += result.rows.map { entity.recordKey($0) }
             }
             written.deleteRoots = Self.unique(written.deleteRoots)
@@ -277,7 +277,7 @@ struct SavePlan: Sendable {
         let resolver = WritePlan.Resolver(model: model, changes: changes, keys: keys)
         var entities: [String: Entity] = [:]
         outcome.assigned = changes.inserts.map { insert in
-            if entities[insert.entity] == nil, let entity = model.entity(named: insert.entity) { entities[insert.entity] = entity }
+            if entities[insert.entity] == nil, let entity = model.entity(exactly: insert.entity) { entities[insert.entity] = entity }
             let shown = entities[insert.entity].flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
             return Outcome.Assigned(ref: insert.ref, entity: insert.entity, key: shown ?? "?")
         }
@@ -286,7 +286,7 @@ struct SavePlan: Sendable {
         var statements = writes.map(\.statement) + plan.sequenceBumps
         let selectStart = statements.count
         for change in changes.bulk where change.isDelete {
-            guard let entity = model.entity(named: change.entity) else { continue }
+            guard let entity = model.entity(exactly: change.entity) else { continue }
             var sql = SQLText()
             let matching = try QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql)
             sql.text = "SELECT \(entity.keyText(alias: "d")) FROM \(model.table(entity)) AS d WHERE (\(entity.keyList(alias: "d"))) IN (\(matching)) FOR UPDATE OF d"
@@ -425,7 +425,7 @@ struct SavePlan: Sendable {
             byEntity[key.entity, default: []].append(key)
         }
         return deleteOrder(model: model, names: names).compactMap { name in
-            guard let entity = model.entity(named: name), let doomed = byEntity[name] else { return nil }
+            guard let entity = model.entity(exactly: name), let doomed = byEntity[name] else { return nil }
             var sql = SQLText()
             let match = entity.keyMatch(doomed, alias: nil, into: &sql)
             sql.text = "DELETE FROM \(model.table(entity)) WHERE \(match)"
@@ -448,7 +448,7 @@ struct SavePlan: Sendable {
             let index = remaining.firstIndex { name in
                 !remaining.contains { other in
                     other != name && !placed.contains(other) && members.contains(other)
-                        && (model.entity(named: other)?.foreignKeys.contains { $0.target == name } ?? false)
+                        && (model.entity(exactly: other)?.foreignKeys.contains { $0.target == name } ?? false)
                 }
             } ?? 0
             let name = remaining.remove(at: index)

@@ -29,7 +29,7 @@ enum Validation {
             let id = ChangeID.insert(insert.ref)
             var label: String { "#\(insert.ref) \(insert.entity)" }
             if rulesOf[insert.entity] == nil {
-                rulesOf[insert.entity] = .some(model.entity(named: insert.entity).map { entity in
+                rulesOf[insert.entity] = .some(model.entity(exactly: insert.entity).map { entity in
                     Rules(entity: entity, required: entity.attributes.filter(\.isRequired),
                           keyReferences: entity.keyColumns.filter { entity.attribute(named: $0) == nil },
                           requiredRelationships: entity.toOneRelationships.filter { $0.isRequired && !entity.keyColumns.contains($0.column) })
@@ -70,7 +70,7 @@ enum Validation {
         for key in changes.updateOrder {
             guard let update = changes.updates[key] else { continue }
             let id = ChangeID.update(key)
-            guard let entity = model.entity(named: update.entity) else {
+            guard let entity = model.entity(exactly: update.entity) else {
                 problems.append(Problem(change: id, message: "\(update.entity): the entity no longer exists"))
                 continue
             }
@@ -92,11 +92,11 @@ enum Validation {
                 }
             }
         }
-        for key in changes.deleteOrder where model.entity(named: key.entity) == nil {
+        for key in changes.deleteOrder where model.entity(exactly: key.entity) == nil {
             problems.append(Problem(change: .delete(key), message: "\(key.entity): the entity no longer exists"))
         }
         for (index, change) in changes.bulk.enumerated() {
-            if model.entity(named: change.entity) == nil {
+            if model.entity(exactly: change.entity) == nil {
                 problems.append(Problem(change: .bulk(index), message: "\(change.text): the entity no longer exists"))
             }
             for ref in change.refs where changes.insert(ref) == nil {

@@ -130,7 +130,7 @@ struct ViewPlan: Sendable {
             // The records deleted by key and those each DELETE ... WHERE matches now.
             var roots = changes.deleteOrder.filter { skip[.delete($0)] == nil }
             for (index, result) in zip(bulkDeletes.map(\.index), results[selects..<(selects + count)]) {
-                guard let entity = model.entity(named: changes.bulk[index].entity) else { continue }
+                guard let entity = model.entity(exactly: changes.bulk[index].entity) else { continue }
                 roots += result.rows.map { entity.recordKey($0) }
             }
             return preview(DeletePreviewPlan(model: model, roots: roots), replay: replay)
@@ -259,7 +259,7 @@ struct ViewPlan: Sendable {
     /// DELETE itself for going one by one.
     private var bulkDeletes: [(index: Int, select: Statement, delete: Statement)] {
         changes.bulk.enumerated().compactMap { index, change in
-            guard change.isDelete, skip[.bulk(index)] == nil, let entity = model.entity(named: change.entity) else { return nil }
+            guard change.isDelete, skip[.bulk(index)] == nil, let entity = model.entity(exactly: change.entity) else { return nil }
             var select = SQLText()
             guard let matching = try? QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &select) else { return nil }
             let delete = Statement("DELETE FROM \(model.table(entity)) WHERE (\(entity.keyList(alias: nil))) IN (\(matching))", select.parameters)
@@ -310,7 +310,7 @@ struct ViewPlan: Sendable {
         switch change {
         case .insert(let ref): return "#\(ref) \(changes.insert(ref)?.entity ?? "")"
         case .update(let key), .delete(let key):
-            return model.entity(named: key.entity).map { "\($0.name) \($0.show(key))" } ?? key.entity
+            return model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" } ?? key.entity
         case .bulk(let index): return changes.bulk[index].text
         }
     }

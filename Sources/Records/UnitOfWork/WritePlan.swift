@@ -115,7 +115,7 @@ struct WritePlan {
             }
         }
         for (entityName, column) in order {
-            guard let entity = model.entity(named: entityName), let relationship = entity.relationship(column: column) else { continue }
+            guard let entity = model.entity(exactly: entityName), let relationship = entity.relationship(column: column) else { continue }
             let all = byColumn[entityName]![column]!
             for pair in all where resolver.referenced(by: relationship, target: pair.target) == nil {
                 problems.append(Problem(change: .insert(pair.ref), message:
@@ -149,7 +149,7 @@ struct WritePlan {
     private mutating func planUpdates(_ changes: ChangeSet, resolver: inout Resolver, skip: Set<ChangeID>,
                                       dropped: [RecordKey: Set<String>]) {
         for key in changes.updateOrder where !skip.contains(.update(key)) {
-            guard let update = changes.updates[key], let entity = model.entity(named: update.entity) else { continue }
+            guard let update = changes.updates[key], let entity = model.entity(exactly: update.entity) else { continue }
             let skipped = dropped[key] ?? []
             let columns = update.order.filter { column in
                 guard !skipped.contains(column), let value = update.fields[column] else { return false }
@@ -171,7 +171,7 @@ struct WritePlan {
     /// `UPDATE entity WHERE predicate SET ...`, in the order typed.
     private mutating func planBulkUpdates(_ changes: ChangeSet, resolver: inout Resolver, skip: Set<ChangeID>, locking: Bool) {
         for (index, change) in changes.bulk.enumerated() where !skip.contains(.bulk(index)) {
-            guard case .update(let fields) = change.kind, let entity = model.entity(named: change.entity) else { continue }
+            guard case .update(let fields) = change.kind, let entity = model.entity(exactly: change.entity) else { continue }
             do {
                 var sql = SQLText()
                 let matching = try QueryBuilder.keys(of: entity, matching: change.predicate, model: model, into: &sql, locking: locking)
@@ -192,7 +192,7 @@ struct WritePlan {
         var highest: [String: Int64] = [:]
         var order: [String] = []
         for row in rows {
-            guard let entity = model.entity(named: row.entity) else { continue }
+            guard let entity = model.entity(exactly: row.entity) else { continue }
             for attribute in entity.key {
                 guard let sequence = attribute.drawsFrom, case .integer = attribute.kind,
                       case .text(let given)? = row.value(of: attribute.name), let value = Int64(given) else { continue }
@@ -307,7 +307,7 @@ struct InsertLayout {
             if let known = groupIndex[row.entity] {
                 index = known
             } else {
-                guard let entity = model.entity(named: row.entity) else { continue }
+                guard let entity = model.entity(exactly: row.entity) else { continue }
                 if let known = groupIndex[entity.name] {
                     groupIndex[row.entity] = known
                     groupOf[row.ref] = known
@@ -411,7 +411,7 @@ struct InsertLayout {
         var order: [String] = []
         while !remaining.isEmpty {
             guard let next = remaining.firstIndex(where: { name in
-                (model.entity(named: name)?.foreignKeys.map(\.target) ?? []).allSatisfy {
+                (model.entity(exactly: name)?.foreignKeys.map(\.target) ?? []).allSatisfy {
                     $0 == name || placed.contains($0) || !members.contains($0)
                 }
             }) else {

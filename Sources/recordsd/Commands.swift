@@ -102,6 +102,7 @@ struct ServeCommand {
 
         var limits = Limits()
         limits.maxPendingChanges = options.maxPendingChanges
+        limits.maxPendingBytes = options.maxPendingBytes
         var security = ServerContext.Security()
         security.authenticationDisabled = options.insecureNoAuth
         security.tlsAvailable = tls != nil

@@ -23,6 +23,7 @@ struct Options {
     var maxSessions = 10_000
     var maxLineLength = 1 << 20
     var maxPendingChanges = 1_000_000
+    var maxPendingBytes = 64 << 20
     var idleTimeout = 0
     var importStall = 30
     var maxReplyBytes = 64 << 20
@@ -76,6 +77,8 @@ struct Options {
           --max-sessions N         concurrent sessions (RECORDSD_MAX_SESSIONS; default 10000)
           --max-line-length N      bytes in one request line (RECORDSD_MAX_LINE_LENGTH; default 1048576)
           --max-pending N          pending changes in one unit of work (RECORDSD_MAX_PENDING; default 1000000)
+          --max-pending-bytes N    bytes of values one unit of work holds (RECORDSD_MAX_PENDING_BYTES;
+                                   default 67108864)
           --idle-timeout SECONDS   close sessions idle this long, 0 never (RECORDSD_IDLE_TIMEOUT; default 0)
           --import-stall SECONDS   abort an IMPORT whose data stops coming this long while its COPY
                                    holds a pooled connection (RECORDSD_IMPORT_STALL; default 30)
@@ -123,6 +126,7 @@ struct Options {
         if let value = environment["RECORDSD_MAX_SESSIONS"] { maxSessions = try positive(value, "RECORDSD_MAX_SESSIONS") }
         if let value = environment["RECORDSD_MAX_LINE_LENGTH"] { maxLineLength = try positive(value, "RECORDSD_MAX_LINE_LENGTH") }
         if let value = environment["RECORDSD_MAX_PENDING"] { maxPendingChanges = try positive(value, "RECORDSD_MAX_PENDING") }
+        if let value = environment["RECORDSD_MAX_PENDING_BYTES"] { maxPendingBytes = try positive(value, "RECORDSD_MAX_PENDING_BYTES") }
         if let value = environment["RECORDSD_IDLE_TIMEOUT"] { idleTimeout = try count(value, "RECORDSD_IDLE_TIMEOUT") }
         if let value = environment["RECORDSD_IMPORT_STALL"] { importStall = try positive(value, "RECORDSD_IMPORT_STALL") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
@@ -169,6 +173,7 @@ struct Options {
             case "--max-sessions": maxSessions = try positive(try value(), flag)
             case "--max-line-length": maxLineLength = try positive(try value(), flag)
             case "--max-pending": maxPendingChanges = try positive(try value(), flag)
+            case "--max-pending-bytes": maxPendingBytes = try positive(try value(), flag)
             case "--idle-timeout": idleTimeout = try count(try value(), flag)
             case "--import-stall": importStall = try positive(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)

@@ -190,6 +190,19 @@ import Testing
         #expect(try scalar(db, "SELECT string_agg(name, ',' ORDER BY name) FROM game") == "Z-1,Z-2,Z-3")
     }
 
+    @Test func aUnitOfWorkIsBoundedInBytesNotOnlyInChanges() throws {
+        let server = try TestServer(arguments: ["--max-pending-bytes", "100000"])
+        let client = try server.client()
+        let body = String(repeating: "a", count: 40_000)
+        try client.ok("INSERT memo uid=\"m1\" body=\"\(body)\"")
+        try client.ok("INSERT memo uid=\"m2\" body=\"\(body)\"")
+        #expect(try client.send("INSERT memo uid=\"m3\" body=\"\(body)\"").status.hasPrefix("-ERR LIMIT the unit of work holds 80"))
+        // A nested scratchpad would copy them: refused too.
+        #expect(try client.send("NEST").status.hasPrefix("-ERR LIMIT a nested scratchpad copies 80"))
+        #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 2 inserted"))
+        try client.ok("INSERT memo uid=\"m3\" body=\"\(body)\"")
+    }
+
     @Test func aClientsOwnSaveKeyMakesItsRetrySafe() throws {
         let server = try TestServer()
         let first = try server.client()

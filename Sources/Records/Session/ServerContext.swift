@@ -5,6 +5,8 @@ import RecordsProtocol
 /// Limits that protect the server; each has a safe default and is configurable.
 public struct Limits: Sendable {
     public var maxPendingChanges = 1_000_000
+    /// Bytes of names and values a unit of work holds, every nested scratchpad in full.
+    public var maxPendingBytes = 64 << 20
     public init() {}
 }
 

@@ -62,6 +62,10 @@ extension Session {
         guard unit.heldCount < context.limits.maxPendingChanges else {
             throw CommandError(.limit, "the unit of work holds \(context.limits.maxPendingChanges) pending changes (nested scratchpads count in full), the limit: SAVE or ROLLBACK first")
         }
+        // The line's length bounds what the change adds (an update adds the record as read).
+        guard unit.heldBytes + lineBytes <= context.limits.maxPendingBytes else {
+            throw CommandError(.limit, "the unit of work holds \(unit.heldBytes) bytes of values; this change would pass the limit of \(context.limits.maxPendingBytes) (nested scratchpads count in full): SAVE or ROLLBACK first")
+        }
     }
 
     func insert(_ entityName: String, ref: String?, _ values: [Assignment], model: Model) throws(CommandError) -> Reply {

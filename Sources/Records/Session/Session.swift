@@ -161,7 +161,11 @@ public final class Session {
         return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
     }
 
+    /// The length of the line being run, for the byte limit of the unit of work.
+    var lineBytes = 0
+
     private func run(_ line: String) -> Step {
+        lineBytes = line.utf8.count
         // A password never crosses another host's network in clear: refused before it is read.
         if !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer), let verb = Verb.of(line), verb == .auth || verb == .user {
             let how = context.tlsAvailable ? "send STARTTLS first, or connect to the TLS port" : "this server has no TLS configured"
@@ -247,6 +251,9 @@ public final class Session {
         case .nest:
             guard unit.depth < UnitOfWork.maxDepth else {
                 throw CommandError(.limit, "at most \(UnitOfWork.maxDepth) nested scratchpads: MERGE or DISCARD one first")
+            }
+            guard unit.heldBytes + unit.current.bytes <= context.limits.maxPendingBytes else {
+                throw CommandError(.limit, "a nested scratchpad copies \(unit.current.bytes) bytes of values, past the limit of \(context.limits.maxPendingBytes) held: SAVE, MERGE or DISCARD first")
             }
             guard unit.heldCount + unit.current.count <= context.limits.maxPendingChanges else {
                 throw CommandError(.limit, "a nested scratchpad copies the \(unit.current.count) pending changes, past the limit of \(context.limits.maxPendingChanges) held: SAVE, MERGE or DISCARD first")

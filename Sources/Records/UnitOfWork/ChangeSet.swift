@@ -23,6 +23,22 @@ public struct PendingInsert: Sendable, Equatable {
 
     /// The pending records this insert points at.
     var refs: [String] { fields.compactMap { if case .ref(let r) = $0.value { r } else { nil } } }
+
+    var bytes: Int { ref.utf8.count + entity.utf8.count + fields.reduce(0) { $0 + $1.column.utf8.count + $1.value.bytes } }
+}
+
+extension FieldValue {
+    var bytes: Int {
+        switch self {
+        case .null: 1
+        case .text(let text): text.utf8.count
+        case .ref(let ref): ref.utf8.count
+        }
+    }
+}
+
+extension RecordKey {
+    var bytes: Int { entity.utf8.count + values.reduce(0) { $0 + $1.utf8.count } }
 }
 
 /// A pending update of a stored record, with the version and values it was read with.
@@ -53,6 +69,13 @@ public struct PendingUpdate: Sendable, Equatable {
     mutating func set(_ column: String, _ value: FieldValue) {
         if fields[column] == nil { order.append(column) }
         fields[column] = value
+    }
+
+    /// Values held, the baseline (the record as read) included.
+    var bytes: Int {
+        key.bytes + version.utf8.count
+            + fields.reduce(0) { $0 + $1.key.utf8.count + $1.value.bytes }
+            + baseline.reduce(0) { $0 + $1.key.utf8.count + ($1.value?.utf8.count ?? 1) }
     }
 }
 
@@ -106,6 +129,9 @@ public struct ChangeSet: Sendable, Equatable {
     public private(set) var deleteOrder: [RecordKey] = []
     public private(set) var bulk: [BulkChange] = []
     var nextRef = 1
+    /// Bytes of the names and values held (what `--max-pending-bytes` bounds), kept up to date
+    /// by every change.
+    public private(set) var bytes = 0
 
     public init() {}
 
@@ -127,34 +153,48 @@ public struct ChangeSet: Sendable, Equatable {
     mutating func add(_ insert: PendingInsert) {
         insertIndex[insert.ref] = inserts.count
         inserts.append(insert)
+        bytes += insert.bytes
     }
 
     mutating func updateInsert(_ ref: String, _ body: (inout PendingInsert) -> Void) {
         guard let i = insertIndex[ref] else { return }
+        bytes -= inserts[i].bytes
         body(&inserts[i])
+        bytes += inserts[i].bytes
     }
 
     mutating func removeInsert(_ ref: String) {
         guard let i = insertIndex.removeValue(forKey: ref) else { return }
+        bytes -= inserts[i].bytes
         inserts.remove(at: i)
         for j in i..<inserts.count { insertIndex[inserts[j].ref] = j }
     }
 
     mutating func setUpdate(_ update: PendingUpdate) {
-        if updates[update.key] == nil { updateOrder.append(update.key) }
+        if let old = updates[update.key] { bytes -= old.bytes } else { updateOrder.append(update.key) }
         updates[update.key] = update
+        bytes += update.bytes
     }
 
     mutating func removeUpdate(_ key: RecordKey) {
-        if updates.removeValue(forKey: key) != nil { updateOrder.removeAll { $0 == key } }
+        if let old = updates.removeValue(forKey: key) {
+            bytes -= old.bytes
+            updateOrder.removeAll { $0 == key }
+        }
     }
 
     mutating func addDelete(_ delete: PendingDelete) {
-        if deletes[delete.key] == nil { deleteOrder.append(delete.key) }
+        if deletes[delete.key] == nil {
+            deleteOrder.append(delete.key)
+            bytes += delete.key.bytes
+        }
         deletes[delete.key] = delete
     }
 
-    mutating func addBulk(_ change: BulkChange) { bulk.append(change) }
+    mutating func addBulk(_ change: BulkChange) {
+        bulk.append(change)
+        bytes += change.text.utf8.count
+    }
 
     /// Identifies what the change set changes (not how it was typed in detail): the same
     /// changes give the same fingerprint in any session. FNV-1a, 64 bits, as hex.

@@ -24,6 +24,8 @@ public struct UnitOfWork: Sendable {
     /// Pending changes held in memory: a nested scratchpad is a copy of its parent, so each
     /// layer counts in full (what `--max-pending` bounds).
     public var heldCount: Int { layers.reduce(0) { $0 + $1.count } }
+    /// Bytes of values held, every layer in full (what `--max-pending-bytes` bounds).
+    public var heldBytes: Int { layers.reduce(0) { $0 + $1.bytes } }
 
     /// Scratchpads nested deeper than this are refused.
     public static let maxDepth = 16

@@ -21,6 +21,7 @@ final class ClientConnection {
     /// How long this client's jobs held a pooled connection: its standing with the pool.
     var poolUse = PoolUse()
     var lastActivity: UInt64
+    let connectedAt: UInt64
     /// An IMPORT taking its lines up to `.`.
     var importing: ImportState?
     /// The IMPORT's COPY has not caught up with the data: read no more for now.
@@ -40,6 +41,7 @@ final class ClientConnection {
         self.framer = LineFramer(maxLineLength: maxLineLength)
         self.machine = ConnectionStateMachine(highWater: highWater)
         self.lastActivity = now
+        self.connectedAt = now
     }
 
     var pendingOutput: Int { output.count - outputStart }

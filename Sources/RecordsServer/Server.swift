@@ -36,6 +36,8 @@ public final class Server {
         public var outputHighWater = 64 * 1024
         /// Seconds without a request before a session is closed; 0 never.
         public var idleTimeout = 0
+        /// Seconds a session that must sign in may go without doing so; 0 never.
+        public var signInTimeout = 30
         /// A reply held in memory (all but streamed FIND records) may not exceed this.
         public var maxReplyBytes = 64 << 20
         /// Seconds an IMPORT's COPY waits for more data before it is aborted (it holds a
@@ -513,6 +515,17 @@ public final class Server {
         for connection in connections.values where connection.busy && connection.pendingOutput > 0 {
             connection.machine.stepIsSlow()
             service(connection)
+        }
+        if configuration.signInTimeout > 0 {
+            // A client that must sign in and has not holds a session slot for nothing.
+            let limit = UInt64(configuration.signInTimeout) * 1_000_000_000
+            for connection in Array(connections.values)
+            where !connection.busy && connection.session.mustAuthenticate && connection.session.user == nil
+                && current - connection.connectedAt > limit && !connection.machine.isClosing {
+                connection.push("sign-in timed out: no AUTH within \(configuration.signInTimeout)s")
+                connection.machine.closeWhenIdle()
+                service(connection)
+            }
         }
         guard configuration.idleTimeout > 0 else { return }
         let limit = UInt64(configuration.idleTimeout) * 1_000_000_000

@@ -130,6 +130,7 @@ struct ServeCommand {
         configuration.maxSessions = options.maxSessions
         configuration.maxLineLength = options.maxLineLength
         configuration.idleTimeout = options.idleTimeout
+        configuration.signInTimeout = options.signInTimeout
         configuration.importStallSeconds = options.importStall
         configuration.maxReplyBytes = options.maxReplyBytes
         configuration.shutdownGrace = options.shutdownGrace

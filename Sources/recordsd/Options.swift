@@ -25,6 +25,7 @@ struct Options {
     var maxPendingChanges = 1_000_000
     var maxPendingBytes = 64 << 20
     var idleTimeout = 0
+    var signInTimeout = 30
     var importStall = 30
     var maxReplyBytes = 64 << 20
     var shutdownGrace = 10
@@ -80,6 +81,8 @@ struct Options {
           --max-pending-bytes N    bytes of values one unit of work holds (RECORDSD_MAX_PENDING_BYTES;
                                    default 67108864)
           --idle-timeout SECONDS   close sessions idle this long, 0 never (RECORDSD_IDLE_TIMEOUT; default 0)
+          --sign-in-timeout S      close a session that must sign in and has not after S seconds, 0 never
+                                   (RECORDSD_SIGN_IN_TIMEOUT; default 30)
           --import-stall SECONDS   abort an IMPORT whose data stops coming this long while its COPY
                                    holds a pooled connection (RECORDSD_IMPORT_STALL; default 30)
           --max-reply-bytes N      a reply held in memory; streamed FIND records are not held
@@ -128,6 +131,7 @@ struct Options {
         if let value = environment["RECORDSD_MAX_PENDING"] { maxPendingChanges = try positive(value, "RECORDSD_MAX_PENDING") }
         if let value = environment["RECORDSD_MAX_PENDING_BYTES"] { maxPendingBytes = try positive(value, "RECORDSD_MAX_PENDING_BYTES") }
         if let value = environment["RECORDSD_IDLE_TIMEOUT"] { idleTimeout = try count(value, "RECORDSD_IDLE_TIMEOUT") }
+        if let value = environment["RECORDSD_SIGN_IN_TIMEOUT"] { signInTimeout = try count(value, "RECORDSD_SIGN_IN_TIMEOUT") }
         if let value = environment["RECORDSD_IMPORT_STALL"] { importStall = try positive(value, "RECORDSD_IMPORT_STALL") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
@@ -175,6 +179,7 @@ struct Options {
             case "--max-pending": maxPendingChanges = try positive(try value(), flag)
             case "--max-pending-bytes": maxPendingBytes = try positive(try value(), flag)
             case "--idle-timeout": idleTimeout = try count(try value(), flag)
+            case "--sign-in-timeout": signInTimeout = try count(try value(), flag)
             case "--import-stall": importStall = try positive(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)

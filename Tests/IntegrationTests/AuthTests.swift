@@ -203,4 +203,24 @@ import Testing
             #expect(!log.split(separator: "\n").contains { $0.hasPrefix("2026-11-30T00:00:00.000Z") })
         }
     }
+
+    @Test func strangersCannotHoldSessionSlotsOrLongPasswords() throws {
+        let server = try serverWithUsers(["--sign-in-timeout", "1", "--max-sessions", "3"])
+        let strangers = try (0..<3).map { _ in try server.client() }
+        // The slots are free again once the strangers are told why and closed.
+        for stranger in strangers {
+            #expect(try stranger.readLine() == "! sign-in timed out: no AUTH within 1s")
+            #expect(try stranger.readLine() == nil)
+        }
+        let member = try server.client()
+        #expect(try member.send("AUTH root root-password").status == "+OK signed in as root (admin)")
+        usleep(1_500_000)
+        #expect(try member.send("PING").status == "+OK PONG")  // signed in: never timed out
+        // bcrypt reads 72 bytes: a longer password is refused rather than cut.
+        let long = String(repeating: "a", count: 73)
+        #expect(try member.send("USER ADD longpw reader \"\(long)\"").status == "-ERR VALIDATION passwords have at most 72 bytes")
+        // A SAVE KEY is one word: a policy after it is not part of it.
+        #expect(try member.send("SAVE KEY k FORCE").status == "-ERR SYNTAX a SAVE KEY is one word or one quoted string, last on the line (SAVE FORCE KEY k)")
+        #expect(try member.send("SAVE FORCE KEY k").ok)
+    }
 }

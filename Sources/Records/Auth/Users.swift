@@ -106,5 +106,7 @@ public enum Users {
             throw UserError(description: "user names are 1 to 64 letters, digits or _ . @ -")
         }
         guard password.count >= 8 else { throw UserError(description: "passwords have at least 8 characters") }
+        // bcrypt reads 72 bytes: a longer password would match anything sharing its start.
+        guard password.utf8.count <= 72 else { throw UserError(description: "passwords have at most 72 bytes") }
     }
 }

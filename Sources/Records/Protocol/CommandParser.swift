@@ -96,7 +96,12 @@ public enum CommandParser {
             if t.consumeWord("KEY") {
                 // The rest of the line, as typed (a uuid or `order-17`), or one quoted string.
                 var rest = Substring(t.line.utf8.dropFirst(t.peek.offset)).trimmingCharacters(in: .whitespaces)
-                if case .string(let quoted) = t.peek.kind, t.peek(1).kind == .end { rest = quoted }
+                if case .string(let quoted) = t.peek.kind, t.peek(1).kind == .end {
+                    rest = quoted
+                } else if rest.contains(where: { $0 == " " || $0 == "\t" }) {
+                    // `SAVE KEY k FORCE` is not the key "k FORCE": the policy goes first.
+                    throw CommandError(.syntax, "a SAVE KEY is one word or one quoted string, last on the line (SAVE FORCE KEY k)")
+                }
                 while !t.atEnd { t.advance() }
                 guard !rest.isEmpty, rest.utf8.count <= 200 else { throw CommandError(.syntax, "a SAVE KEY is 1 to 200 bytes") }
                 key = rest

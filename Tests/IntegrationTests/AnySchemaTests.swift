@@ -208,6 +208,20 @@ import Testing
         #expect(try client.send(#"FIND book WHERE author_code.name == "Tolkien""#).lines.count == 1)
     }
 
+    @Test func aDeepChainCascadesInOneQuery() throws {
+        let schema = try Schema("CREATE TABLE node (id bigint PRIMARY KEY, label text, parent_id bigint REFERENCES node (id) ON DELETE CASCADE); CREATE INDEX ON node (parent_id);")
+        let server = try TestServer(schema: schema)
+        let db = try server.database()
+        try db.execute("INSERT INTO node SELECT i, 'n' || i, nullif(i - 1, 0) FROM generate_series(1, 20000) i")
+        let client = try server.client()
+        let preview = try client.send("DELETE node 2")
+        #expect(preview.status == "+OK pending delete node 2, cascades to 19998 (1 pending)")
+        #expect(preview.lines == ["cascade node 19998"])
+        #expect(try client.send("COUNT node").status == "+OK 1")
+        #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 19998 cascaded, 0 nullified")
+        #expect(try scalar(db, "SELECT count(*) FROM node") == "1")
+    }
+
     @Test func selfReferencesAndRecordsThatPointAtEachOther() throws {
         let schema = try Schema(Self.schema)
         let server = try TestServer(schema: schema)

@@ -55,14 +55,42 @@ struct DeletePreviewPlan: Sendable {
                 let match = target.keyMatch(keys, alias: "p", into: &sql)
                 let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
                 let referenced = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
-                sql.text = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE (\(columns)) IN ("
+                let children = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE (\(columns)) IN ("
                     + "SELECT \(referenced) FROM \(model.table(target)) AS p WHERE \(match))"
+                if foreignKey.entity == target.name && foreignKey.deleteRule == .cascade {
+                    // A tree or chain in one table cascades all the way down: one recursive
+                    // query, not one round trip a level (a 30,000-deep chain took minutes).
+                    sql.text = Self.descendants(of: target, through: foreignKey, match: match, table: model.table(target))
+                } else {
+                    sql.text = children
+                }
                 statements.append(sql.statement)
                 asked.append(foreignKey)
             }
         }
         frontier = []
         return statements.isEmpty ? nil : statements
+    }
+
+    /// Every record of `table` below the matched ones through the self-referencing
+    /// `foreignKey`, at any depth (cycles end: UNION keeps each row once), keys first.
+    /// Each step looks up the children of one row (a LATERAL subquery fenced by OFFSET 0), so
+    /// the foreign key's index serves it even before the table has statistics; joined whole,
+    /// the planner hashed the table once a level (quadratic in the depth).
+    static func descendants(of table: Entity, through foreignKey: ForeignKey, match: String, table name: String) -> String {
+        let aliases = (table.keyColumns.indices.map { "k\($0)" }, foreignKey.referencedColumns.indices.map { "r\($0)" })
+        let all = aliases.0 + aliases.1
+        let carried = { (alias: String) in
+            zip(table.keyColumns + foreignKey.referencedColumns, all).map { "\(alias).\(SQL.identifier($0)) AS \($1)" }.joined(separator: ", ")
+        }
+        let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
+        let start = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
+        let step = zip(foreignKey.columns, aliases.1).map { "x.\(SQL.identifier($0)) = d.\($1)" }.joined(separator: " AND ")
+        return "WITH RECURSIVE d(\(all.joined(separator: ", "))) AS ("
+            + "SELECT \(carried("c")) FROM \(name) AS c WHERE (\(columns)) IN (SELECT \(start) FROM \(name) AS p WHERE \(match))"
+            + " UNION SELECT \(all.map { "s." + $0 }.joined(separator: ", ")) FROM d CROSS JOIN LATERAL"
+            + " (SELECT \(carried("x")) FROM \(name) AS x WHERE \(step) OFFSET 0) AS s"
+            + ") SELECT \(aliases.0.joined(separator: ", ")) FROM d"
     }
 
     /// The results of the queries `next` gave, in order.

@@ -331,7 +331,7 @@ public final class Server {
         if connection.machine.continuesNextTurn(budgetSpent: spent) {
             loop.nextTurn { [self] in if !connection.closed { service(connection) } }  // more lines wait
         }
-        if connection.machine.pushesEvents && !connection.events.isEmpty { pushEvents(connection) }
+        if connection.machine.pushesEvents && (!connection.events.isEmpty || connection.events.dropped > 0) { pushEvents(connection) }
         if let sink = connection.waitingSink, connection.machine.releasesSink(pendingOutput: connection.pendingOutput) {
             connection.waitingSink = nil
             sink.release(gone: false)

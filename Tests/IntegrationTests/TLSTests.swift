@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Testing
+import Postgres
 import TLS
 
 /// A throwaway CA and certificates made with `openssl` for this run.
@@ -142,5 +143,30 @@ final class TestCertificates: Sendable {
         let client = try server.client()
         #expect(try client.send("STARTTLS").status == "-ERR DENIED TLS is not configured on this server (--tls-cert, --tls-key)")
         #expect(try client.send("PING").status == "+OK PONG")
+    }
+}
+
+/// recordsd reaching PostgreSQL over TLS, as libpq's parameters in `--database` ask.
+@Suite struct PostgresTLSTests {
+    @Test func sslmodeVerifyFullIsHonoured() throws {
+        // scripts/test starts PostgreSQL with ssl=on and a certificate of its own CA.
+        guard let ca = TestEnvironment.environment["RECORDS_TEST_PG_CA"] else {
+            Issue.record("RECORDS_TEST_PG_CA is not set: run through scripts/test")
+            return
+        }
+        var url = URLComponents(string: try TestEnvironment.freshDatabase())!
+        url.host = "localhost"
+        url.queryItems = [URLQueryItem(name: "sslmode", value: "verify-full"), URLQueryItem(name: "sslrootcert", value: ca)]
+        let server = try TestServer(databaseURL: url.string!)
+        let client = try server.client()
+        #expect(try client.send("COUNT game").status == "+OK 0")
+        let db = try Connection(url.string!)
+        #expect(try db.query("SELECT bool_and(ssl) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE application_name = 'recordsd'").string(0, 0) == "t")
+        // A CA that did not sign PostgreSQL's certificate: recordsd does not start.
+        let certificates = try TestCertificates()
+        url.queryItems = [URLQueryItem(name: "sslmode", value: "verify-full"), URLQueryItem(name: "sslrootcert", value: certificates.otherCA)]
+        let refused = try runRecordsd(["migrate", "--database", url.string!, "--migrations", TestEnvironment.migrations])
+        #expect(refused.status != 0)
+        #expect(refused.error.contains("certificate verify failed"), "\(refused.error)")
     }
 }

@@ -3,9 +3,12 @@ import socket
 
 
 class Client:
-    def __init__(self, port, host="127.0.0.1"):
+    def __init__(self, port, host="127.0.0.1", tls=None):
+        """`tls`: an ssl.SSLContext; the port then speaks TLS from the first byte."""
         self.sock = socket.create_connection((host, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
         self.file = self.sock.makefile("rb", buffering=1 << 16)
         self.banner = self.file.readline().decode()
 

@@ -135,6 +135,7 @@ import Testing
         let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
         var through = components
         through.port = proxy.port
+        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]  // the proxy reads COMMIT go by
         let server = try TestServer(databaseURL: through.string!)
         let db = try Connection(url)
         let client = try server.client()
@@ -161,6 +162,7 @@ import Testing
         let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
         var through = components
         through.port = proxy.port
+        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]  // the proxy reads COMMIT go by
         let server = try TestServer(databaseURL: through.string!, arguments: ["--pool-size", "1"])
         let db = try Connection(url)
         let client = try server.client()

@@ -14,6 +14,9 @@ public final class Connection {
     private var prepared: [String: String] = [:]
     /// Beyond this many, the cache is dropped (DEALLOCATE ALL) and starts again.
     public static let preparedLimit = 512
+    /// What session settings the owner applied, as the owner names them (recordsd: the
+    /// identity its work runs as). A new connection has none; `close` forgets them.
+    public var settingsTag: String?
 
     /// Connects with a URL (`postgresql://...`) or a conninfo string (`host=... dbname=...`).
     /// An empty string uses libpq's `PG*` environment variables.
@@ -43,6 +46,7 @@ public final class Connection {
         handle = nil
         cachedCanceller = nil
         prepared.removeAll()
+        settingsTag = nil
     }
 
     /// False once the connection broke; a pool drops such connections.

@@ -188,8 +188,8 @@ public enum Verb: String, CaseIterable, Sendable {
             role: nil, access: .writes, batchable: false, barrier: true,
             completes: .nothing, keywords: [], carriesSecret: true),
         .user: VerbFacts(
-            syntax: "USER LIST | USER ADD name role password | USER PASSWD name password | USER REMOVE name",
-            summary: "manage users (admin): roles reader, writer, admin",
+            syntax: "USER LIST | USER ADD name role password [--db-role R] | USER PASSWD name password | USER REMOVE name",
+            summary: "manage users (admin): roles reader, writer, admin; --db-role: the PostgreSQL role the user's work runs as (row-level security)",
             example: "USER ADD bob writer \"s3cret-pass\"",
             role: .admin, access: .writes, batchable: false, barrier: true,
             completes: .nothing, keywords: ["LIST", "ADD", "PASSWD", "REMOVE", "reader", "writer", "admin"], carriesSecret: true),

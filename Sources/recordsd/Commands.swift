@@ -64,6 +64,12 @@ struct ServeCommand {
         }
         let model = try ModelReflector.reflect(admin, schema: options.schema)
         let roles = (try? Users.roles(admin)) ?? [:]
+        let guarded = model.entities.filter(\.hasRowSecurity).map(\.name)
+        if !guarded.isEmpty, let bypass = try? admin.query("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"),
+           bypass.bool(0, 0) == true || bypass.bool(0, 1) == true {
+            let kind = bypass.bool(0, 0) == true ? "a superuser" : "a BYPASSRLS role"
+            Log.warning("connected to PostgreSQL as \(kind): the row-level security policies of \(guarded.joined(separator: ", ")) are ignored and every user reads and writes every record; connect as an ordinary role (see README, Per-user records)")
+        }
         let users = roles.count
         admin.close()
         if !options.listensOnLoopback && users == 0 && !options.insecureNoAuth {
@@ -228,7 +234,8 @@ struct UserCommandLine {
                 for account in accounts { print("\(account.name)  \(account.role.name)  created \(account.createdAt)") }
             case let args where args.count == 2 && args[0] == "add":
                 guard let role = options.role else { throw UsageError(description: "user add needs --role reader|writer|admin") }
-                try Users.add(args[1], role: role, password: try environment["RECORDS_ADMIN_PASSWORD"] ?? readPassword(confirm: true), connection)
+                try Users.add(args[1], role: role, password: try environment["RECORDS_ADMIN_PASSWORD"] ?? readPassword(confirm: true),
+                              databaseRole: options.databaseRole, connection)
                 print("user \(args[1]) added (\(role.name)); authentication is now required")
             case let args where args.count == 2 && args[0] == "passwd":
                 try Users.setPassword(args[1], password: try environment["RECORDS_ADMIN_PASSWORD"] ?? readPassword(confirm: true), connection)

@@ -44,12 +44,14 @@ struct Options {
     var throttle = LoginThrottle.Policy()
     /// `user add` / `user passwd`: the role, and a password read from stdin instead of a prompt.
     var role: Role?
+    /// `user add`: the PostgreSQL role the user's work runs as (row-level security).
+    var databaseRole: String?
 
     static let usage = """
         usage: recordsd [serve] [options]        run the server (applies pending migrations first)
                recordsd migrate [options]        apply pending migrations and exit
                recordsd migrate status [options] list migrations and whether each is applied
-               recordsd user add NAME --role reader|writer|admin [options]
+               recordsd user add NAME --role reader|writer|admin [--db-role R] [options]
                recordsd user passwd NAME | user remove NAME | user list [options]
                                                  manage users; the password is RECORDS_ADMIN_PASSWORD
                                                  when set, else asked without echo, or read from
@@ -200,6 +202,7 @@ struct Options {
                 let name = try value()
                 guard let parsed = Role(name: name) else { throw UsageError(description: "--role takes reader, writer or admin, not '\(name)'") }
                 role = parsed
+            case "--db-role": databaseRole = try value()
             default:
                 if argument.hasPrefix("-") { throw UsageError(description: "unknown option \(argument)") }
                 rest.append(argument)

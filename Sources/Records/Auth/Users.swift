@@ -23,6 +23,8 @@ public enum Users {
                 password_hash text NOT NULL,
                 created_at    timestamptz NOT NULL DEFAULT now()
             );
+            -- The PostgreSQL role a user's work runs as (row-level security); NULL: the server's.
+            ALTER TABLE records.users ADD COLUMN IF NOT EXISTS db_role text;
             """)
     }
 
@@ -30,6 +32,13 @@ public enum Users {
         public var name: String
         public var role: Role
         public var createdAt: String
+        public var databaseRole: String?
+    }
+
+    /// A signed-in user's rights: recordsd's role, and the PostgreSQL role its work runs as.
+    public struct Grant: Sendable, Equatable {
+        public var role: Role
+        public var databaseRole: String?
     }
 
     public static func count(_ connection: Connection) throws -> Int {
@@ -37,12 +46,20 @@ public enum Users {
         return try connection.query("SELECT count(*) FROM records.users").int(0, 0) ?? 0
     }
 
-    public static func add(_ name: String, role: Role, password: String, _ connection: Connection) throws {
+    public static func add(_ name: String, role: Role, password: String, databaseRole: String? = nil, _ connection: Connection) throws {
         try validate(name: name, password: password)
+        if let databaseRole {
+            // The role must exist and be one the server's login may take: found now, not at sign-in.
+            let usable = try connection.query("SELECT pg_has_role(current_user, r.oid, 'MEMBER') FROM pg_roles r WHERE r.rolname = $1", [databaseRole])
+            guard usable.rowCount == 1 else { throw UserError(description: "no PostgreSQL role \(databaseRole)") }
+            guard usable.bool(0, 0) == true else {
+                throw UserError(description: "PostgreSQL role \(databaseRole) is not granted to the server's login: GRANT \(databaseRole) TO <recordsd's role>")
+            }
+        }
         let result = try connection.query("""
-            INSERT INTO records.users (name, role, password_hash) VALUES ($1, $2, crypt($3, gen_salt('bf', 10)))
+            INSERT INTO records.users (name, role, password_hash, db_role) VALUES ($1, $2, crypt($3, gen_salt('bf', 10)), $4)
             ON CONFLICT (name) DO NOTHING
-            """, [name, role.name, password])
+            """, [name, role.name, password, databaseRole])
         guard result.affectedRows == 1 else { throw UserError(description: "user \(name) already exists") }
         try connection.execute("NOTIFY \(channel)")
     }
@@ -80,22 +97,26 @@ public enum Users {
 
     public static func list(_ connection: Connection) throws -> [Account] {
         guard try count(connection) > 0 else { return [] }
-        let result = try connection.query("SELECT name, role, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM records.users ORDER BY name")
-        return (0..<result.rowCount).map { Account(name: result.string($0, 0)!, role: Role(name: result.string($0, 1)!) ?? .reader, createdAt: result.string($0, 2)!) }
+        let result = try connection.query("SELECT name, role, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), db_role FROM records.users ORDER BY name")
+        return (0..<result.rowCount).map {
+            Account(name: result.string($0, 0)!, role: Role(name: result.string($0, 1)!) ?? .reader, createdAt: result.string($0, 2)!,
+                    databaseRole: result.string($0, 3))
+        }
     }
 
-    /// The user's role when the password matches, else nil. An unknown name costs the same
+    /// The user's rights when the password matches, else nil. An unknown name costs the same
     /// bcrypt work as a known one, so timing does not tell whether a user exists.
-    public static func verify(_ name: String, password: String, _ connection: Connection) throws -> Role? {
+    public static func verify(_ name: String, password: String, _ connection: Connection) throws -> Grant? {
         let result = try connection.query("""
-            SELECT u.role, u.password_hash = crypt($2, u.password_hash)
+            SELECT u.role, u.password_hash = crypt($2, u.password_hash), u.db_role
             FROM (SELECT 1) AS one LEFT JOIN records.users u ON u.name = $1
             """, [name, password])
         guard let roleName = result.string(0, 0) else {
             _ = try connection.query("SELECT crypt($1, $2)", [password, dummyHash])
             return nil
         }
-        return result.bool(0, 1) == true ? Role(name: roleName) : nil
+        guard result.bool(0, 1) == true, let role = Role(name: roleName) else { return nil }
+        return Grant(role: role, databaseRole: result.string(0, 2))
     }
 
     /// A bcrypt hash of nothing in particular, cost 10, for unknown names.

@@ -56,7 +56,7 @@ public struct FetchRequest: Equatable, Sendable {
 /// USER subcommands (admin).
 public enum UserCommand: Equatable, Sendable {
     case list
-    case add(name: String, role: Role, password: String)
+    case add(name: String, role: Role, password: String, databaseRole: String? = nil)
     case passwd(name: String, password: String)
     case remove(name: String)
 }

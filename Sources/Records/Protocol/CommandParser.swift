@@ -213,9 +213,9 @@ public enum CommandParser {
         case ("USER"?, _):
             switch (words.count > 1 ? words[1].uppercased() : "", words.count) {
             case ("LIST", 2): return .user(.list)
-            case ("ADD", 5):
+            case ("ADD", 5), ("ADD", 7) where words[5].lowercased() == "--db-role":
                 guard let role = Role(name: words[3]) else { throw CommandError(.syntax, "unknown role '\(words[3])': reader, writer or admin") }
-                return .user(.add(name: words[2], role: role, password: words[4]))
+                return .user(.add(name: words[2], role: role, password: words[4], databaseRole: words.count == 7 ? words[6] : nil))
             case ("PASSWD", 4): return .user(.passwd(name: words[2], password: words[3]))
             case ("REMOVE", 3): return .user(.remove(name: words[2]))
             default: throw CommandError(.syntax, "usage: \(Verb.user.syntax)")

@@ -15,15 +15,20 @@ extension Session {
             break
         }
         return database(model, hold: .signIn) { context in
-            guard let role = try context.retryingOnce({ try Users.verify(name, password: password, context.connection) }) else {
+            guard let grant = try context.retryingOnce({ try Users.verify(name, password: password, context.connection) }) else {
                 let delay = throttle.failed(user: name, address: peer)
                 Log.warning("failed AUTH for \(Log.quoted(name)) from \(peer)", session: session)
                 // Never says whether the user exists; answered after a delay that grows.
                 return WorkResult(reply: .error(.auth, "invalid user name or password"), delay: delay)
             }
             throttle.succeeded(user: name, address: peer)
-            Log.info("signed in as \(Log.quoted(name)) (\(role.name)) from \(peer)", session: session)
-            return WorkResult(reply: .ok("signed in as \(name) (\(role.name))")) { session in session.user = (name, role) }
+            let role = grant.role
+            let as_ = grant.databaseRole.map { ", database role \($0)" } ?? ""
+            Log.info("signed in as \(Log.quoted(name)) (\(role.name)\(as_)) from \(peer)", session: session)
+            return WorkResult(reply: .ok("signed in as \(name) (\(role.name)\(as_))")) { session in
+                session.user = (name, role)
+                session.databaseRole = grant.databaseRole
+            }
         }
     }
 
@@ -36,9 +41,11 @@ extension Session {
                 switch command {
                 case .list:
                     let accounts = try Users.list(context.connection)
-                    return WorkResult(reply: .ok("\(accounts.count) user(s)", lines: accounts.map { "\($0.name)  \($0.role.name)  created \($0.createdAt)" }))
-                case .add(let name, let role, let password):
-                    try Users.add(name, role: role, password: password, context.connection)
+                    return WorkResult(reply: .ok("\(accounts.count) user(s)", lines: accounts.map {
+                        "\($0.name)  \($0.role.name)  created \($0.createdAt)" + ($0.databaseRole.map { "  database role \($0)" } ?? "")
+                    }))
+                case .add(let name, let role, let password, let databaseRole):
+                    try Users.add(name, role: role, password: password, databaseRole: databaseRole, context.connection)
                     shared.roles = try Users.roles(context.connection)
                     Log.info("\(who) added user \(name) (\(role.name))", session: session)
                     return WorkResult(reply: .ok("user \(name) added (\(role.name))"))

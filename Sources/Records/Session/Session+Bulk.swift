@@ -111,7 +111,7 @@ extension Session {
         let entity = try entity(entityName, model)
         if let columns { _ = try ImportJob.check(columns, entity: entity) }
         return ImportJob(entity: entity, table: model.table(entity), columns: columns, model: model, session: id,
-                         timeout: context.work.bulkTimeout)
+                         timeout: context.work.bulkTimeout, identity: identity)
     }
 }
 
@@ -124,6 +124,8 @@ public struct ImportJob: Sendable {
     let session: Int
     /// `statement_timeout` of the COPY's transaction, milliseconds.
     let timeout: Int
+    /// Who the rows are written as: policies' `WITH CHECK` decide which it may import.
+    let identity: Identity
 
     /// Column names checked against the model: attributes and foreign-key columns, by exact
     /// name first (`Name` and `name` are two columns), else case-insensitively when unique.
@@ -163,9 +165,11 @@ public struct ImportJob: Sendable {
         // the largest, in the same transaction, so the next insert does not collide.
         let bumps = entity.key.filter { key in key.drawsFrom != nil && columns.contains(key.name) && { if case .integer = key.kind { true } else { false } }() }
         do {
+            try connection.assume(identity)
             try connection.execute("BEGIN")
             try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)])
-            let rows = try connection.copyIn(sql, next: next)
+            let rows = entity.hasRowSecurity ? try copyThroughInsert(columns, next: next, on: connection)
+                                             : try connection.copyIn(sql, next: next)
             for key in bumps {
                 try connection.query("""
                     SELECT setval($1::regclass, m) FROM (SELECT max(\(SQL.identifier(key.name)))::bigint AS m FROM \(table)) AS s
@@ -183,6 +187,39 @@ public struct ImportJob: Sendable {
             if let line = Self.copyLine(error.context, table: entity.name) { message = "line \(line + offset): \(message)" }
             if error.isUnavailable { return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported") }
             return .error(.validation, "IMPORT failed, nothing was imported: \(message)")
+        }
+    }
+
+    /// PostgreSQL refuses COPY FROM into a table whose policies apply: the lines are copied
+    /// into a temporary table, numbered as they come, then inserted, each row under the
+    /// policies' WITH CHECK. A refused row is found by halving the lines under savepoints
+    /// (only when the insert failed) so the error names its line, as COPY's own would.
+    private func copyThroughInsert(_ columns: [String], next: () -> Connection.CopyChunk, on connection: Connection) throws(PostgresError) -> Int {
+        let list = columns.map(SQL.identifier).joined(separator: ", ")
+        let staging = "pg_temp.records_import"
+        try connection.execute("DROP TABLE IF EXISTS \(staging)")
+        try connection.execute("CREATE TEMP TABLE records_import ON COMMIT DROP AS SELECT \(list) FROM \(table) WITH NO DATA")
+        try connection.execute("ALTER TABLE \(staging) ADD COLUMN records_line bigint GENERATED ALWAYS AS IDENTITY")
+        let rows = try connection.copyIn("COPY \(staging) (\(list)) FROM STDIN WITH (FORMAT csv)", next: next)
+        let insert = "INSERT INTO \(table) (\(list)) SELECT \(list) FROM \(staging) WHERE records_line BETWEEN $1 AND $2 ORDER BY records_line"
+        try connection.execute("SAVEPOINT records_import")
+        do {
+            try connection.query(insert, ["1", String(rows)])
+            return rows
+        } catch let whole {
+            // Halve [low, high] down to the first line that fails alone.
+            var (low, high) = (1, rows)
+            while low < high {
+                try connection.execute("ROLLBACK TO SAVEPOINT records_import")
+                let middle = (low + high) / 2
+                let result = Result { () throws(PostgresError) in try connection.query(insert, [String(low), String(middle)]) }
+                if case .failure = result { high = middle } else { low = middle + 1 }
+            }
+            try connection.execute("ROLLBACK TO SAVEPOINT records_import")
+            let alone = Result { () throws(PostgresError) in try connection.query(insert, [String(low), String(low)]) }
+            guard case .failure(var error) = alone else { throw whole }
+            error.context = "COPY \(entity.name), line \(low)"
+            throw error
         }
     }
 

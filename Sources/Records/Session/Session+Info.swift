@@ -88,7 +88,11 @@ extension Session {
             lines.append("")
             lines += table(rels)
         }
-        return .ok("\(entity.name): " + plural(entity.attributes.count, "attribute") + ", " + plural(entity.relationships.count, "relationship"), lines: lines)
+        if entity.hasRowSecurity {
+            lines += ["", "row-level security: PostgreSQL's policies decide which records each user reads and writes"]
+        }
+        return .ok("\(entity.name): " + plural(entity.attributes.count, "attribute") + ", " + plural(entity.relationships.count, "relationship")
+                   + (entity.hasRowSecurity ? ", row-level security" : ""), lines: lines)
     }
 
     func plural(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }

@@ -119,7 +119,7 @@ extension Session {
         }
         if let failure {
             guard failure.kind == .connection, !sent, !context.connection.inTransaction else { throw failure }
-            try context.lease.reconnect()
+            try context.reconnect()
             try context.connection.stream(sql, parameters, rows: each)
         }
         batch.finish()
@@ -128,6 +128,7 @@ extension Session {
     func count(_ entityName: String, predicate: Predicate?, estimate: Bool, model: Model) throws(CommandError) -> Step {
         let query = try QueryBuilder.count(entityName, predicate: predicate, model: model)
         if estimate {
+            try statisticsAllowed(entityName, model: model, verb: "COUNT ESTIMATE")
             // The planner's row estimate for the same filter: no rows are read.
             let rows = try QueryBuilder.rows(entityName, predicate: predicate, model: model)
             let sql = "EXPLAIN (FORMAT JSON) SELECT 1" + rows.body
@@ -155,7 +156,16 @@ extension Session {
         return (plan["Plan Rows"] as? NSNumber)?.intValue
     }
 
+    /// The planner's statistics count every user's records: on a table with row-level
+    /// security only an admin may see estimates drawn from them (COUNT ESTIMATE, EXPLAIN).
+    func statisticsAllowed(_ entityName: String, model: Model, verb: String) throws(CommandError) {
+        let entity = try entity(entityName, model)
+        guard entity.hasRowSecurity, role != .admin else { return }
+        throw CommandError(.forbidden, "\(verb) is refused on \(entity.name): it has row-level security, and the planner's statistics count every user's records; use COUNT")
+    }
+
     func explain(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
+        try statisticsAllowed(request.entity, model: model, verb: "EXPLAIN")
         let sql: String
         let parameters: [String?]
         if request.limit == 0 && request.order.isEmpty && request.include.isEmpty {

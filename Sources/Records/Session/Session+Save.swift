@@ -22,7 +22,7 @@ extension Session {
         let plan = SavePlan(model: model, changes: changes, policy: policy, assigned: unit.assigned, settings: settings)
         let session = id
         let who = self.who
-        return .database(DatabaseWork { context in
+        return .database(DatabaseWork(identity: identity) { context in
             if let uncertain {
                 // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
                 // never written twice.

@@ -27,13 +27,26 @@ public struct DatabaseWork: Sendable {
         case signIn
     }
     public let hold: Hold
+    /// Who it runs as: every work carries its session's identity, applied before it starts.
+    let identity: Identity
 
-    init(hold: Hold = .statements, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+    init(hold: Hold = .statements, identity: Identity, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
+        self.identity = identity
         self.body = body
     }
 
-    public func run(_ context: WorkContext) -> WorkResult { body(context) }
+    public func run(_ context: WorkContext) -> WorkResult {
+        context.identity = identity
+        do {
+            try context.retryingOnce { try context.assumeIdentity() }
+        } catch let error as CommandError {
+            return WorkResult(reply: error.reply)
+        } catch {
+            return WorkResult(reply: .error(.unavailable, "PostgreSQL is unavailable (\((error as? PostgresError)?.message ?? "\(error)")); pending changes are kept: try again when it is back"))
+        }
+        return body(context)
+    }
 }
 
 /// What a database step produced: its reply, and what the session takes from it.
@@ -59,6 +72,8 @@ public final class WorkContext {
     public let sink: LineSink
     let settings: WorkSettings
     var assigned: [String: AssignedKey] = [:]
+    /// Who the work runs as (row-level security); applied again on a fresh connection.
+    var identity = Identity.anonymous
 
     public init(lease: Lease, sink: LineSink, settings: WorkSettings) {
         self.lease = lease
@@ -67,6 +82,21 @@ public final class WorkContext {
     }
 
     public var connection: Connection { lease.connection }
+
+    /// A fresh connection in place of a dead one, carrying the same identity.
+    func reconnect() throws {
+        try lease.reconnect()
+        try assumeIdentity()
+    }
+
+    /// The connection runs as `identity` from now on. A database role that cannot be taken
+    /// (dropped, or not granted to the server's login) refuses the work, saying which.
+    func assumeIdentity() throws {
+        let connection = self.connection, identity = self.identity
+        guard case .failure(let error) = Result(catching: { () throws(PostgresError) in try connection.assume(identity) }) else { return }
+        guard error.kind != .connection else { throw error }
+        throw CommandError(.forbidden, "\(identity.user)'s database role \(identity.databaseRole ?? "-") cannot be taken: \(error.message)")
+    }
 }
 
 /// Timeouts and limits the server applies to the database work of every session.
@@ -137,6 +167,15 @@ public final class Session {
 
     /// The role commands run with: the user's, or admin when no authentication is in force.
     var role: Role? { user?.role ?? (mustAuthenticate ? nil : .admin) }
+
+    /// The PostgreSQL role the signed-in user's work runs as, when the user has one.
+    public internal(set) var databaseRole: String?
+
+    /// Who this session's database work runs as, for row-level security.
+    public var identity: Identity {
+        if let user { return Identity(user: user.name, role: user.role.name, databaseRole: databaseRole) }
+        return role == nil ? .anonymous : .server
+    }
 
     /// A loopback address (`127.0.0.0/8`, `::1`, or IPv4-mapped loopback), as `getnameinfo`
     /// prints it.
@@ -281,7 +320,7 @@ public final class Session {
 
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
     func database(_ model: Model, hold: DatabaseWork.Hold = .statements, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork(hold: hold) { context in
+        .database(DatabaseWork(hold: hold, identity: identity) { context in
             do {
                 return try body(context)
             } catch {

@@ -17,7 +17,7 @@ extension WorkContext {
             var round = RoundResult.run(statements, on: connection)
             if first, case .failure(_, let error) = round, error.kind == .connection {
                 // A connection that died since its last use: once more on a fresh one.
-                try lease.reconnect()
+                try reconnect()
                 round = RoundResult.run(statements, on: connection)
             }
             first = false
@@ -37,7 +37,7 @@ extension WorkContext {
         do {
             return try body()
         } catch let error as PostgresError where error.kind == .connection {
-            try lease.reconnect()
+            try reconnect()
             return try body()
         }
     }
@@ -116,7 +116,7 @@ extension WorkContext {
         for attempt in 0..<(seconds * 4) {
             if attempt > 0 { usleep(250_000) }
             if !connection.isHealthy || attempt > 0 {
-                guard (try? lease.reconnect()) != nil else { continue }
+                guard (try? reconnect()) != nil else { continue }
             }
             // An id past every id given since (lost in a crash) is no transaction's yet.
             guard let rows = try? connection.query("""

@@ -9,6 +9,11 @@ import Records
 extension Server {
     /// A batch of committed changes, each event's lines rendered once (off the loop, by the
     /// thread that read them), for every session that watches without a WHERE.
+    struct LedgerKey: Hashable {
+        var identity: Identity
+        var entity: String
+    }
+
     struct Delivery: Sendable {
         var events: [ChangeFeed.Event]
         var lines: [PushLines]
@@ -39,8 +44,10 @@ extension Server {
         var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, connections: [Int])] = [:]
         var order: [String] = []
         let model = context.model
+        let guarded = delivery.events.map { model.entity(named: $0.entity)?.hasRowSecurity == true }
+        if start == 0 && guarded.contains(true) { deliverGuarded(delivery.events, guarded: guarded, sessions: sessions) }
         for connection in sessions[start..<end] where !connection.closed {
-            for (index, event) in delivery.events.enumerated() {
+            for (index, event) in delivery.events.enumerated() where !guarded[index] {
                 guard let watch = connection.session.watches[event.entity] else { continue }
                 guard let predicate = watch else {
                     connection.events.append(delivery.lines[index])  // shared, rendered once
@@ -71,7 +78,9 @@ extension Server {
             pool.submit { [inbox] result in
                 let keys: [RecordKey]
                 do {
-                    let rows = try result.get().connection.query(filter.sql, filter.parameters)
+                    let connection = try result.get().connection
+                    try connection.assume(.server)  // no policies on this table: the server's own view
+                    let rows = try connection.query(filter.sql, filter.parameters)
                     keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<entity.key.count).map { rows.string(row, $0) ?? "" }) }
                 } catch {
                     return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(filter.connections.count) session(s): \(error)")
@@ -79,6 +88,79 @@ extension Server {
                 guard !keys.isEmpty else { return }
                 inbox.post(.filtered(connections: filter.connections, lines: PushLines(Session.lines(entity, filter.event.operation, keys))))
             }
+        }
+    }
+
+    /// Events on entities with row-level security go through the ledger of each identity that
+    /// watches them: one batch per identity and entity a delivery, whatever the number of its
+    /// sessions, judged in order on a pool worker that runs as the identity.
+    func deliverGuarded(_ events: [ChangeFeed.Event], guarded: [Bool], sessions: [ClientConnection]) {
+        var batches: [LedgerKey: VisibilityLedger.Batch] = [:]
+        var order: [LedgerKey] = []
+        for connection in sessions where !connection.closed {
+            let identity = connection.session.identity
+            for (entity, watch) in connection.session.watches {
+                let key = LedgerKey(identity: identity, entity: entity)
+                if batches[key] == nil {
+                    let mine = events.indices.filter { guarded[$0] && events[$0].entity == entity }.map { events[$0] }
+                    guard !mine.isEmpty else { continue }
+                    batches[key] = VisibilityLedger.Batch(events: mine, all: [], filtered: [])
+                    order.append(key)
+                }
+                if let predicate = watch {
+                    if let index = batches[key]!.filtered.firstIndex(where: { $0.predicate == predicate }) {
+                        batches[key]!.filtered[index].connections.append(connection.id)
+                    } else {
+                        batches[key]!.filtered.append((predicate, [connection.id]))
+                    }
+                } else {
+                    batches[key]!.all.append(connection.id)
+                }
+            }
+        }
+        for key in order {
+            let ledger = ledger(key)
+            if ledger.enqueue(batches[key]!) { drain(ledger) }
+        }
+        // Ledgers no session uses any more are dropped: a later WATCH reads anew what it sees.
+        var used = Set<LedgerKey>()
+        for connection in sessions where !connection.closed {
+            for entity in connection.session.watches.keys { used.insert(LedgerKey(identity: connection.session.identity, entity: entity)) }
+        }
+        ledgers = ledgers.filter { used.contains($0.key) }
+    }
+
+    /// A session that watches an entity with row-level security has its identity's ledger
+    /// from the WATCH's reply on: deletes after it are judged against what it could see then.
+    func startLedgers(for connection: ClientConnection) {
+        let model = context.model
+        for entity in connection.session.watches.keys where model.entity(named: entity)?.hasRowSecurity == true {
+            let ledger = ledger(LedgerKey(identity: connection.session.identity, entity: entity))
+            if ledger.needsDrain() { drain(ledger) }
+        }
+    }
+
+    func ledger(_ key: LedgerKey) -> VisibilityLedger {
+        if let ledger = ledgers[key] { return ledger }
+        let ledger = VisibilityLedger(identity: key.identity, entity: key.entity)
+        ledgers[key] = ledger
+        return ledger
+    }
+
+    /// On a pool worker, as the ledger's identity, until its queue is empty.
+    func drain(_ ledger: VisibilityLedger) {
+        let model = context.model
+        pool.submit { [inbox] result in
+            guard case .success(let lease) = result, (try? lease.connection.assume(ledger.identity)) != nil else {
+                Log.warning("WATCH \(ledger.entityName): PostgreSQL is unavailable; events for \(ledger.identity.user) dropped")
+                return ledger.abandon()
+            }
+            ledger.drain(model: model, query: { sql, parameters in
+                let rows = try lease.connection.query(sql, parameters)
+                return (0..<rows.rowCount).map { row in (0..<rows.columnCount).map { rows.string(row, $0) ?? "" } }
+            }, emit: { output in
+                inbox.post(.filtered(connections: output.connections, lines: PushLines(output.lines), unchecked: output.unchecked))
+            })
         }
     }
 

@@ -19,7 +19,7 @@ enum ServerMessage: Sendable {
     case streamed(connection: Int, lines: [UInt8], sink: StreamSink)
     case changes(Server.Delivery)
     /// Lines of a WATCH ... WHERE event for the sessions whose predicate matched.
-    case filtered(connections: [Int], lines: PushLines)
+    case filtered(connections: [Int], lines: PushLines, unchecked: Int = 0)
     case stop
 }
 
@@ -71,6 +71,8 @@ public final class Server {
     var listeners: [Listener] { [listener, tlsListener].compactMap { $0 } }
     var connections: [Int32: ClientConnection] = [:]
     var byID: [Int: ClientConnection] = [:]
+    /// WATCH on entities with row-level security: one ledger per identity and entity.
+    var ledgers: [LedgerKey: VisibilityLedger] = [:]
     var nextSessionID = 1
     var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     var stopping = false
@@ -154,10 +156,11 @@ public final class Server {
             deliver(lines, to: connection, sink: sink)
         case .changes(let delivery):
             deliver(delivery)
-        case .filtered(let ids, let lines):
+        case .filtered(let ids, let lines, let unchecked):
             for id in ids {
                 guard let connection = byID[id] else { continue }
-                connection.events.append(lines)
+                if !lines.lines.isEmpty { connection.events.append(lines) }
+                connection.events.dropped += unchecked
                 if !connection.busy { service(connection) }
             }
         case .stop:
@@ -469,6 +472,7 @@ public final class Server {
             connection.framer.maxLineLength = configuration.maxLineLength
         }
         if stopping { connection.push("shutdown recordsd is stopping") }
+        if !connection.session.watches.isEmpty { startLedgers(for: connection) }
         service(connection)
     }
 

@@ -14,13 +14,13 @@ import Testing
         let url = try TestEnvironment.freshDatabase()
         let first = try runRecordsd(["migrate", "--database", url, "--migrations", TestEnvironment.migrations])
         #expect(first.status == 0, "\(first.error)")
-        #expect(first.output == "applied 1 migration(s): 0001_sample_domain\n")
+        #expect(first.output == "applied 2 migration(s): 0001_sample_domain, 0002_per_user_records\n")
         let second = try runRecordsd(["migrate", "--database", url, "--migrations", TestEnvironment.migrations])
-        #expect(second.output == "up to date: 1 migration(s) applied before\n")
+        #expect(second.output == "up to date: 2 migration(s) applied before\n")
         let status = try runRecordsd(["migrate", "status", "--database", url, "--migrations", TestEnvironment.migrations])
         #expect(status.output.hasPrefix("0001  sample_domain                 applied 20"))
         let db = try Connection(url)
-        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "1")
+        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "2")
         #expect(try db.query("SELECT version, name, length(checksum) FROM records.schema_migrations").string(0, 2) == "64")
     }
 
@@ -43,13 +43,13 @@ import Testing
         let directory = try migrationsCopy()
         defer { try? FileManager.default.removeItem(atPath: directory) }
         try "CREATE TABLE broken (id bigint PRIMARY KEY);\nSELECT no_such_function();\n"
-            .write(toFile: directory + "/0002_broken.sql", atomically: false, encoding: .utf8)
+            .write(toFile: directory + "/0099_broken.sql", atomically: false, encoding: .utf8)
         let result = try runRecordsd(["migrate", "--database", url, "--migrations", directory])
         #expect(result.status == 1)
-        #expect(result.error.contains("migration 0002_broken.sql failed and was rolled back"))
+        #expect(result.error.contains("migration 0099_broken.sql failed and was rolled back"))
         let db = try Connection(url)
         #expect(try db.query("SELECT to_regclass('public.broken') IS NULL").bool(0, 0) == true)
-        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "1")
+        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "2")
     }
 
     @Test func twoServersStartingTogetherApplyTheSchemaOnce() throws {
@@ -68,7 +68,7 @@ import Testing
         #expect(failures.isEmpty, "\(failures)")
         #expect(servers.count == 2)
         for server in servers { #expect(try server.client().send("ENTITIES").status == "+OK 11 entities") }
-        #expect(try Connection(url).query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "1")
+        #expect(try Connection(url).query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "2")
         let applied = servers.map { $0.log.contains("applied migration 0001_sample_domain.sql") }
         #expect(applied.filter { $0 }.count == 1)
     }
@@ -81,7 +81,7 @@ import Testing
         let client = try server.client()
         #expect(try client.send("DESCRIBE ticket").status.hasPrefix("-ERR UNKNOWN"))
         try "CREATE TABLE ticket (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, title text NOT NULL);\nCREATE TABLE log_line (message text);\n"
-            .write(toFile: directory + "/0002_ticket.sql", atomically: false, encoding: .utf8)
+            .write(toFile: directory + "/0099_ticket.sql", atomically: false, encoding: .utf8)
         #expect(try runRecordsd(["migrate", "--database", url, "--migrations", directory]).status == 0)
         let reply = try eventually({ try client.send("DESCRIBE ticket") }, until: { $0.ok })
         #expect(reply.status == "+OK ticket: 2 attributes, 0 relationships")

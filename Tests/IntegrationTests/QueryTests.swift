@@ -104,13 +104,13 @@ import Testing
     @Test func recordsPrintEveryTypeAsJSON() throws {
         let (server, c) = try seeded()
         try server.database().execute(#"INSERT INTO contact (id, name, address) VALUES (9, E'Tab\there "quoted" \\ back\nline', NULL)"#)
-        #expect(try c.send("GET memo 2").lines == [#"{"id":2,"uid":"b","body":"second","lastmodified":"2024-06-01T12:00:00+00:00","color":2}"#])
-        #expect(try c.send("GET friend 1").lines == [#"{"id":1,"first_name":"Pic","last_name":null,"status":null,"photo":"AP8Q"}"#])
+        #expect(try c.send("GET memo 2").lines == [#"{"id":2,"uid":"b","body":"second","lastmodified":"2024-06-01T12:00:00+00:00","owner":null,"color":2}"#])
+        #expect(try c.send("GET friend 1").lines == [#"{"id":1,"first_name":"Pic","last_name":null,"status":null,"photo":"AP8Q","owner":null}"#])
         #expect(try c.send("GET color 1").lines == [#"{"id":1,"number":3,"key":"red","r":255,"g":0,"b":0,"alpha":0.5}"#])
-        #expect(try c.send("GET contact 9").lines == [#"{"id":9,"name":"Tab\there \"quoted\" \\ back\nline","address":null,"phone":null}"#])
+        #expect(try c.send("GET contact 9").lines == [#"{"id":9,"name":"Tab\there \"quoted\" \\ back\nline","address":null,"phone":null,"owner":null}"#])
         // Nested records are PostgreSQL's JSON, with the same keys and formats.
         let nested = try c.send("GET color 2 INCLUDE memos").lines.first
-        #expect(nested == #"{"id":2,"number":7,"key":"blue","r":0,"g":0,"b":255,"alpha":1,"memos":[{"id":2,"uid":"b","body":"second","lastmodified":"2024-06-01T12:00:00+00:00","color":2}]}"#)
+        #expect(nested == #"{"id":2,"number":7,"key":"blue","r":0,"g":0,"b":255,"alpha":1,"memos":[{"id":2,"uid":"b","body":"second","lastmodified":"2024-06-01T12:00:00+00:00","owner":null,"color":2}]}"#)
     }
 
     @Test func orderingWithTiesAndNils() throws {

@@ -173,7 +173,7 @@ import Testing
         let exporter = try source.client()
         let friends = try exporter.send("EXPORT friend ORDER BY id")
         #expect(friends.status == "+OK exported 3 records")
-        #expect(friends.lines[0] == "id,first_name,last_name,status,photo")
+        #expect(friends.lines[0] == "id,first_name,last_name,status,photo,owner")
         #expect(friends.lines.contains(".-dash,..dot,!bang,\"\"") == false)  // the id leads each line
         let journal = try exporter.send("EXPORT journal_entry")
         let target = try TestServer()

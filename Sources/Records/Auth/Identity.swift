@@ -42,7 +42,7 @@ extension Connection {
     /// Makes the connection's next statements run as `identity`; nothing is sent when it
     /// already does. A connection inside a transaction has it rolled back first: a setting
     /// made in a transaction that later rolls back would be undone with it.
-    func assume(_ identity: Identity) throws(PostgresError) {
+    public func assume(_ identity: Identity) throws(PostgresError) {
         guard settingsTag != identity.tag else { return }
         settingsTag = nil
         if inTransaction { try execute("ROLLBACK") }

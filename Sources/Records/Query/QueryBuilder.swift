@@ -132,6 +132,18 @@ struct QueryBuilder {
         return (sql, builder.parameters)
     }
 
+    /// Which of `keys` the asking identity may see (row-level security filters the scan).
+    static func visible(_ entity: Entity, keys: [RecordKey], model: Model) -> (sql: String, parameters: [String?]) {
+        var text = SQLText()
+        let match = entity.keyMatch(keys, alias: "t0", into: &text)
+        return ("SELECT \(entity.keyText(alias: "t0")) FROM \(model.table(entity)) AS t0 WHERE \(match)", text.parameters)
+    }
+
+    /// The keys of the first `limit` records the asking identity may see.
+    static func visible(_ entity: Entity, limit: Int, model: Model) -> (sql: String, parameters: [String?]) {
+        ("SELECT \(entity.keyText(alias: "t0")) FROM \(model.table(entity)) AS t0 LIMIT $1", [String(limit)])
+    }
+
     /// The keyset condition "comes after these sort-key values", with each key's direction
     /// and PostgreSQL's nil placement (last when ascending, first when descending).
     private mutating func after(_ keys: [(sql: String, ascending: Bool)], _ values: [String?]) -> String {

@@ -61,6 +61,7 @@ extension Session {
         var lines = model.entities.map { entity in
             entity.name.padding(toLength: width, withPad: " ", startingAt: 0)
                 + "  " + plural(entity.attributes.count, "attribute") + ", " + plural(entity.relationships.count, "relationship")
+                + (entity.hasRowSecurity ? ", row-level security" : "")
         }
         lines += model.unserved.map { "\($0.name.padding(toLength: width, withPad: " ", startingAt: 0))  not served: \($0.reason)" }
         return .ok("\(model.entities.count) entities", lines: lines)

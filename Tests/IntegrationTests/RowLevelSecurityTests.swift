@@ -1,0 +1,190 @@
+import Foundation
+import Postgres
+import Testing
+
+/// Per-user records: recordsd serves as an ordinary role (not the tables' owner, not a
+/// superuser), says who asks, and PostgreSQL's policies (migrations/0002) decide.
+@Suite struct RowLevelSecurityTests {
+    /// A database migrated by its owner, a server connected as the least-privileged role, and
+    /// four users: two writers, a reader and an admin.
+    struct Stack {
+        let server: TestServer
+        let owner: Connection
+        let appRole: String
+        let alice: LineClient, bob: LineClient, rita: LineClient, boss: LineClient
+
+        init(extraSQL: (String) -> String = { _ in "" }) throws {
+            let ownerURL = try TestEnvironment.freshDatabase()
+            let role = "app_" + UUID().uuidString.prefix(8).lowercased()
+            let grant = try runProcess(LeastPrivilegeTests.psql, [ownerURL, "-v", "ON_ERROR_STOP=1", "-v", "app_role=\(role)", "-v", "app_password=app-secret-1",
+                                                                  "-v", "owner=postgres", "-f", TestEnvironment.root + "/docker/postgres/app-role.sql"])
+            #expect(grant.status == 0, "\(grant.error)")
+            let migrated = try runRecordsd(["migrate", "--database", ownerURL, "--migrations", TestEnvironment.migrations])
+            #expect(migrated.status == 0, "\(migrated.error)")
+            owner = try Connection(ownerURL)
+            let extra = extraSQL(role)
+            if !extra.isEmpty { try owner.execute(extra) }
+            var components = URLComponents(string: ownerURL)!
+            components.user = role
+            components.password = "app-secret-1"
+            appRole = role
+            let server = try TestServer(databaseURL: components.string!, arguments: ["--no-migrate"])
+            self.server = server
+            let setup = try server.client()
+            for (name, role) in [("alice", "writer"), ("bob", "writer"), ("rita", "reader"), ("boss", "admin")] {
+                try setup.ok("USER ADD \(name) \(role) \(name)-password")
+            }
+            let signedIn = { (name: String) throws -> LineClient in
+                let client = try server.client()
+                try client.ok("AUTH \(name) \(name)-password")
+                return client
+            }
+            alice = try signedIn("alice"); bob = try signedIn("bob"); rita = try signedIn("rita"); boss = try signedIn("boss")
+        }
+
+        func ids(_ client: LineClient, _ find: String) throws -> [Int] {
+            try client.send(find).lines.compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["id"] as? Int
+            }
+        }
+    }
+
+    @Test func eachUserReadsAndCountsOnlyTheirOwn() throws {
+        let s = try Stack()
+        try s.alice.ok(#"INSERT memo uid="a1" body="alice one""#)
+        try s.alice.ok(#"INSERT memo uid="a2" body="alice two""#)
+        #expect(try s.alice.send("SAVE").status.hasPrefix("+OK saved: 2 inserted"))
+        try s.bob.ok(#"INSERT memo uid="b1" body="bob one""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        #expect(try s.alice.send("COUNT memo").status == "+OK 2")
+        #expect(try s.bob.send("COUNT memo").status == "+OK 1")
+        #expect(try s.rita.send("COUNT memo").status == "+OK 0")
+        #expect(try s.boss.send("COUNT memo").status == "+OK 3")
+        #expect(try s.ids(s.alice, "FIND memo ORDER BY uid") == [1, 2])
+        #expect(try s.ids(s.bob, "FIND memo") == [3])
+        // The owner column is the signed-in user's, set by the table's default.
+        #expect(try s.owner.query("SELECT string_agg(owner, ',' ORDER BY id) FROM memo").string(0, 0) == "alice,alice,bob")
+        // A record another user owns answers exactly as one that does not exist.
+        let missing = try s.bob.send("GET memo 99").status
+        #expect(missing == "-ERR NOT_FOUND no memo with id 99")
+        #expect(try s.bob.send("GET memo 1").status == "-ERR NOT_FOUND no memo with id 1")
+        #expect(try s.bob.send(#"GET memo uid="a1""#).status == #"-ERR NOT_FOUND no memo with uid="a1""#)
+        #expect(try s.bob.send("UPDATE memo 1 body=\"mine now\"").status == "-ERR NOT_FOUND no memo with id 1")
+        #expect(try s.bob.send("DELETE memo 1").status == "-ERR NOT_FOUND no memo with id 1")
+        #expect(try s.bob.send("UPDATE memo 99 body=\"x\"").status == "-ERR NOT_FOUND no memo with id 99")
+        // Set-wise edits reach only what the user sees.
+        #expect(try s.bob.send(#"UPDATE memo WHERE body != nil SET body="all mine""#).status.contains("1 memo record"))
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 1 updated"))
+        #expect(try s.owner.query("SELECT count(*) FROM memo WHERE body = 'all mine'").string(0, 0) == "1")
+        // EXPORT and INCLUDE: the same rows.
+        let export = try s.bob.send("EXPORT memo")
+        #expect(export.status == "+OK exported 1 record")
+        #expect(export.lines.count == 2 && export.lines[1].hasPrefix("3,b1,"))
+        try s.owner.execute("INSERT INTO color (number, key) VALUES (1, 'red'); UPDATE memo SET color_id = 1")
+        let included = try s.alice.send("GET color 1 INCLUDE memos").lines.first ?? ""
+        #expect(included.contains(#""uid":"a1""#) && included.contains(#""uid":"a2""#) && !included.contains(#""uid":"b1""#))
+        #expect(try s.boss.send("GET color 1 INCLUDE memos").lines.first?.contains(#""uid":"b1""#) == true)
+        // Statistics count everyone's rows: refused to all but admins.
+        #expect(try s.bob.send("COUNT memo ESTIMATE").status.hasPrefix("-ERR FORBIDDEN COUNT ESTIMATE is refused on memo: it has row-level security"))
+        #expect(try s.bob.send("EXPLAIN FIND memo").status.hasPrefix("-ERR FORBIDDEN EXPLAIN is refused on memo"))
+        #expect(try s.boss.send("COUNT memo ESTIMATE").ok)
+        #expect(try s.bob.send("COUNT game ESTIMATE").ok)  // no policies there
+        #expect(try s.bob.send("DESCRIBE memo").status == "+OK memo: 5 attributes, 1 relationship, row-level security")
+    }
+
+    @Test func noOneWritesForAnotherAndASaveThatTriesFailsWhole() throws {
+        let s = try Stack()
+        try s.bob.ok(#"INSERT memo uid="b1" body="bob""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        try s.bob.ok(#"UPDATE memo 1 body="changed""#)
+        try s.bob.ok(#"INSERT memo uid="forged" owner="alice""#)
+        let refused = try s.bob.send("SAVE")
+        #expect(refused.status.hasPrefix("-ERR FORBIDDEN #m1: PostgreSQL refused it"), "\(refused)")
+        #expect(try s.owner.query("SELECT body FROM memo WHERE id = 1").string(0, 0) == "bob")
+        #expect(try s.owner.query("SELECT count(*) FROM memo").string(0, 0) == "1")
+        try s.bob.ok("ROLLBACK")
+        // Giving one's record away is writing for another.
+        try s.bob.ok(#"UPDATE memo 1 owner="alice""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("-ERR FORBIDDEN"))
+        try s.bob.ok("ROLLBACK")
+        // IMPORT without an owner: the importing user's.
+        try s.bob.write("IMPORT memo\nuid,body\nb2,one\nb3,two\n.\n")
+        #expect(try s.bob.readReply().status == "+OK imported 2 records")
+        #expect(try s.owner.query("SELECT string_agg(owner, ',') FROM memo WHERE uid IN ('b2', 'b3')").string(0, 0) == "bob,bob")
+        // An admin writes for anyone, by policy.
+        try s.boss.ok(#"INSERT memo uid="gift" owner="alice""#)
+        #expect(try s.boss.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        #expect(try s.alice.send("COUNT memo").status == "+OK 1")
+    }
+
+    @Test func importNamesTheRefusedLine() throws {
+        let s = try Stack()
+        try s.bob.write("IMPORT memo\nuid,body,owner\nb2,fine,bob\nb3,forged,alice\nb4,fine,bob\n.\n")
+        let reply = try s.bob.readReply()
+        #expect(reply.status.hasPrefix("-ERR VALIDATION IMPORT failed, nothing was imported: line 3: "), "\(reply)")
+        #expect(try s.owner.query("SELECT count(*) FROM memo").string(0, 0) == "0")
+    }
+
+    @Test func watchersAreToldOnlyOfWhatTheyMaySee() throws {
+        let s = try Stack()
+        let aliceWatch = try s.server.client(), bobWatch = try s.server.client(), bossWatch = try s.server.client()
+        let aliceFiltered = try s.server.client()
+        for (client, name) in [(aliceWatch, "alice"), (bobWatch, "bob"), (bossWatch, "boss"), (aliceFiltered, "alice")] {
+            try client.ok("AUTH \(name) \(name)-password")
+        }
+        // A record alice had before the watches began: its delete reaches her, not bob.
+        try s.owner.execute("INSERT INTO memo (uid, body, owner) VALUES ('old', 'from before', 'alice')")
+        for client in [aliceWatch, bobWatch, bossWatch] { try client.ok("WATCH memo") }
+        try aliceFiltered.ok(#"WATCH memo WHERE body BEGINSWITH "w""#)
+        try s.alice.ok(#"INSERT memo uid="a1" body="watched""#)
+        #expect(try s.alice.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        try s.bob.ok(#"INSERT memo uid="b1" body="bob's""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        // (A record deleted before its insert was checked is reported to no one: it waits.)
+        _ = eventually(tries: 100, { _ = try? bossWatch.send("PING"); return bossWatch.pushed }, until: { $0.count >= 2 })
+        try s.alice.ok(#"DELETE memo uid="a1""#)
+        try s.alice.ok(#"DELETE memo uid="old""#)
+        #expect(try s.alice.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 2 deleted"))
+        // The admin hears everything, in order; wait for its last event, then everyone's.
+        let all = eventually(tries: 100, { _ = try? bossWatch.send("PING"); return bossWatch.pushed }, until: { $0.count >= 4 })
+        #expect(all.sorted() == ["! memo 1 deleted", "! memo 2 deleted", "! memo 2 inserted", "! memo 3 inserted"], "\(all)")
+        let alices = eventually(tries: 100, { _ = try? aliceWatch.send("PING"); return aliceWatch.pushed }, until: { $0.count >= 3 })
+        #expect(alices.sorted() == ["! memo 1 deleted", "! memo 2 deleted", "! memo 2 inserted"], "\(alices)")
+        _ = try bobWatch.send("PING")
+        let bobs = eventually(tries: 50, { _ = try? bobWatch.send("PING"); return bobWatch.pushed }, until: { !$0.isEmpty })
+        #expect(bobs == ["! memo 3 inserted"], "\(bobs)")
+        let filtered = eventually(tries: 50, { _ = try? aliceFiltered.send("PING"); return aliceFiltered.pushed }, until: { $0.count >= 2 })
+        #expect(filtered == ["! memo 2 inserted", "! memo 2 deleted"], "\(filtered)")
+    }
+
+    @Test func aUserMappedToADatabaseRoleRunsAsIt() throws {
+        let s = try Stack { app in
+            """
+            CREATE ROLE memo_only_\(app) NOLOGIN;
+            GRANT SELECT ON memo TO memo_only_\(app);
+            GRANT memo_only_\(app) TO \(app);
+            CREATE ROLE stranger_\(app) NOLOGIN;
+            """
+        }
+        let setup = s.boss
+        #expect(try setup.send("USER ADD vera reader vera-password --db-role memo_only_\(s.appRole)").status == "+OK user vera added (reader)")
+        #expect(try setup.send("USER ADD ghost reader ghost-password --db-role no_such_role").status == "-ERR VALIDATION no PostgreSQL role no_such_role")
+        #expect(try setup.send("USER ADD sam reader sam-password --db-role stranger_\(s.appRole)").status
+                == "-ERR VALIDATION PostgreSQL role stranger_\(s.appRole) is not granted to the server's login: GRANT stranger_\(s.appRole) TO <recordsd's role>")
+        #expect(try setup.send("USER LIST").lines.contains { $0.hasPrefix("vera  reader") && $0.hasSuffix("database role memo_only_\(s.appRole)") })
+        let vera = try s.server.client()
+        #expect(try vera.send("AUTH vera vera-password").status == "+OK signed in as vera (reader, database role memo_only_\(s.appRole))")
+        #expect(try vera.send("COUNT memo").status == "+OK 0")
+        // The database role has no right on game: PostgreSQL says no.
+        #expect(try vera.send("COUNT game").status.hasPrefix("-ERR FORBIDDEN"))
+        // Other sessions on the same pooled connections are not affected.
+        #expect(try s.bob.send("COUNT game").status == "+OK 0")
+        #expect(try vera.send("COUNT memo").status == "+OK 0")
+    }
+
+    @Test func aServerThatBypassesThePoliciesSaysSo() throws {
+        // The default test server connects as the cluster's superuser.
+        let server = try TestServer()
+        #expect(server.log.contains("connected to PostgreSQL as a superuser: the row-level security policies of contact, friend, journal_entry, memo are ignored"))
+    }
+}

@@ -15,9 +15,14 @@ struct Refusal: Error, CustomStringConvertible {
 
 /// Where the data lives for this run: a configured PostgreSQL or the embedded cluster.
 struct Database {
+    /// Where migrations and user management connect (the schema's owner).
     var conninfo: String
     var description: String
     var embedded: EmbeddedPostgres?
+    /// Where the server's pool and watcher connect: the same, except for the embedded cluster,
+    /// whose superuser would bypass every row-level security policy; there it is a role
+    /// that owns nothing (`EmbeddedPostgres.servingRole`).
+    var serving: String { embedded?.servingConninfo ?? conninfo }
 
     static func resolve(_ options: Options, environment: [String: String]) throws -> Database {
         if let url = options.database {
@@ -62,10 +67,12 @@ struct ServeCommand {
             let applied = try Migrator.migrate(files, connection: admin, schema: options.schema)
             Log.info(applied.isEmpty ? "migrations up to date (\(files.count))" : "applied \(applied.count) migration(s)")
         }
+        if let embedded = database.embedded { try embedded.grantServingRole(admin, schema: options.schema) }
         let model = try ModelReflector.reflect(admin, schema: options.schema)
         let roles = (try? Users.roles(admin)) ?? [:]
         let guarded = model.entities.filter(\.hasRowSecurity).map(\.name)
-        if !guarded.isEmpty, let bypass = try? admin.query("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"),
+        if !guarded.isEmpty, let serving = try? (database.embedded == nil ? admin : Connection(database.serving)),
+           let bypass = try? serving.query("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"),
            bypass.bool(0, 0) == true || bypass.bool(0, 1) == true {
             let kind = bypass.bool(0, 0) == true ? "a superuser" : "a BYPASSRLS role"
             Log.warning("connected to PostgreSQL as \(kind): the row-level security policies of \(guarded.joined(separator: ", ")) are ignored and every user reads and writes every record; connect as an ordinary role (see README, Per-user records)")
@@ -125,7 +132,7 @@ struct ServeCommand {
         work.replyStall = options.replyStall
         context.work = work
         // Reads run under the read timeout; SAVE, IMPORT and EXPORT set their own per transaction.
-        let pool = ConnectionPool(conninfo: database.conninfo, size: options.poolSize,
+        let pool = ConnectionPool(conninfo: database.serving, size: options.poolSize,
                                   setup: ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO", "SET statement_timeout = \(work.readTimeout)",
                                           // JIT compilation of a large predicate ignores cancellation and
                                           // time limits for minutes: short OLTP statements gain little from it.
@@ -147,7 +154,7 @@ struct ServeCommand {
         let server = try Server(configuration: configuration, context: context, pool: pool)
         // The watcher reads the change log from its first read on: it starts before any session
         // can WATCH, so nothing a watching session should see is taken for history.
-        let watcher = ModelWatcher(conninfo: database.conninfo, schema: options.schema, context: context)
+        let watcher = ModelWatcher(conninfo: database.serving, schema: options.schema, context: context)
         watcher.start()
         try server.bind()
         let stop = server.stopper

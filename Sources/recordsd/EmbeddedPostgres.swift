@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import Postgres
 import Records
 
 /// The private PostgreSQL cluster used when no database is configured: initdb + pg_ctl into
@@ -20,6 +21,30 @@ struct EmbeddedPostgres {
     var logPath: String { directory + "/postgres.log" }
     var conninfo: String { "host=\(directory) port=5432 user=postgres dbname=records" }
     var description: String { "embedded PostgreSQL in \(directory) (unix socket)" }
+    /// The role the server serves as: it reads and writes the data, owns nothing, and so is
+    /// bound by row-level security (the superuser `postgres` owns the schema and migrates it).
+    static let servingRole = "records_app"
+    var servingConninfo: String { "host=\(directory) port=5432 user=\(Self.servingRole) dbname=records" }
+
+    /// Creates the serving role if needed and grants it the data of `schema` and recordsd's
+    /// own schema, now and as migrations add to them (as docker/postgres/app-role.sql does).
+    func grantServingRole(_ owner: Connection, schema: String) throws {
+        let role = SQL.identifier(Self.servingRole)
+        let schemas = [schema, "records"].map(SQL.identifier).joined(separator: ", ")
+        try owner.execute("""
+            DO $$ BEGIN
+              IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '\(Self.servingRole)') THEN CREATE ROLE \(role) LOGIN; END IF;
+            END $$;
+            GRANT CONNECT, TEMPORARY ON DATABASE records TO \(role);
+            GRANT USAGE ON SCHEMA \(schemas) TO \(role);
+            GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(schemas) TO \(role);
+            GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA \(schemas) TO \(role);
+            GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(schemas) TO \(role);
+            ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \(role);
+            ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO \(role);
+            ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO \(role);
+            """)
+    }
 
     init(directory: String) throws {
         let absolute = directory.hasPrefix("/") ? directory : FileManager.default.currentDirectoryPath + "/" + directory

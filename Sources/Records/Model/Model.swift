@@ -147,7 +147,8 @@ public struct Entity: Sendable {
     /// Column sets with a unique constraint (the primary key first), by which a record can be
     /// addressed (`GET memo uid="m1"`).
     public var uniqueKeys: [[String]]
-    /// Row-level security is enabled on the table and it has policies.
+    /// Row-level security is enabled on the table (without policies it shows nothing to
+    /// roles that do not bypass it).
     public var hasRowSecurity: Bool
     public var comment: String?
     /// Every foreign key of this table to a served one, composite ones included.

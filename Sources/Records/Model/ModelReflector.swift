@@ -11,7 +11,7 @@ public enum ModelReflector {
     public static func reflect(_ connection: Connection, schema: String = "public") throws -> Model {
         let tables = try connection.query("""
             SELECT c.relname, obj_description(c.oid, 'pg_class'),
-                   c.relrowsecurity AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polrelid = c.oid)
+                   c.relrowsecurity
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname

@@ -182,6 +182,48 @@ import Testing
         #expect(try vera.send("COUNT memo").status == "+OK 0")
     }
 
+    /// Not our sample: uuid keys, a composite key, and a policy that reads a membership table.
+    @Test func aSchemaWeDidNotWriteWithMembershipPolicies() throws {
+        let s = try Stack { _ in
+            """
+            CREATE TABLE membership (user_name text, team text, PRIMARY KEY (user_name, team));
+            INSERT INTO membership VALUES ('alice', 'red'), ('bob', 'blue'), ('rita', 'red');
+            CREATE TABLE doc (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), team text NOT NULL, title text NOT NULL);
+            CREATE TABLE doc_tag (doc_id uuid REFERENCES doc ON DELETE CASCADE, tag text, PRIMARY KEY (doc_id, tag));
+            ALTER TABLE doc ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY by_team ON doc USING (team IN (SELECT m.team FROM membership m WHERE m.user_name = current_setting('records.user', true))
+                                                OR current_setting('records.role', true) = 'admin');
+            ALTER TABLE doc_tag ENABLE ROW LEVEL SECURITY;
+            CREATE POLICY through_doc ON doc_tag USING (EXISTS (SELECT 1 FROM doc d WHERE d.id = doc_id));
+            GRANT SELECT, INSERT, UPDATE, DELETE ON membership, doc, doc_tag TO PUBLIC;
+            """
+        }
+        try s.alice.ok(#"INSERT doc AS #r team="red" title="plan""#)
+        try s.alice.ok(#"INSERT doc_tag doc=#r tag="urgent""#)
+        let saved = try s.alice.send("SAVE")
+        #expect(saved.status.hasPrefix("+OK saved: 2 inserted"), "\(saved)")
+        let red = try s.owner.query("SELECT id::text FROM doc").string(0, 0) ?? ""
+        try s.bob.ok(#"INSERT doc team="blue" title="other""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        // A team's documents for its members; the tag follows its document.
+        #expect(try s.alice.send("COUNT doc").status == "+OK 1")
+        #expect(try s.rita.send("COUNT doc").status == "+OK 1")
+        #expect(try s.bob.send("COUNT doc").status == "+OK 1")
+        #expect(try s.bob.send("COUNT doc_tag").status == "+OK 0")
+        #expect(try s.rita.send("COUNT doc_tag").status == "+OK 1")
+        #expect(try s.bob.send("GET doc \"\(red)\"").status == "-ERR NOT_FOUND no doc with id \"\(red)\"")
+        #expect(try s.bob.send("GET doc_tag doc=\"\(red)\" tag=\"urgent\"").status.hasPrefix("-ERR NOT_FOUND"))
+        #expect(try s.bob.send("DELETE doc \"\(red)\"").status.hasPrefix("-ERR NOT_FOUND"))
+        // WITH CHECK defaults to USING: bob cannot write into red.
+        try s.bob.ok(#"INSERT doc team="red" title="forged""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("-ERR FORBIDDEN"))
+        try s.bob.ok("ROLLBACK")
+        // Membership decides: bob joins red and sees its document at once.
+        try s.owner.execute("INSERT INTO membership VALUES ('bob', 'red')")
+        #expect(try s.bob.send("COUNT doc").status == "+OK 2")
+        #expect(try s.boss.send("COUNT doc").status == "+OK 2")
+    }
+
     @Test func aServerThatBypassesThePoliciesSaysSo() throws {
         // The default test server connects as the cluster's superuser.
         let server = try TestServer()

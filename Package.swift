@@ -10,6 +10,7 @@ let package = Package(
     products: [
         .executable(name: "recordsd", targets: ["recordsd"]),
         .executable(name: "records", targets: ["records"]),
+        .library(name: "RecordsClient", targets: ["RecordsClient"]),
     ],
     targets: [
         .systemLibrary(
@@ -31,13 +32,16 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "RecordsProtocol"),
         .target(name: "TLS", dependencies: ["CLibSSL"]),
+        // For programs: the protocol over a socket, Foundation only (no server code, no libpq).
+        .target(name: "RecordsClient"),
         .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
         .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
         .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
         .executableTarget(name: "records", dependencies: ["RecordsProtocol", "TLS", "CLibEdit"]),
         .testTarget(name: "RecordsTests", dependencies: ["Records", "RecordsProtocol", "Postgres"]),
+        .testTarget(name: "RecordsClientTests", dependencies: ["RecordsClient"]),
         .testTarget(name: "RecordsServerTests", dependencies: ["RecordsServer", "Records"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres", "TLS"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["Records", "Postgres", "TLS", "RecordsClient"]),
     ],
     // Swift 6: every thread hop is checked. Sessions and connections never cross one: pool
     // workers get Sendable work and send Sendable messages back to the event loop.

@@ -1,0 +1,49 @@
+import Foundation
+
+/// A type records decode into: its entity's name and `Decodable` fields named as the columns
+/// (`first_name` becomes `firstName`; to-one relationships are the target's id).
+public protocol RecordsEntity: Decodable, Sendable {
+    static var entityName: String { get }
+}
+
+enum RecordDecoding {
+    /// snake_case columns to camelCase properties, PostgreSQL's timestamps, base64 binary.
+    static func decoder() -> JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        decoder.dataDecodingStrategy = .base64
+        decoder.dateDecodingStrategy = .custom { decoder in
+            let container = try decoder.singleValueContainer()
+            let text = try container.decode(String.self)
+            guard let date = parseTimestamp(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not a timestamp: \(text)")
+            }
+            return date
+        }
+        return decoder
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, _ line: String) throws -> T {
+        do {
+            return try decoder().decode(T.self, from: Data(line.utf8))
+        } catch {
+            throw RecordsError.protocolViolation("a \(T.self) could not be decoded from \(line.prefix(200)): \(error)")
+        }
+    }
+
+    /// `2024-06-01T12:00:00+00:00`, `2026-11-30T14:41:43.771604+00:00`, a date `2024-06-01`.
+    static func parseTimestamp(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        var base = text
+        var fraction = 0.0
+        if let dot = text.firstIndex(of: ".") {
+            let digits = text[text.index(after: dot)...].prefix { $0.isNumber }
+            fraction = Double("0." + digits) ?? 0
+            base = String(text[..<dot]) + String(text[text.index(after: dot)...].dropFirst(digits.count))
+        }
+        if base.count == 10 {
+            formatter.formatOptions = [.withFullDate]
+        }
+        return formatter.date(from: base).map { $0.addingTimeInterval(fraction) }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+/// A read's options, as FIND takes them.
+public struct FindOptions: Sendable {
+    public var orderBy: [String] = []
+    public var limit: Int?
+    public var include: [String] = []
+    public init(orderBy: [String] = [], limit: Int? = nil, include: [String] = []) {
+        self.orderBy = orderBy
+        self.limit = limit
+        self.include = include
+    }
+}
+
+extension RecordsClient {
+    /// One record by key (nil when there is none, or the user may not see it).
+    public func get<T: RecordsEntity>(_ type: T.Type, _ key: some RecordsLiteral, include: [String] = []) async throws -> T? {
+        let reply = try await send("GET \(T.entityName) \(try key.recordsLiteral())" + (try Self.includeClause(include)))
+        if reply.code == "NOT_FOUND" { return nil }
+        guard let line = try reply.checked().lines.first else { return nil }
+        return try RecordDecoding.decode(T.self, line)
+    }
+
+    /// Matching records. `predicate` is a format: `%@` takes the next argument, quoted by the
+    /// library (`"age > %@ AND department.name == %@", 30, "Sales"`).
+    public func find<T: RecordsEntity>(_ type: T.Type, where predicate: String? = nil, _ arguments: any RecordsLiteral...,
+                                       orderBy: [String] = [], limit: Int? = nil, include: [String] = []) async throws -> [T] {
+        try await page(type, where: predicate, arguments, options: FindOptions(orderBy: orderBy, limit: limit, include: include), after: nil).records
+    }
+
+    /// How many match.
+    public func count(_ entity: String, where predicate: String? = nil, _ arguments: any RecordsLiteral...) async throws -> Int {
+        let reply = try await request("COUNT \(try Self.name(entity))" + (try Self.whereClause(predicate, arguments)))
+        guard let count = Int(reply.message.prefix { $0.isNumber }) else { throw RecordsError.protocolViolation("COUNT answered \(reply.status)") }
+        return count
+    }
+
+    /// Every matching record, `pageSize` at a time, each page read with the server's cursor
+    /// (keyset paging: stable while others insert).
+    public func pages<T: RecordsEntity>(_ type: T.Type, where predicate: String? = nil, _ arguments: any RecordsLiteral...,
+                                        orderBy: [String] = [], pageSize: Int = 500, include: [String] = []) -> AsyncThrowingStream<[T], Error> {
+        let options = FindOptions(orderBy: orderBy, limit: pageSize, include: include)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    var cursor: String?
+                    repeat {
+                        let page = try await self.page(type, where: predicate, arguments, options: options, after: cursor)
+                        if !page.records.isEmpty { continuation.yield(page.records) }
+                        cursor = page.next
+                    } while cursor != nil && !Task.isCancelled
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func page<T: RecordsEntity>(_ type: T.Type, where predicate: String?, _ arguments: [any RecordsLiteral], options: FindOptions,
+                                after cursor: String?) async throws -> (records: [T], next: String?) {
+        var line = "FIND \(try Self.name(T.entityName))" + (try Self.whereClause(predicate, arguments))
+        if !options.orderBy.isEmpty {
+            line += " ORDER BY " + (try options.orderBy.map { (key: String) throws(RecordsError) -> String in
+                let parts = key.split(separator: " ")
+                guard let path = parts.first, RequestFormat.isKeyPath(String(path)), parts.count <= 2,
+                      parts.count == 1 || ["ASC", "DESC"].contains(parts[1].uppercased()) else {
+                    throw .invalidRequest("ORDER BY takes key paths with ASC or DESC, not '\(key)'")
+                }
+                return parts.joined(separator: " ")
+            }).joined(separator: ", ")
+        }
+        if let limit = options.limit { line += " LIMIT \(limit)" }
+        if let cursor {
+            guard cursor.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else { throw RecordsError.protocolViolation("a cursor '\(cursor)'") }
+            line += " AFTER \(cursor)"
+        }
+        line += try Self.includeClause(options.include)
+        let reply = try await request(line)
+        let records = try reply.lines.map { try RecordDecoding.decode(T.self, $0) }
+        return (records, Self.nextCursor(reply.message))
+    }
+
+    /// `2 records; next page: AFTER c626...` → `c626...`.
+    static func nextCursor(_ message: String) -> String? {
+        guard let range = message.range(of: "next page: AFTER ") else { return nil }
+        let cursor = message[range.upperBound...].prefix { !$0.isWhitespace && $0 != ";" }
+        return cursor.isEmpty ? nil : String(cursor)
+    }
+
+    static func name(_ entity: String) throws(RecordsError) -> String {
+        guard RequestFormat.isKeyPath(entity), !entity.contains(".") else { throw .invalidRequest("'\(entity)' is not an entity name") }
+        return entity
+    }
+
+    static func whereClause(_ predicate: String?, _ arguments: [any RecordsLiteral]) throws(RecordsError) -> String {
+        guard let predicate else {
+            guard arguments.isEmpty else { throw .invalidRequest("values without a predicate") }
+            return ""
+        }
+        return " WHERE " + (try RequestFormat.format(predicate, arguments))
+    }
+
+    static func includeClause(_ include: [String]) throws(RecordsError) -> String {
+        guard !include.isEmpty else { return "" }
+        for path in include where !RequestFormat.isKeyPath(path) { throw .invalidRequest("INCLUDE takes relationship paths, not '\(path)'") }
+        return " INCLUDE " + include.joined(separator: ", ")
+    }
+}

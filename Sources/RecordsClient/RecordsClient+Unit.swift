@@ -1,0 +1,128 @@
+import Foundation
+
+/// What SAVE did: the ids pending inserts got, by `#ref`, and the server's summary.
+public struct SaveResult: Sendable, Equatable {
+    /// `#e1` → `"42"` (a composite key as the server prints it: `project=3 employee=7`).
+    public var ids: [RecordRef: String]
+    public var summary: String
+}
+
+/// How SAVE settles fields someone else changed since this session read them.
+public enum MergePolicy: String, Sendable {
+    case force = "FORCE", theirs = "THEIRS", merge = "MERGE"
+}
+
+extension RecordsClient {
+    /// A pending insert; returns its `#ref`, by which later edits and relationships name it.
+    @discardableResult
+    public func insert(_ entity: String, _ values: KeyValuePairs<String, any RecordsLiteral>, as ref: RecordRef? = nil) async throws -> RecordRef {
+        var line = "INSERT \(try Self.name(entity))"
+        if let ref { line += " AS \(try ref.recordsLiteral())" }
+        line += try Self.assignments(values)
+        let reply = try await request(line)
+        guard let first = reply.message.split(separator: " ").first, first.hasPrefix("#") else {
+            throw RecordsError.protocolViolation("INSERT answered \(reply.status)")
+        }
+        return RecordRef(String(first))
+    }
+
+    /// A pending update of the record with `key` (a value, or a `RecordRef`).
+    public func update(_ entity: String, _ key: some RecordsLiteral, _ values: KeyValuePairs<String, any RecordsLiteral>) async throws {
+        try await request("UPDATE \(try Self.name(entity)) \(try key.recordsLiteral())" + (try Self.assignments(values)))
+    }
+
+    /// A pending delete; its rules (cascade, nullify, deny) apply at SAVE.
+    public func delete(_ entity: String, _ key: some RecordsLiteral) async throws {
+        try await request("DELETE \(try Self.name(entity)) \(try key.recordsLiteral())")
+    }
+
+    /// Writes every pending change in one transaction.
+    @discardableResult
+    public func save(policy: MergePolicy? = nil) async throws -> SaveResult {
+        let reply = try await request("SAVE" + (policy.map { " " + $0.rawValue } ?? ""))
+        var ids: [RecordRef: String] = [:]
+        for line in reply.lines {
+            // `#e1 employee 42`
+            let parts = line.split(separator: " ", maxSplits: 2)
+            if parts.count == 3, parts[0].hasPrefix("#") { ids[RecordRef(String(parts[0]))] = String(parts[2]) }
+        }
+        return SaveResult(ids: ids, summary: reply.message)
+    }
+
+    /// Drops every pending change.
+    public func rollback() async throws {
+        try await request("ROLLBACK")
+    }
+
+    /// The pending changes, as CHANGES lists them.
+    public func changes() async throws -> [String] {
+        try await request("CHANGES").lines
+    }
+
+    static func assignments(_ values: KeyValuePairs<String, any RecordsLiteral>) throws(RecordsError) -> String {
+        var text = ""
+        for (name, value) in values {
+            guard RequestFormat.isKeyPath(name), !name.contains(".") else { throw .invalidRequest("'\(name)' is not an attribute name") }
+            text += " \(name)=\(try value.recordsLiteral())"
+        }
+        return text
+    }
+}
+
+/// A change another session committed, as WATCH pushes it.
+public struct ChangeEvent: Sendable, Equatable {
+    public var entity: String
+    /// The record's key as the server prints it (`42`, `"a-uuid"`, `project=3 employee=7`).
+    public var key: String
+    /// `inserted`, `updated` or `deleted`.
+    public var operation: String
+
+    public init(entity: String, key: String, operation: String) {
+        self.entity = entity
+        self.key = key
+        self.operation = operation
+    }
+
+    /// `memo 14 inserted`; nil for other pushed lines (`overflow ...`, `shutdown ...`).
+    public init?(line: String) {
+        guard let firstSpace = line.firstIndex(of: " "), let lastSpace = line.lastIndex(of: " "), firstSpace < lastSpace else { return nil }
+        let operation = String(line[line.index(after: lastSpace)...])
+        guard ["inserted", "updated", "deleted"].contains(operation) else { return nil }
+        entity = String(line[..<firstSpace])
+        key = String(line[line.index(after: firstSpace)..<lastSpace])
+        self.operation = operation
+    }
+}
+
+extension RecordsClient {
+    /// Committed changes to `entity` (matching `predicate`, when given), on a connection of
+    /// their own opened with the same address and user; ends when the task is cancelled.
+    public static func watch(_ url: String, _ entity: String, where predicate: String? = nil, _ arguments: any RecordsLiteral...) async throws -> AsyncThrowingStream<ChangeEvent, Error> {
+        let client = try await connect(url)
+        try await client.request("WATCH \(try name(entity))" + (try whereClause(predicate, arguments)))
+        return client.pushedEvents()
+    }
+
+    /// The events pushed on this connection from now on, read on its queue until the stream ends.
+    func pushedEvents() -> AsyncThrowingStream<ChangeEvent, Error> {
+        AsyncThrowingStream { continuation in
+            queue.async { [self] in
+                for line in pushed { if let event = ChangeEvent(line: line) { continuation.yield(event) } }
+                pushed.removeAll()
+                guard let socket else { return continuation.finish() }
+                do throws(RecordsError) {
+                    while true {
+                        let bytes = try socket.read()
+                        if bytes.isEmpty { return continuation.finish() }
+                        for case .pushed(let line) in try reader.feed(bytes) {
+                            if let event = ChangeEvent(line: line) { continuation.yield(event) }
+                        }
+                    }
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { [self] _ in queueFreeShutdown() }
+        }
+    }
+}

@@ -1,0 +1,28 @@
+/// What can go wrong talking to recordsd.
+public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The server answered `-ERR CODE message`, with detail lines before it (a SAVE's conflicts,
+    /// validation problems).
+    case server(code: String, message: String, details: [String])
+    /// The connection could not be made or broke.
+    case connection(String)
+    /// The server sent what the protocol does not allow.
+    case protocolViolation(String)
+    /// The caller's request cannot be put into a line (a format with a missing argument).
+    case invalidRequest(String)
+
+    public var description: String {
+        switch self {
+        case .server(let code, let message, let details):
+            "\(code): \(message)" + (details.isEmpty ? "" : "\n" + details.joined(separator: "\n"))
+        case .connection(let text): "connection: \(text)"
+        case .protocolViolation(let text): "protocol: \(text)"
+        case .invalidRequest(let text): "request: \(text)"
+        }
+    }
+
+    /// The protocol's error code (`NOT_FOUND`, `CONFLICT`, `VALIDATION`, ...) of a server error.
+    public var code: String? {
+        if case .server(let code, _, _) = self { return code }
+        return nil
+    }
+}

@@ -39,9 +39,15 @@ extension Server {
     /// sessions a turn. A WHERE needs PostgreSQL: its query runs on the pool, once per distinct
     /// query however many sessions watch with the same predicate.
     func deliver(_ delivery: Delivery, from start: Int = 0, watching: [ClientConnection]? = nil) {
+        if watching == nil {
+            // Rights as the users table says now: a removed user's session hears nothing more.
+            for connection in connections.values where !connection.session.watches.isEmpty {
+                if let signedOut = connection.session.followUsersTable() { connection.push("signed-out " + signedOut.statusMessage) }
+            }
+        }
         let sessions = watching ?? connections.values.filter { !$0.session.watches.isEmpty }
         let end = min(sessions.count, start + Self.deliveriesPerTurn)
-        var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, connections: [Int])] = [:]
+        var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, identity: Identity, connections: [Int])] = [:]
         var order: [String] = []
         let model = context.model
         let guarded = delivery.events.map { model.entity(named: $0.entity)?.hasRowSecurity == true }
@@ -53,16 +59,18 @@ extension Server {
                     connection.events.append(delivery.lines[index])  // shared, rendered once
                     continue
                 }
-                // One query per event and distinct predicate, whatever the number of sessions;
-                // past `maxFilterChecks` a delivery, the session is told what it missed.
-                let key = "\(index)\u{0}\(predicate)"
+                // One query per event, distinct predicate and identity (a predicate's key path
+                // may reach a table with policies), whatever the number of sessions; past
+                // `maxFilterChecks` a delivery, the session is told what it missed.
+                let identity = connection.session.identity
+                let key = "\(index)\u{0}\(identity.tag)\u{0}\(predicate)"
                 if filters[key] == nil {
                     guard order.count < Self.maxFilterChecks else {
                         connection.events.dropped += 1
                         continue
                     }
                     guard let query = Session.matching(event, predicate, model: model) else { continue }
-                    filters[key] = (query.sql, query.parameters, event, [])
+                    filters[key] = (query.sql, query.parameters, event, identity, [])
                     order.append(key)
                 }
                 filters[key]!.connections.append(connection.id)
@@ -79,7 +87,7 @@ extension Server {
                 let keys: [RecordKey]
                 do {
                     let connection = try result.get().connection
-                    try connection.assume(.server)  // no policies on this table: the server's own view
+                    try connection.assume(filter.identity)
                     let rows = try connection.query(filter.sql, filter.parameters)
                     keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<entity.key.count).map { rows.string(row, $0) ?? "" }) }
                 } catch {
@@ -95,12 +103,14 @@ extension Server {
     /// watches them: one batch per identity and entity a delivery, whatever the number of its
     /// sessions, judged in order on a pool worker that runs as the identity.
     func deliverGuarded(_ events: [ChangeFeed.Event], guarded: [Bool], sessions: [ClientConnection]) {
+        let model = context.model
         var batches: [LedgerKey: VisibilityLedger.Batch] = [:]
         var order: [LedgerKey] = []
         for connection in sessions where !connection.closed {
             let identity = connection.session.identity
             for (entity, watch) in connection.session.watches {
                 let key = LedgerKey(identity: identity, entity: entity)
+                if model.entity(named: entity)?.hasRowSecurity == true { join(connection, key) }
                 if batches[key] == nil {
                     let mine = events.indices.filter { guarded[$0] && events[$0].entity == entity }.map { events[$0] }
                     guard !mine.isEmpty else { continue }
@@ -119,7 +129,7 @@ extension Server {
             }
         }
         for key in order {
-            let ledger = ledger(key)
+            let ledger = ledgers[key]!
             if ledger.enqueue(batches[key]!) { drain(ledger) }
         }
         // Ledgers no session uses any more are dropped: a later WATCH reads anew what it sees.
@@ -128,6 +138,7 @@ extension Server {
             for entity in connection.session.watches.keys { used.insert(LedgerKey(identity: connection.session.identity, entity: entity)) }
         }
         ledgers = ledgers.filter { used.contains($0.key) }
+        ledgerUsers = ledgerUsers.filter { used.contains($0.key) }
     }
 
     /// A session that watches an entity with row-level security has its identity's ledger
@@ -135,12 +146,26 @@ extension Server {
     func startLedgers(for connection: ClientConnection) {
         let model = context.model
         for entity in connection.session.watches.keys where model.entity(named: entity)?.hasRowSecurity == true {
-            let ledger = ledger(LedgerKey(identity: connection.session.identity, entity: entity))
+            let ledger = join(connection, LedgerKey(identity: connection.session.identity, entity: entity))
             if ledger.needsDrain() { drain(ledger) }
         }
     }
 
-    func ledger(_ key: LedgerKey) -> VisibilityLedger {
+    /// The ledger `connection` uses for `key`. A session that joins a ledger none of whose
+    /// sessions still watches gets a new one: what its user sees is read again, never taken
+    /// from a ledger that heard nothing while no one watched.
+    @discardableResult
+    func join(_ connection: ClientConnection, _ key: LedgerKey) -> VisibilityLedger {
+        var users = ledgerUsers[key] ?? []
+        if !users.contains(connection.id) {
+            users = users.filter { id in
+                guard let other = byID[id], !other.closed else { return false }
+                return other.session.watches[key.entity] != nil && other.session.identity == key.identity
+            }
+            if users.isEmpty { ledgers[key] = nil }
+            users.insert(connection.id)
+            ledgerUsers[key] = users
+        }
         if let ledger = ledgers[key] { return ledger }
         let ledger = VisibilityLedger(identity: key.identity, entity: key.entity)
         ledgers[key] = ledger

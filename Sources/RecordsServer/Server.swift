@@ -73,6 +73,8 @@ public final class Server {
     var byID: [Int: ClientConnection] = [:]
     /// WATCH on entities with row-level security: one ledger per identity and entity.
     var ledgers: [LedgerKey: VisibilityLedger] = [:]
+    /// The sessions that joined each ledger (some may have left since).
+    var ledgerUsers: [LedgerKey: Set<Int>] = [:]
     var nextSessionID = 1
     var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     var stopping = false

@@ -224,6 +224,79 @@ import Testing
         #expect(try s.boss.send("COUNT doc").status == "+OK 2")
     }
 
+    /// Found by an attacker trial: each of these leaked or misreported before its fix.
+    @Test func keyPathsIntoGuardedTablesLeakNothing() throws {
+        let s = try Stack()
+        try s.owner.execute("INSERT INTO color (number, key) VALUES (1, 'red'); INSERT INTO memo (uid, body, owner, color_id) VALUES ('a', 'alice secret', 'alice', 1), ('b', 'bob secret', 'bob', 1)")
+        // A WATCH ... WHERE on a table without policies is checked as the watcher.
+        let guess = try s.server.client(), own = try s.server.client()
+        try guess.ok("AUTH bob bob-password")
+        try own.ok("AUTH bob bob-password")
+        try guess.ok(#"WATCH color WHERE ANY memos.body == "alice secret""#)
+        try own.ok(#"WATCH color WHERE ANY memos.body == "bob secret""#)
+        try s.boss.ok(#"UPDATE color 1 key="red2""#)
+        #expect(try s.boss.send("SAVE").status.hasPrefix("+OK saved"))
+        let told = eventually(tries: 100, { _ = try? own.send("PING"); return own.pushed }, until: { !$0.isEmpty })
+        #expect(told == ["! color 1 updated"])
+        _ = try guess.send("PING")
+        #expect(guess.pushed.isEmpty, "\(guess.pushed)")
+        // Statistics reached through a key path are refused too.
+        #expect(try s.bob.send(#"COUNT color WHERE ANY memos.body == "x" ESTIMATE"#).status
+                == "-ERR FORBIDDEN COUNT ESTIMATE is refused: it reads memo, which has row-level security, and the planner's statistics count every user's records; use COUNT")
+        #expect(try s.bob.send(#"EXPLAIN COUNT color WHERE ANY memos.body == "x""#).status.hasPrefix("-ERR FORBIDDEN EXPLAIN is refused: it reads memo"))
+        #expect(try s.bob.send("COUNT color ESTIMATE").ok)
+        #expect(try s.boss.send(#"EXPLAIN COUNT color WHERE ANY memos.body == "x""#).ok)
+    }
+
+    @Test func watchersFollowTheUsersTableAndNeverAStaleLedger() throws {
+        let s = try Stack()
+        try s.bob.ok(#"INSERT friend first_name="given away""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        let first = try s.server.client()
+        try first.ok("AUTH bob bob-password")
+        try first.ok("WATCH friend")
+        try first.ok("QUIT")
+        // While no session of bob watches, the record becomes alice's, then alice deletes it.
+        try s.boss.ok(#"UPDATE friend 1 owner="alice""#)
+        #expect(try s.boss.send("SAVE").status.hasPrefix("+OK saved"))
+        let second = try s.server.client()
+        try second.ok("AUTH bob bob-password")
+        try second.ok("WATCH friend")
+        try s.alice.ok("DELETE friend 1")
+        #expect(try s.alice.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
+        try s.bob.ok(#"INSERT friend first_name="mine""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        let heard = eventually(tries: 100, { _ = try? second.send("PING"); return second.pushed }, until: { !$0.isEmpty })
+        #expect(heard == ["! friend 2 inserted"], "\(heard)")
+        // A removed user's watching session is signed out before it hears anything more.
+        let mallory = try s.server.client()
+        try s.boss.ok("USER ADD mallory admin mallory-password")
+        try mallory.ok("AUTH mallory mallory-password")
+        try mallory.ok("WATCH friend")
+        let admin = try s.server.client()
+        try admin.ok("AUTH boss boss-password")
+        try admin.ok("WATCH friend")
+        try s.boss.ok("USER REMOVE mallory")
+        try s.alice.ok(#"INSERT friend first_name="alice's""#)
+        #expect(try s.alice.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        // Once the change was delivered (the admin heard it), mallory's session has been told.
+        _ = eventually(tries: 100, { _ = try? admin.send("PING"); return admin.pushed }, until: { !$0.isEmpty })
+        _ = try mallory.send("PING")
+        #expect(mallory.pushed == ["! signed-out user mallory no longer exists: this session is signed out (its watches ended); AUTH again"], "\(mallory.pushed)")
+        #expect(try mallory.send("UNWATCH").status.hasPrefix("-ERR AUTH sign in first"))
+    }
+
+    @Test func aDeleteRightAfterAnUpdateIsHeard() throws {
+        let s = try Stack()
+        try s.owner.execute("INSERT INTO memo (uid, body, owner) VALUES ('x', 'one', 'alice')")
+        let watcher = try s.server.client()
+        try watcher.ok("AUTH alice alice-password")
+        try watcher.ok("WATCH memo")
+        try s.owner.execute("BEGIN; UPDATE memo SET body = 'two'; DELETE FROM memo; COMMIT")
+        let heard = eventually(tries: 100, { _ = try? watcher.send("PING"); return watcher.pushed }, until: { $0.contains("! memo 1 deleted") })
+        #expect(heard.contains("! memo 1 deleted"), "\(heard)")
+    }
+
     @Test func aServerThatBypassesThePoliciesSaysSo() throws {
         // The default test server connects as the cluster's superuser.
         let server = try TestServer()

@@ -35,7 +35,8 @@ public struct Identity: Sendable, Hashable {
     /// A session that has not signed in: it runs only AUTH, which reads the server's own schema.
     public static let anonymous = Identity(user: "", role: "")
 
-    var tag: String { "\(user)\u{0}\(role)\u{0}\(databaseRole ?? "")" }
+    /// The identity as one string (the connection's `settingsTag`, a grouping key).
+    public var tag: String { "\(user)\u{0}\(role)\u{0}\(databaseRole ?? "")" }
 }
 
 extension Connection {

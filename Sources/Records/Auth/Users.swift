@@ -84,20 +84,24 @@ public enum Users {
         try connection.execute("NOTIFY \(channel)")
     }
 
-    /// Every user's role, to check signed-in sessions against (a removed user loses its rights).
-    public static func roles(_ connection: Connection) throws -> [String: Role] {
+    /// Every user's rights, to check signed-in sessions against (a removed user loses its
+    /// rights, a changed role or database role applies). `db_role` read through jsonb: a
+    /// server with --no-migrate may face a users table from before it.
+    public static func roles(_ connection: Connection) throws -> [String: Grant] {
         guard try connection.query("SELECT to_regclass('records.users') IS NOT NULL").bool(0, 0) == true else { return [:] }
-        let result = try connection.query("SELECT name, role FROM records.users")
-        var roles: [String: Role] = [:]
+        let result = try connection.query("SELECT name, role, to_jsonb(u) ->> 'db_role' FROM records.users u")
+        var roles: [String: Grant] = [:]
         for row in 0..<result.rowCount {
-            if let name = result.string(row, 0), let role = result.string(row, 1).flatMap(Role.init(name:)) { roles[name] = role }
+            if let name = result.string(row, 0), let role = result.string(row, 1).flatMap(Role.init(name:)) {
+                roles[name] = Grant(role: role, databaseRole: result.string(row, 2))
+            }
         }
         return roles
     }
 
     public static func list(_ connection: Connection) throws -> [Account] {
         guard try count(connection) > 0 else { return [] }
-        let result = try connection.query("SELECT name, role, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), db_role FROM records.users ORDER BY name")
+        let result = try connection.query("SELECT name, role, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), to_jsonb(u) ->> 'db_role' FROM records.users u ORDER BY name")
         return (0..<result.rowCount).map {
             Account(name: result.string($0, 0)!, role: Role(name: result.string($0, 1)!) ?? .reader, createdAt: result.string($0, 2)!,
                     databaseRole: result.string($0, 3))
@@ -108,7 +112,7 @@ public enum Users {
     /// bcrypt work as a known one, so timing does not tell whether a user exists.
     public static func verify(_ name: String, password: String, _ connection: Connection) throws -> Grant? {
         let result = try connection.query("""
-            SELECT u.role, u.password_hash = crypt($2, u.password_hash), u.db_role
+            SELECT u.role, u.password_hash = crypt($2, u.password_hash), to_jsonb(u) ->> 'db_role'
             FROM (SELECT 1) AS one LEFT JOIN records.users u ON u.name = $1
             """, [name, password])
         guard let roleName = result.string(0, 0) else {

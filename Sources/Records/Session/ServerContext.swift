@@ -59,12 +59,12 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         set { lock.lock(); requiresAuthentication = requiresAuthentication || newValue; lock.unlock() }
     }
 
-    private var knownRoles: [String: Role]?
+    private var knownRoles: [String: Users.Grant]?
 
     /// Every user's current role, as the users table last said (this server's USER commands,
     /// `recordsd user`, other servers: each NOTIFYs). A signed-in session is checked against it
     /// at every command: a removed user's session loses its rights, a changed role applies.
-    public var roles: [String: Role]? {
+    public var roles: [String: Users.Grant]? {
         get { lock.lock(); defer { lock.unlock() }; return knownRoles }
         set {
             lock.lock()

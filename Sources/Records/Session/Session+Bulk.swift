@@ -16,16 +16,17 @@ extension Session {
         watches[entity.name] = .some(predicate)
         let shared = self.context
         let name = entity.name
-        return database(model) { context in
+        // Refused: the session watches what it watched before.
+        let restore: @Sendable (Session) -> Void = { session in
+            shared.watching(name, -1, filtered: predicate != nil)
+            if let previous { shared.watching(name, +1, filtered: previous != nil) }
+            session.watches[name] = previous
+        }
+        return database(model, undo: restore) { context in
             do {
                 if let check { _ = try context.retryingOnce { try context.connection.query("EXPLAIN " + check.sql, check.parameters) } }
             } catch {
-                // Refused: the session watches what it watched before.
-                return WorkResult(reply: ErrorMapping.map(error, model: model).reply) { session in
-                    shared.watching(name, -1, filtered: predicate != nil)
-                    if let previous { shared.watching(name, +1, filtered: previous != nil) }
-                    session.watches[name] = previous
-                }
+                return WorkResult(reply: ErrorMapping.map(error, model: model).reply, apply: restore)
             }
             try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: shared.watchedEntities, context.connection) }
             return WorkResult(reply: .ok("watching \(name)" + (predicate == nil ? "" : " where the predicate matches")))

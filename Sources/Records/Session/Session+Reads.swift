@@ -132,8 +132,10 @@ extension Session {
             // The planner's row estimate for the same filter: no rows are read.
             let rows = try QueryBuilder.rows(entityName, predicate: predicate, model: model)
             let sql = "EXPLAIN (FORMAT JSON) SELECT 1" + rows.body
+            let checksPolicies = role != .admin
             return database(model) { context in
                 let plan = try context.retryingOnce { try context.connection.query(sql, rows.parameters).string(0, 0) ?? "" }
+                if checksPolicies { try Self.refuseGuarded(plan, model: model, verb: "COUNT ESTIMATE") }
                 guard let rows = Self.planRows(plan) else { throw CommandError(.internal, "no estimate in the plan") }
                 return WorkResult(reply: .ok("\(rows) estimated"))
             }
@@ -164,6 +166,21 @@ extension Session {
         throw CommandError(.forbidden, "\(verb) is refused on \(entity.name): it has row-level security, and the planner's statistics count every user's records; use COUNT")
     }
 
+    /// A plan that reads a table with row-level security (through a key path, a subquery)
+    /// would show statistics over every user's rows: refused, naming the table.
+    static func refuseGuarded(_ json: String, model: Model, verb: String) throws(CommandError) {
+        func relations(_ node: Any) -> [String] {
+            if let list = node as? [Any] { return list.flatMap(relations) }
+            guard let object = node as? [String: Any] else { return [] }
+            let own = (object["Relation Name"] as? String).map { [$0] } ?? []
+            return own + object.values.flatMap(relations)
+        }
+        guard let data = json.data(using: .utf8), let parsed = try? JSONSerialization.jsonObject(with: data) else { return }
+        let read = Set(relations(parsed))
+        guard let guarded = model.entities.first(where: { $0.hasRowSecurity && read.contains($0.name) }) else { return }
+        throw CommandError(.forbidden, "\(verb) is refused: it reads \(guarded.name), which has row-level security, and the planner's statistics count every user's records; use COUNT")
+    }
+
     func explain(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         try statisticsAllowed(request.entity, model: model, verb: "EXPLAIN")
         let sql: String
@@ -174,7 +191,12 @@ extension Session {
             let select = try QueryBuilder.select(request, model: model)
             (sql, parameters) = (select.sql, select.parameters)
         }
+        let checksPolicies = role != .admin && model.entities.contains(where: \.hasRowSecurity)
         return database(model) { context in
+            if checksPolicies {
+                let json = try context.retryingOnce { try context.connection.query("EXPLAIN (FORMAT JSON) " + sql, parameters).string(0, 0) ?? "" }
+                try Self.refuseGuarded(json, model: model, verb: "EXPLAIN")
+            }
             let plan = try context.retryingOnce { try context.connection.query("EXPLAIN " + sql, parameters) }
             let shown = "[" + parameters.map { $0.map(JSON.quote) ?? "null" }.joined(separator: ",") + "]"
             let lines = ["sql: " + sql, "parameters: " + shown] + (0..<plan.rowCount).map { plan.string($0, 0) ?? "" }

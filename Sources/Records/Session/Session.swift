@@ -29,10 +29,14 @@ public struct DatabaseWork: Sendable {
     public let hold: Hold
     /// Who it runs as: every work carries its session's identity, applied before it starts.
     let identity: Identity
+    /// What the session takes back when the work could not run at all (the identity could
+    /// not be taken): a WATCH registered when it was asked for is withdrawn.
+    let undo: (@Sendable (Session) -> Void)?
 
-    init(hold: Hold = .statements, identity: Identity, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+    init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
         self.identity = identity
+        self.undo = undo
         self.body = body
     }
 
@@ -41,9 +45,10 @@ public struct DatabaseWork: Sendable {
         do {
             try context.retryingOnce { try context.assumeIdentity() }
         } catch let error as CommandError {
-            return WorkResult(reply: error.reply)
+            return WorkResult(reply: error.reply, apply: undo)
         } catch {
-            return WorkResult(reply: .error(.unavailable, "PostgreSQL is unavailable (\((error as? PostgresError)?.message ?? "\(error)")); pending changes are kept: try again when it is back"))
+            return WorkResult(reply: .error(.unavailable, "PostgreSQL is unavailable (\((error as? PostgresError)?.message ?? "\(error)")); pending changes are kept: try again when it is back"),
+                              apply: undo)
         }
         return body(context)
     }
@@ -200,6 +205,23 @@ public final class Session {
         return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
     }
 
+    /// A signed-in user's rights are the users table's now: removed, the session signs out and
+    /// its watches end; given another role or database role, it has those. Checked at every
+    /// command, and before the session is told of a change it watches.
+    public func followUsersTable() -> Reply? {
+        guard let signedIn = user, let roles = context.roles else { return nil }
+        guard let current = roles[signedIn.name] else {
+            user = nil
+            databaseRole = nil
+            close()
+            Log.info("user \(Log.quoted(signedIn.name)) was removed: session signed out", session: id)
+            return .error(.auth, "user \(signedIn.name) no longer exists: this session is signed out (its watches ended); AUTH again")
+        }
+        if current.role != signedIn.role { user = (signedIn.name, current.role) }
+        if current.databaseRole != databaseRole { databaseRole = current.databaseRole }
+        return nil
+    }
+
     /// The length of the line being run, for the byte limit of the unit of work.
     var lineBytes = 0
 
@@ -210,16 +232,7 @@ public final class Session {
             let how = context.tlsAvailable ? "send STARTTLS first, or connect to the TLS port" : "this server has no TLS configured"
             return .reply(.error(.auth, "\(verb.rawValue) from another host needs TLS: \(how); the line was not read"))
         }
-        // A signed-in user's rights are the users table's now: removed, the session signs out;
-        // given another role, it has that one.
-        if let signedIn = user, let roles = context.roles {
-            guard let current = roles[signedIn.name] else {
-                user = nil
-                Log.info("user \(Log.quoted(signedIn.name)) was removed: session signed out", session: id)
-                return .reply(.error(.auth, "user \(signedIn.name) no longer exists: this session is signed out; AUTH again"))
-            }
-            if current != signedIn.role { user = (signedIn.name, current) }
-        }
+        if let signedOut = followUsersTable() { return .reply(signedOut) }
         // Before sign-in only the verb is read: the rest of a line from an unknown client is
         // never parsed unless the verb is one it may use.
         if role == nil {
@@ -319,8 +332,9 @@ public final class Session {
     }
 
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
-    func database(_ model: Model, hold: DatabaseWork.Hold = .statements, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork(hold: hold, identity: identity) { context in
+    func database(_ model: Model, hold: DatabaseWork.Hold = .statements, undo: (@Sendable (Session) -> Void)? = nil,
+                  _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
+        .database(DatabaseWork(hold: hold, identity: identity, undo: undo) { context in
             do {
                 return try body(context)
             } catch {

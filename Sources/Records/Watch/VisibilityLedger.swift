@@ -102,11 +102,28 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
             queue.removeAll()
             lock.unlock()
             guard let entity = model.entity(named: entityName) else { continue }
+            // Where each key is deleted last in this drain: an update checked after its row
+            // went (it is deleted further on) says nothing about who could see the row.
+            var position = 0
+            var deletedAt: [RecordKey: Int] = [:]
+            for case .batch(let batch) in items {
+                for event in batch.events {
+                    if event.operation == "deleted" {
+                        for key in event.ids.compactMap({ ChangeFeed.recordKey($0, of: entity) }) { deletedAt[key] = position }
+                    }
+                    position += 1
+                }
+            }
+            position = 0
             for item in items {
                 switch item {
                 case .seed: seed(entity, model: model, query: query)
                 case .batch(let batch):
-                    for event in batch.events { judge(event, batch: batch, entity: entity, model: model, query: query).forEach(emit) }
+                    for event in batch.events {
+                        let goneLater = Set(deletedAt.filter { $0.value > position }.keys)
+                        judge(event, batch: batch, entity: entity, model: model, goneLater: goneLater, query: query).forEach(emit)
+                        position += 1
+                    }
                 }
             }
         }
@@ -129,7 +146,7 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
     }
 
     /// What the sessions of this identity are told of one event.
-    private func judge(_ event: ChangeFeed.Event, batch: Batch, entity: Entity, model: Model,
+    private func judge(_ event: ChangeFeed.Event, batch: Batch, entity: Entity, model: Model, goneLater: Set<RecordKey>,
                        query: (String, [String?]) throws -> [[String]]) -> [Output] {
         let changed = event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }
         var outputs: [Output] = []
@@ -146,7 +163,7 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
                 let visible = Set(keys(try query(read.sql, read.parameters), entity))
                 told = changed.filter { visible.contains($0) }
                 for key in changed {
-                    if visible.contains(key) { known.insert(key) } else { known.remove(key) }
+                    if visible.contains(key) { known.insert(key) } else if !goneLater.contains(key) { known.remove(key) }
                 }
             } catch {
                 Log.warning("WATCH \(entityName): \(changed.count) \(event.operation) event(s) not checked for \(identity.user): \(error)")

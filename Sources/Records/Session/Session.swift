@@ -215,7 +215,7 @@ public final class Session {
             databaseRole = nil
             close()
             Log.info("user \(Log.quoted(signedIn.name)) was removed: session signed out", session: id)
-            return .error(.auth, "user \(signedIn.name) no longer exists: this session is signed out (its watches ended); AUTH again")
+            return .error(.auth, "user \(signedIn.name) no longer exists: this session is signed out; AUTH again")
         }
         if current.role != signedIn.role { user = (signedIn.name, current.role) }
         if current.databaseRole != databaseRole { databaseRole = current.databaseRole }

@@ -25,6 +25,10 @@ struct ConflictCheck {
         var statement: Statement
         var entity: String
         var columns: [String]
+        /// A plain read of the same records, without the lock, on a table with row-level
+        /// security: a record it finds that the lock does not is one the policies let the user
+        /// read but not change (FOR UPDATE applies the UPDATE policy too), not a deleted one.
+        var readOnly = false
     }
 
     /// One statement per entity, records in key order (two saves lock in the same order).
@@ -35,14 +39,17 @@ struct ConflictCheck {
             if byEntity[key.entity] == nil { order.append(key.entity) }
             byEntity[key.entity, default: []].append(key)
         }
-        return order.sorted().compactMap { name in
-            guard let entity = model.entity(exactly: name) else { return nil }
+        return order.sorted().flatMap { (name: String) -> [Lock] in
+            guard let entity = model.entity(exactly: name) else { return [] }
             let columns = entity.columns.map(\.column)
             var sql = SQLText()
             let match = entity.keyMatch(Array(Set(byEntity[name]!)), alias: nil, into: &sql)
-            sql.text = "SELECT xmin::text, \(entity.keyText(alias: nil)), " + columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
-                + " FROM \(model.table(entity)) WHERE \(match) ORDER BY \(entity.keyList(alias: nil)) FOR UPDATE"
-            return Lock(statement: sql.statement, entity: entity.name, columns: columns)
+            let select = "SELECT xmin::text, \(entity.keyText(alias: nil)), " + columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
+                + " FROM \(model.table(entity)) WHERE \(match) ORDER BY \(entity.keyList(alias: nil))"
+            sql.text = select + " FOR UPDATE"
+            let lock = Lock(statement: sql.statement, entity: entity.name, columns: columns)
+            guard entity.hasRowSecurity else { return [lock] }
+            return [lock, Lock(statement: Statement(select, sql.parameters), entity: entity.name, columns: columns, readOnly: true)]
         }
     }
 
@@ -53,14 +60,27 @@ struct ConflictCheck {
         var conflicts: [String] = []
         var conflicted = 0
         var current: [RecordKey: Current] = [:]
+        var readable: Set<RecordKey> = []
         for (lock, result) in zip(locks, results) {
             guard let entity = model.entity(exactly: lock.entity) else { continue }
+            if lock.readOnly {
+                for row in result.rows { readable.insert(entity.recordKey(row, from: 1)) }
+                continue
+            }
             let start = 1 + entity.key.count
             for row in result.rows {
                 var values: [String: String?] = [:]
                 for (i, column) in lock.columns.enumerated() { values[column] = row[start + i] }
                 current[entity.recordKey(row, from: 1)] = Current(version: row[0] ?? "", values: values)
             }
+        }
+
+        // Readable but not lockable: the policies let this user read the record, not change it.
+        let refused = (changes.updateOrder + changes.deleteOrder).filter { current[$0] == nil && readable.contains($0) }
+        if !refused.isEmpty {
+            let labels = refused.map { key in (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity }
+            throw CommandError(.forbidden, "the row-level security policies let this user read but not change \(labels.joined(separator: ", ")); nothing was saved",
+                               details: labels.map { "\($0): not changeable by this user" })
         }
 
         for key in changes.updateOrder {

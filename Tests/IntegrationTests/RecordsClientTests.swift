@@ -1,0 +1,107 @@
+import Foundation
+import RecordsClient
+import Testing
+
+/// The library against a real recordsd: every call a program makes, typed.
+@Suite struct RecordsClientIntegrationTests {
+    struct Department: RecordsEntity, Equatable {
+        static let entityName = "department"
+        var id: Int
+        var name: String
+        var number: Int
+        var phone: String?
+    }
+
+    struct Employee: RecordsEntity, Equatable {
+        static let entityName = "employee"
+        var id: Int
+        var firstName: String
+        var lastName: String
+        var gender: Int
+        var age: Int?
+        var department: Int?
+    }
+
+    struct Memo: RecordsEntity {
+        static let entityName = "memo"
+        var id: Int
+        var uid: String
+        var body: String?
+        var lastmodified: Date
+    }
+
+    @Test func theDepartmentAppThroughTheLibrary() async throws {
+        let server = try TestServer()
+        let url = "records://127.0.0.1:\(server.port)"
+        let app = try await RecordsClient.connect(url)
+        let changes = try await RecordsClient.watch(url, "employee")
+        // A department with employees, in one unit, by #ref.
+        let sales = try await app.insert("department", ["name": "Sales", "number": 10], as: RecordRef("sales"))
+        let ann = try await app.insert("employee", ["first_name": "Ann", "last_name": "O\"Neil \\ \n", "gender": 2, "age": 41, "department": sales])
+        try await app.insert("employee", ["first_name": "Bo", "last_name": "Lee", "gender": 1, "age": Optional<Int>.none, "department": sales])
+        #expect(try await app.changes().count == 3)
+        let saved = try await app.save()
+        #expect(saved.summary == "saved: 3 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(saved.ids[sales] == "1" && saved.ids[ann] == "1")
+        // Typed reads; values travel quoted by the library, whatever they hold.
+        #expect(try await app.get(Department.self, 1) == Department(id: 1, name: "Sales", number: 10, phone: nil))
+        let found = try await app.find(Employee.self, where: "last_name == %@ AND department.name == %@", "O\"Neil \\ \n", "Sales")
+        #expect(found.map(\.firstName) == ["Ann"])
+        #expect(try await app.find(Employee.self, where: "age == %@", Optional<Int>.none).map(\.firstName) == ["Bo"])
+        #expect(try await app.count("employee", where: "age > %@", 40) == 1)
+        #expect(try await app.get(Employee.self, 99) == nil)
+        // Paging by the server's cursors.
+        var pages: [[String]] = []
+        for try await page in app.pages(Employee.self, orderBy: ["first_name DESC"], pageSize: 1) { pages.append(page.map(\.firstName)) }
+        #expect(pages == [["Bo"], ["Ann"]])
+        // Move one, then remove the department: its employees go with it.
+        try await app.update("employee", 2, ["department": Optional<Int>.none])
+        try await app.save()
+        try await app.delete("department", 1)
+        let cascade = try await app.save()
+        #expect(cascade.summary == "saved: 0 inserted, 0 updated, 1 deleted, 1 cascaded, 0 nullified")
+        #expect(try await app.count("employee") == 1)
+        // Errors are typed, with the protocol's code and detail lines.
+        do {
+            try await app.insert("employee", ["first_name": "No last name", "gender": 1])
+            try await app.save()
+            Issue.record("SAVE of an incomplete employee succeeded")
+        } catch let error as RecordsError {
+            #expect(error.code == "VALIDATION", "\(error)")
+        }
+        try await app.rollback()
+        do {
+            _ = try await app.find(Employee.self, where: "salary > %@", 1)
+            Issue.record("an unknown attribute was accepted")
+        } catch let error as RecordsError {
+            #expect(error.code == "UNKNOWN")
+        }
+        // The watcher heard every committed change, in order.
+        var heard: [String] = []
+        for try await event in changes {
+            heard.append("\(event.entity) \(event.key) \(event.operation)")
+            if heard.count == 4 { break }
+        }
+        #expect(heard == ["employee 1 inserted", "employee 2 inserted", "employee 2 updated", "employee 1 deleted"])
+        await app.close()
+    }
+
+    @Test func timestampsAndSignInThroughTheURL() async throws {
+        let server = try TestServer()
+        let setup = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+        try await setup.request(#"USER ADD app writer "app password 1""#)
+        do {
+            _ = try await RecordsClient.connect("records://app:wrong-password@127.0.0.1:\(server.port)")
+            Issue.record("a wrong password was accepted")
+        } catch let error as RecordsError {
+            #expect(error.code == "AUTH")
+        }
+        let app = try await RecordsClient.connect("records://app:app%20password%201@127.0.0.1:\(server.port)")
+        let before = Date()
+        try await app.insert("memo", ["uid": "m1", "body": "hello"])
+        try await app.save()
+        let memo = try #require(try await app.get(Memo.self, 1))
+        #expect(memo.uid == "m1" && abs(memo.lastmodified.timeIntervalSince(before)) < 3600)
+        await app.close()
+    }
+}

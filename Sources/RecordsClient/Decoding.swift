@@ -47,3 +47,32 @@ enum RecordDecoding {
         return formatter.date(from: base).map { $0.addingTimeInterval(fraction) }
     }
 }
+
+/// A json or jsonb column's value, as it came.
+public indirect enum RecordsJSON: Codable, Sendable, Equatable {
+    case string(String), number(Double), bool(Bool), null
+    case array([RecordsJSON])
+    case object([String: RecordsJSON])
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() { self = .null }
+        else if let value = try? container.decode(Bool.self) { self = .bool(value) }
+        else if let value = try? container.decode(Double.self) { self = .number(value) }
+        else if let value = try? container.decode(String.self) { self = .string(value) }
+        else if let value = try? container.decode([RecordsJSON].self) { self = .array(value) }
+        else { self = .object(try container.decode([String: RecordsJSON].self)) }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .string(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .bool(let value): try container.encode(value)
+        case .null: try container.encodeNil()
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}

@@ -2,7 +2,7 @@
 /// server (parser dispatch, role checks, read batching, HELP) and by the CLI (completion,
 /// script pipelining): one table, no switch elsewhere that repeats it.
 public enum Verb: String, CaseIterable, Sendable {
-    case help = "HELP", ping = "PING", quit = "QUIT", info = "INFO"
+    case help = "HELP", ping = "PING", quit = "QUIT", info = "INFO", format = "FORMAT"
     case entities = "ENTITIES", describe = "DESCRIBE"
     case insert = "INSERT", update = "UPDATE", delete = "DELETE", upsert = "UPSERT"
     case changes = "CHANGES", save = "SAVE", rollback = "ROLLBACK"
@@ -49,6 +49,12 @@ public enum Verb: String, CaseIterable, Sendable {
             example: "QUIT",
             role: nil, access: .session, batchable: false, barrier: true,
             completes: .nothing, keywords: []),
+        .format: VerbFacts(
+            syntax: "FORMAT TEXT | FORMAT JSON",
+            summary: "how ENTITIES, DESCRIBE, INFO, EXPLAIN and SAVE's ids print: aligned text for people (the default), or one JSON object a line for programs",
+            example: "FORMAT JSON",
+            role: nil, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: ["TEXT", "JSON"]),
         .info: VerbFacts(
             syntax: "INFO",
             summary: "server version, uptime, sessions, database, pool, and this session's unit of work",

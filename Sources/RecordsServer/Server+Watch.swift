@@ -146,7 +146,8 @@ extension Server {
     func startLedgers(for connection: ClientConnection) {
         let model = context.model
         for entity in connection.session.watches.keys where model.entity(named: entity)?.hasRowSecurity == true {
-            let ledger = join(connection, LedgerKey(identity: connection.session.identity, entity: entity))
+            let seed = connection.session.takeWatchSeed(entity)
+            let ledger = join(connection, LedgerKey(identity: connection.session.identity, entity: entity), seed: seed)
             if ledger.needsDrain() { drain(ledger) }
         }
     }
@@ -155,7 +156,7 @@ extension Server {
     /// sessions still watches gets a new one: what its user sees is read again, never taken
     /// from a ledger that heard nothing while no one watched.
     @discardableResult
-    func join(_ connection: ClientConnection, _ key: LedgerKey) -> VisibilityLedger {
+    func join(_ connection: ClientConnection, _ key: LedgerKey, seed: WatchSeed? = nil) -> VisibilityLedger {
         var users = ledgerUsers[key] ?? []
         if !users.contains(connection.id) {
             users = users.filter { id in
@@ -167,7 +168,7 @@ extension Server {
             ledgerUsers[key] = users
         }
         if let ledger = ledgers[key] { return ledger }
-        let ledger = VisibilityLedger(identity: key.identity, entity: key.entity)
+        let ledger = VisibilityLedger(identity: key.identity, entity: key.entity, seed: seed)
         ledgers[key] = ledger
         return ledger
     }

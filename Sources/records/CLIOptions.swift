@@ -11,6 +11,8 @@ struct CLIOptions {
         case script(path: String?)
         case export(entity: String, predicate: String?)
         case importFile(entity: String, path: String)
+        /// `records codegen swift [entity ...]`.
+        case codegen(entities: [String])
     }
 
     var host = "localhost"
@@ -30,6 +32,7 @@ struct CLIOptions {
                records [options] -f script.rec           run a script (also: records < script.rec)
                records [options] export ENTITY [--where PREDICATE] > file.csv
                records [options] import ENTITY file.csv
+               records [options] codegen swift [ENTITY ...] > Models.swift   RecordsClient structs
 
         options:
           -H, --host HOST        server host (default localhost)
@@ -111,6 +114,7 @@ struct CLIOptions {
         switch (rest.first, rest.count) {
         case ("export"?, 2): options.mode = .export(entity: rest[1], predicate: predicate)
         case ("import"?, 3): options.mode = .importFile(entity: rest[1], path: rest[2])
+        case ("codegen"?, _) where rest.count >= 2 && rest[1] == "swift": options.mode = .codegen(entities: Array(rest.dropFirst(2)))
         case (nil, _):
             if let command { options.mode = .command(command) } else if let script { options.mode = .script(path: script) } else if isatty(STDIN_FILENO) == 0 {
                 options.mode = .script(path: nil)

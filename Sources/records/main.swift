@@ -71,6 +71,9 @@ do {
         exit(try Bulk(connection: connection, printer: printer).export(entity: entity, predicate: predicate))
     case .importFile(let entity, let path):
         exit(try Bulk(connection: connection, printer: printer).importFile(entity: entity, path: path))
+    case .codegen(let entities):
+        print(try Codegen(connection: connection).swift(entities: entities), terminator: "")
+        exit(0)
     }
 } catch let error as UsageError {
     FileHandle.standardError.write("records: \(error)\n".data(using: .utf8)!)

@@ -67,6 +67,8 @@ public enum Command: Equatable, Sendable {
     case ping(String?)
     case quit
     case info
+    /// `FORMAT JSON`: data lines of the descriptive verbs as JSON objects.
+    case format(json: Bool)
     case entities
     case describe(String)
     case insert(entity: String, ref: String?, values: [Assignment])
@@ -111,6 +113,7 @@ public enum Command: Equatable, Sendable {
         case .ping: .ping
         case .quit: .quit
         case .info: .info
+        case .format: .format
         case .entities: .entities
         case .describe: .describe
         case .insert: .insert

@@ -46,6 +46,10 @@ public enum CommandParser {
         case .quit: return .quit
         case .starttls: return .startTLS
         case .info: return .info
+        case .format:
+            if t.consumeWord("JSON") { return .format(json: true) }
+            if t.consumeWord("TEXT") { return .format(json: false) }
+            throw t.error("expected TEXT or JSON")
         case .entities: return .entities
         case .describe: return .describe(try t.name("an entity name"))
         case .insert:

@@ -53,7 +53,7 @@ extension Session {
         lines.append("session: s\(id)")
         let changes = unit.current.count
         lines.append("unit: \(changes == 0 ? "no pending changes" : "\(changes) pending change(s)"), \(unit.depth) nested scratchpad(s)")
-        return .ok("recordsd \(ServerContext.version)", lines: lines)
+        return .ok("recordsd \(ServerContext.version)", lines: jsonReplies ? [Self.linesAsObject(lines)] : lines)
     }
 
     func entities(_ model: Model) -> Reply {

@@ -192,6 +192,7 @@ extension Session {
             (sql, parameters) = (select.sql, select.parameters)
         }
         let checksPolicies = role != .admin && model.entities.contains(where: \.hasRowSecurity)
+        let json = jsonReplies
         return database(model) { context in
             if checksPolicies {
                 let json = try context.retryingOnce { try context.connection.query("EXPLAIN (FORMAT JSON) " + sql, parameters).string(0, 0) ?? "" }
@@ -199,8 +200,13 @@ extension Session {
             }
             let plan = try context.retryingOnce { try context.connection.query("EXPLAIN " + sql, parameters) }
             let shown = "[" + parameters.map { $0.map(JSON.quote) ?? "null" }.joined(separator: ",") + "]"
-            let lines = ["sql: " + sql, "parameters: " + shown] + (0..<plan.rowCount).map { plan.string($0, 0) ?? "" }
-            return WorkResult(reply: .ok("plan", lines: lines))
+            let steps = (0..<plan.rowCount).map { plan.string($0, 0) ?? "" }
+            if json {
+                let object = JSON.Value.object([("sql", .string(sql)), ("parameters", .array(parameters.map(JSON.Value.optional))),
+                                                ("plan", .array(steps.map(JSON.Value.string)))])
+                return WorkResult(reply: .ok("plan", lines: [object.text]))
+            }
+            return WorkResult(reply: .ok("plan", lines: ["sql: " + sql, "parameters: " + shown] + steps))
         }
     }
 }

@@ -22,6 +22,7 @@ extension Session {
         let plan = SavePlan(model: model, changes: changes, policy: policy, assigned: unit.assigned, settings: settings)
         let session = id
         let who = self.who
+        let json = jsonReplies
         return .database(DatabaseWork(identity: identity) { context in
             if let uncertain {
                 // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
@@ -51,6 +52,7 @@ extension Session {
             let assigned = result.assigned
             let saved = result.saved
             let pending = result.uncertain
+            if json { reply = Self.savedJSON(reply) }
             return WorkResult(reply: reply) { session in
                 session.unit.assign(assigned)
                 if saved { session.unit.saved() }

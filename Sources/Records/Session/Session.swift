@@ -157,6 +157,14 @@ public final class Session {
     public var secure = false
     /// The signed-in user, nil before AUTH.
     public internal(set) var user: (name: String, role: Role)?
+    /// What a WATCH on an entity with row-level security read of the visible keys, for the
+    /// server to take (`takeWatchSeed`).
+    var watchSeeds: [String: WatchSeed] = [:]
+
+    public func takeWatchSeed(_ entity: String) -> WatchSeed? { watchSeeds.removeValue(forKey: entity) }
+
+    /// FORMAT JSON: descriptive replies as one JSON object a line.
+    public internal(set) var jsonReplies = false
     /// WATCHed entities, with the predicate their changes must match (nil: all).
     public internal(set) var watches: [String: Predicate?] = [:]
     /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not yet tell: the
@@ -276,12 +284,15 @@ public final class Session {
             let dropped = unit.current.count
             return .close(.ok(dropped == 0 ? "bye" : "bye; \(dropped) pending change(s) dropped"))
         case .info: return .reply(info())
+        case .format(let json):
+            jsonReplies = json
+            return .reply(.ok(json ? "format json" : "format text"))
         case .startTLS:
             guard context.tlsAvailable else { throw CommandError(.denied, "TLS is not configured on this server (--tls-cert, --tls-key)") }
             guard !secure else { throw CommandError(.denied, "this connection already uses TLS") }
             return .startTLS(.ok("begin TLS"))
-        case .entities: return .reply(entities(model))
-        case .describe(let name): return .reply(try describe(name, model: model))
+        case .entities: return .reply(jsonReplies ? entitiesJSON(model) : entities(model))
+        case .describe(let name): return .reply(jsonReplies ? describeJSON(try entity(name, model)) : try describe(name, model: model))
         case .insert(let entity, let ref, let values): return .reply(try insert(entity, ref: ref, values, model: model))
         case .update(let entity, let id, let values): return try update(entity, address: id, values, model: model)
         case .delete(let entity, let id): return try delete(entity, address: id, model: model)

@@ -1,5 +1,12 @@
 import Foundation
 
+/// The keys a WATCH's identity could see when it began, read in the WATCH's own work.
+public struct WatchSeed: Sendable {
+    public var keys: Set<RecordKey>
+    /// False when there were more than the ledger remembers.
+    public var complete: Bool
+}
+
 /// WATCH on an entity with row-level security: which committed changes one identity may be
 /// told of. One ledger per identity and entity, however many sessions of that identity watch
 /// it, so the cost grows with the distinct users watching, not with the watching sessions.
@@ -52,10 +59,17 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
     private var known: Set<RecordKey> = []
     private var complete = true
 
-    /// A new ledger, its first work the reading of what the identity sees.
-    public init(identity: Identity, entity: String) {
+    /// A new ledger. `seed`: what the identity saw, read by its WATCH before the reply (so a
+    /// delete right after the reply is judged against it); without one, reading it is the
+    /// ledger's first work.
+    public init(identity: Identity, entity: String, seed: WatchSeed? = nil) {
         self.identity = identity
         self.entityName = entity
+        if let seed {
+            queue = []
+            known = seed.keys
+            complete = seed.complete
+        }
     }
 
     /// Queues a delivery's events; true when the caller must start a drain.

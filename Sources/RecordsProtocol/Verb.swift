@@ -53,7 +53,7 @@ public enum Verb: String, CaseIterable, Sendable {
             syntax: "FORMAT TEXT | FORMAT JSON",
             summary: "how ENTITIES, DESCRIBE, INFO, EXPLAIN and SAVE's ids print: aligned text for people (the default), or one JSON object a line for programs",
             example: "FORMAT JSON",
-            role: nil, access: .session, batchable: false, barrier: false,
+            role: .reader, access: .session, batchable: false, barrier: false,
             completes: .nothing, keywords: ["TEXT", "JSON"]),
         .info: VerbFacts(
             syntax: "INFO",

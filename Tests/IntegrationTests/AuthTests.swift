@@ -119,11 +119,24 @@ import Testing
         let guessers = try (0..<40).map { _ in try server.client() }
         for (index, client) in guessers.enumerated() { try client.write("AUTH root guess-\(index)\n") }
         let answers = try guessers.map { try $0.readReply().status }
-        // Each attempt was counted before its hash was checked: five checked, the rest refused.
+        // Attempts being checked count against the failures left: five checked, the rest told
+        // to wait; the five failures lock root at this address.
         #expect(answers.filter { $0 == "-ERR AUTH invalid user name or password" }.count == 5)
-        #expect(answers.filter { $0.hasPrefix("-ERR AUTH too many failed attempts for root") }.count == 35)
+        #expect(answers.filter { $0.hasPrefix("-ERR AUTH other sign-ins as root from this address are being checked") }.count == 35)
+        #expect(try server.client().send("AUTH root root-password").status.hasPrefix("-ERR AUTH too many failed attempts for root"))
         // The real admin, from another address, is not locked out.
         #expect(try server.client(from: "127.0.0.2").send("AUTH root root-password").status == "+OK signed in as root (admin)")
+    }
+
+    @Test func rightPasswordsInParallelNeverLock() throws {
+        let server = try serverWithUsers(["--auth-lock-after", "5", "--pool-size", "4"])
+        // A program opens eight connections as one user at once: none is locked out.
+        let clients = try (0..<8).map { _ in try server.client() }
+        for client in clients { try client.write("AUTH carol carol-password\n") }
+        let answers = try clients.map { try $0.readReply().status }
+        #expect(answers.allSatisfy { $0 == "+OK signed in as carol (writer)" || $0.hasPrefix("-ERR AUTH other sign-ins as carol") }, "\(answers)")
+        #expect(answers.filter { $0.hasPrefix("+OK") }.count >= 5)
+        #expect(try server.client().send("AUTH carol carol-password").status == "+OK signed in as carol (writer)")
     }
 
     @Test func passwordsAreHashedAndNeverLogged() throws {

@@ -9,6 +9,8 @@ let package = Package(
     dependencies: [.package(name: "recordsd", path: "../..")],
     targets: [
         .executableTarget(name: "DepartmentApp", dependencies: [.product(name: "RecordsClient", package: "recordsd")]),
+        // bench/client_library.sh: GET through the library beside bench/loadgen.c.
+        .executableTarget(name: "GetBench", dependencies: [.product(name: "RecordsClient", package: "recordsd")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -23,9 +23,16 @@ enum RecordDecoding {
         return decoder
     }
 
+    /// One decoder for every call: made once (its set-up costs more than a small record's
+    /// decoding), never changed after, and JSONDecoder's decode keeps its state per call.
+    private final class Shared: @unchecked Sendable {  // `decoder` configured once in init, then only read
+        let decoder = RecordDecoding.decoder()
+    }
+    private static let shared = Shared()
+
     static func decode<T: Decodable>(_ type: T.Type, _ line: String) throws -> T {
         do {
-            return try decoder().decode(T.self, from: Data(line.utf8))
+            return try shared.decoder.decode(T.self, from: Data(line.utf8))
         } catch {
             throw RecordsError.protocolViolation("a \(T.self) could not be decoded from \(line.prefix(200)): \(error)")
         }
@@ -74,5 +81,12 @@ public indirect enum RecordsJSON: Codable, Sendable, Equatable {
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)
         }
+    }
+}
+
+extension WireReply {
+    /// The reply's data lines decoded as records (a FIND's or GET's, sent with `send` or `pipeline`).
+    public func records<T: Decodable>(_ type: T.Type) throws -> [T] {
+        try checked().lines.map { try RecordDecoding.decode(T.self, $0) }
     }
 }

@@ -6,6 +6,8 @@ import Foundation
 /// A blocking TCP socket. Confined to the client's serial queue (never two threads at once).
 final class Socket {
     private var fd: Int32
+    /// Reused by every read (a fresh 64 KiB array a read cost more than the reply's parsing).
+    private var buffer = [UInt8](repeating: 0, count: 65536)
 
     init(host: String, port: Int) throws(RecordsError) {
         var hints = addrinfo()
@@ -49,11 +51,11 @@ final class Socket {
     }
 
     /// Some bytes; empty at the end of the stream.
-    func read() throws(RecordsError) -> [UInt8] {
-        var buffer = [UInt8](repeating: 0, count: 65536)
+    func read() throws(RecordsError) -> ArraySlice<UInt8> {
         while true {
+            let fd = self.fd
             let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if count >= 0 { return Array(buffer.prefix(count)) }
+            if count >= 0 { return buffer[0..<count] }
             if errno == EINTR { continue }
             throw .connection("read: \(String(cString: strerror(errno)))")
         }

@@ -179,7 +179,7 @@ public enum Verb: String, CaseIterable, Sendable {
             syntax: "IMPORT entity [(column, ...)], then CSV lines, then a line with a single .",
             summary: "load CSV (a header line first unless columns are given) in one transaction: all rows or none",
             example: "IMPORT game",
-            role: .writer, access: .writes, batchable: false, barrier: false,
+            role: .writer, access: .writes, batchable: false, barrier: true,
             completes: .entity, keywords: []),
         .starttls: VerbFacts(
             syntax: "STARTTLS",

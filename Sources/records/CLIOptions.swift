@@ -7,7 +7,8 @@ struct CLIOptions {
     enum Format: String { case table, json, csv }
     enum Mode {
         case shell
-        case command(String)
+        /// `-c` given once or more: run in order in one session.
+        case command([String])
         case script(path: String?)
         case export(entity: String, predicate: String?)
         case importFile(entity: String, path: String)
@@ -28,7 +29,8 @@ struct CLIOptions {
 
     static let usage = """
         usage: records [options]                         interactive shell
-               records [options] -c 'COMMAND'            run one command
+               records [options] -c 'COMMAND' [-c ...]   run commands in one session (stops at a failure)
+               records --version
                records [options] -f script.rec           run a script (also: records < script.rec)
                records [options] export ENTITY [--where PREDICATE] > file.csv
                records [options] import ENTITY file.csv
@@ -60,7 +62,11 @@ struct CLIOptions {
           records import employee sales.csv
         """
 
-    static func parse(_ arguments: [String], environment: [String: String]) throws -> CLIOptions {
+    /// The CLI's version: the server's protocol version it was built with.
+    static let version = "0.1.0"
+
+    static func parse(_ given: [String], environment: [String: String]) throws -> CLIOptions {
+        var arguments = given
         var options = CLIOptions()
         if let url = environment["RECORDS_URL"], let parsed = URLComponents(string: url), parsed.scheme == "records" || parsed.scheme == "recordss" {
             if let host = parsed.host, !host.isEmpty { options.host = host }
@@ -76,7 +82,7 @@ struct CLIOptions {
         var rest: [String] = []
         var index = 0
         var script: String?
-        var command: String?
+        var commands: [String] = []
         var predicate: String?
         func value(_ flag: String) throws -> String {
             guard index < arguments.count else { throw UsageError(description: "\(flag) needs a value") }
@@ -84,16 +90,25 @@ struct CLIOptions {
             return arguments[index - 1]
         }
         while index < arguments.count {
-            let argument = arguments[index]
+            var argument = arguments[index]
             index += 1
+            // `--port=7841`: the value after `=` is the next argument.
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                let value = String(argument[argument.index(after: equals)...])
+                argument = String(argument[..<equals])
+                arguments.insert(value, at: index)
+            }
             switch argument {
+            case "--version":
+                print("records \(Self.version)")
+                exit(0)
             case "-H", "--host": options.host = try value(argument)
             case "-p", "--port":
                 let text = try value(argument)
                 guard let port = Int(text), (1...65535).contains(port) else { throw UsageError(description: "--port takes a number from 1 to 65535, not '\(text)'") }
                 options.port = port
             case "-u", "--user": options.user = try value(argument)
-            case "-c", "--command": command = try value(argument)
+            case "-c", "--command": commands.append(try value(argument))
             case "-f", "--file": script = try value(argument)
             case "--where": predicate = try value(argument)
             case "--continue": options.keepGoing = true
@@ -116,7 +131,7 @@ struct CLIOptions {
         case ("import"?, 3): options.mode = .importFile(entity: rest[1], path: rest[2])
         case ("codegen"?, _) where rest.count >= 2 && rest[1] == "swift": options.mode = .codegen(entities: Array(rest.dropFirst(2)))
         case (nil, _):
-            if let command { options.mode = .command(command) } else if let script { options.mode = .script(path: script) } else if isatty(STDIN_FILENO) == 0 {
+            if !commands.isEmpty { options.mode = .command(commands) } else if let script { options.mode = .script(path: script) } else if isatty(STDIN_FILENO) == 0 {
                 options.mode = .script(path: nil)
             }
         default: throw UsageError(description: "unexpected '\(rest.joined(separator: " "))'")

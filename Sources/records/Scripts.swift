@@ -25,8 +25,10 @@ struct ScriptRunner {
                 let number = index + 1
                 index += 1
                 let trimmed = text.trimmingCharacters(in: .whitespaces)
-                if trimmed.isEmpty || trimmed.hasPrefix("--") { continue }
+                // Comments: `-- ...` as in SQL, `# ...` as in shell scripts (no verb starts with #).
+                if trimmed.isEmpty || trimmed.hasPrefix("--") || trimmed.hasPrefix("#") { continue }
                 let verb = trimmed.split(separator: " ").first.map { $0.uppercased() } ?? ""
+                let before = payload
                 payload += trimmed + "\n"
                 if verb == "IMPORT" {
                     while index < lines.count {
@@ -38,11 +40,12 @@ struct ScriptRunner {
                 }
                 segment.append((number, trimmed))
                 if Self.barriers.contains(verb) && !segment.isEmpty {
-                    // The barrier goes alone, after what precedes it succeeded.
+                    // The barrier goes alone (with its data, for IMPORT), after what precedes
+                    // it succeeded: taken back, it starts the next segment.
                     if segment.count > 1 {
-                        let barrier = segment.removeLast()
-                        payload = String(payload.dropLast(barrier.text.utf8.count + 1))
-                        index = barrier.number - 1
+                        segment.removeLast()
+                        payload = before
+                        index = number - 1
                     }
                     break
                 }

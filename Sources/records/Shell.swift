@@ -114,8 +114,10 @@ struct Shell {
     static func pendingCount(after line: String, _ reply: ServerReply, previous: Int) -> Int {
         let verb = line.split(separator: " ").first.map { $0.uppercased() } ?? ""
         if reply.ok && (verb == "SAVE" || verb == "ROLLBACK") { return reply.message == "nothing to save" ? previous : 0 }
-        if let range = reply.message.range(of: #"(\d+) pending"#, options: .regularExpression) {
-            return Int(reply.message[range].split(separator: " ")[0]) ?? previous
+        // The server ends an edit's status with "(N pending)"; a #ref or a value earlier in
+        // the line may hold the same words.
+        if let range = reply.message.range(of: #"\((\d+) pending\)$"#, options: .regularExpression) {
+            return Int(reply.message[range].dropFirst().split(separator: " ")[0]) ?? previous
         }
         if verb == "CHANGES" && reply.ok { return Int(reply.message.split(separator: " ").first ?? "") ?? 0 }
         return previous

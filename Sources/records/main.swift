@@ -50,11 +50,21 @@ do {
     switch options.mode {
     case .shell:
         exit(Shell(connection: connection, printer: printer, options: options).run())
-    case .command(let command):
-        let started = Date()
-        let reply = try connection.send(command)
-        printer.reply(reply, elapsed: Date().timeIntervalSince(started))
-        exit(reply.ok ? 0 : 1)
+    case .command(let commands):
+        var pending = 0
+        for command in commands {
+            let started = Date()
+            let reply = try connection.send(command)
+            printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+            guard reply.ok else { exit(1) }
+            pending = Shell.pendingCount(after: command, reply, previous: pending)
+        }
+        // The session ends here: changes not saved would be dropped without a word.
+        if pending > 0 {
+            printer.note("records: \(pending) pending change(s) not saved: the session ends with the command; add -c SAVE")
+            exit(1)
+        }
+        exit(0)
     case .script(let path):
         let text: String
         if let path {

@@ -121,4 +121,29 @@ import Testing
         #expect(screen.contains("1 unsaved change(s) would be lost: SAVE them, or QUIT again to drop them"))
         #expect(try String(contentsOfFile: home + "/.records_history", encoding: .utf8).contains("INSERT\\040game\\040name=\"shell\""))
     }
+
+    /// Found by users: each failed on the code before its fix.
+    @Test func noWorkLostFromTheCommandLine() throws {
+        let server = try seeded()
+        let port = String(server.port)
+        // A #ref that looks like a count ("#v0 pending") no longer hides the pending change, and
+        // a one-shot session that would drop it says so and fails.
+        let dropped = try records(["-p", port, "-c", #"INSERT game AS #v0 name="Risk""#])
+        #expect(dropped.status == 1)
+        #expect(dropped.error.contains("1 pending change(s) not saved: the session ends with the command; add -c SAVE"), "\(dropped.error)")
+        // Several -c run in one session; --opt=value; --version.
+        let saved = try records(["--port=\(port)", "-c", #"INSERT game name="Go""#, "-c", "SAVE"])
+        #expect(saved.status == 0, "\(saved.error)")
+        #expect(try server.database().query("SELECT count(*) FROM game WHERE name = 'Go'").string(0, 0) == "1")
+        #expect(try records(["--version"]).output == "records 0.1.0\n")
+        // A script that stopped sends nothing after the failure, IMPORT included; # comments.
+        let script = "# games\nINSERT game nme=\"bad\"\nIMPORT game\nname\nBackgammon\n.\nSAVE\n"
+        let stopped = try records(["-p", port], input: script)
+        #expect(stopped.status == 1)
+        #expect(stopped.error.contains("stopped at stdin line 2"), "\(stopped.error)")
+        #expect(try server.database().query("SELECT count(*) FROM game WHERE name = 'Backgammon'").string(0, 0) == "0")
+        let imported = try records(["-p", port], input: "-- games\nIMPORT game\nname\nBackgammon\n.\nCOUNT game\n")
+        #expect(imported.status == 0, "\(imported.error)")
+        #expect(imported.output.contains("imported 1 record"))
+    }
 }

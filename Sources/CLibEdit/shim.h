@@ -1,6 +1,10 @@
 #ifndef CLIBEDIT_SHIM_H
 #define CLIBEDIT_SHIM_H
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700  /* wcwidth */
+#endif
 #include <stdio.h>
+#include <wchar.h>
 #include <editline/readline.h>
 
 /* libedit's and stdio's globals, set through functions: Swift 6 refuses to touch shared
@@ -14,5 +18,9 @@ static inline void clibedit_line_buffered_stdout(void) {
 }
 static inline void clibedit_flush_stdout(void) {
     fflush(stdout);
+}
+/* Columns a terminal gives a character (-1: not printable), under the current LC_CTYPE. */
+static inline int clibedit_wcwidth(unsigned int character) {
+    return wcwidth((wchar_t)character);
 }
 #endif

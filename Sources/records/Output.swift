@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CLibEdit
 import Foundation
 
 /// Prints replies for people (aligned tables) or programs (JSON lines, CSV).
@@ -36,6 +40,38 @@ struct Printer {
         }
     }
 
+    /// Sends `command` and prints its records as they arrive (json, csv): the first one shows
+    /// at once and memory stays flat however many follow. Other lines and the status are then
+    /// printed as `reply` would. Tables need every width first: they go through `reply`.
+    func stream(_ command: String, on connection: ServerConnection, elapsed: () -> Double) throws -> ServerReply {
+        guard format != .table else {
+            let reply = try connection.send(command)
+            self.reply(reply, elapsed: elapsed())
+            return reply
+        }
+        var header: [String]?
+        var others: [String] = []
+        var streamed = 0
+        try connection.write(command + "\n")
+        let reply = try connection.readReply { line in
+            guard line.hasPrefix("{") else { return others.append(line) }
+            streamed += 1
+            if format == .json { return print(line) }
+            let record = JSONObject.parse(line)
+            if header == nil {
+                header = record.map(\.key)
+                print(header!.map(Self.csvField).joined(separator: ","))
+            }
+            print(header!.map { key in
+                guard let value = record.first(where: { $0.key == key })?.value, value != .null else { return "" }
+                return Self.csvField(value.display)
+            }.joined(separator: ","))
+        }
+        let rest = ServerReply(lines: others, status: reply.status)
+        if !rest.ok || streamed == 0 || !others.isEmpty { self.reply(rest, elapsed: elapsed()) }
+        return rest
+    }
+
     func error(_ reply: ServerReply) {
         let text = (reply.lines + ["ERROR " + reply.message]).joined(separator: "\n")
         FileHandle.standardError.write(((errorColor ? "\u{1B}[31m" + text + "\u{1B}[0m" : text) + "\n").data(using: .utf8)!)
@@ -50,16 +86,51 @@ struct Printer {
     /// nil is shown distinctly from an empty string.
     private var nilText: String { color ? "\u{1B}[2m∅\u{1B}[0m" : "∅" }
 
+    /// Columns a terminal gives `text`: wide (CJK, most emoji) characters take two, combining
+    /// marks none (wcwidth, under a UTF-8 locale).
+    static func displayWidth(_ text: String) -> Int {
+        text.unicodeScalars.reduce(0) { $0 + max(0, Int(clibedit_wcwidth($1.value))) }
+    }
+
+    /// A cell's text on one line: line breaks, tabs and other control characters escaped.
+    static func oneLine(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F { out += String(format: "\\x%02x", scalar.value) } else { out.unicodeScalars.append(scalar) }
+            }
+        }
+        return out
+    }
+
     private func table(_ records: [[(key: String, value: JSONObject.Value)]]) {
         var keys: [String] = []
         for record in records { for (key, _) in record where !keys.contains(key) { keys.append(key) } }
         let rows = records.map { record in keys.map { key in record.first { $0.key == key }?.value } }
         let widths = keys.indices.map { column in
-            min(Self.maxWidth, max(keys[column].count, rows.map { ($0[column]?.display ?? "∅").count }.max() ?? 0))
+            min(Self.maxWidth, max(Self.displayWidth(keys[column]), rows.map { Self.displayWidth(Self.oneLine($0[column]?.display ?? "∅")) }.max() ?? 0))
         }
-        func cell(_ text: String, _ width: Int, isNil: Bool = false) -> String {
-            let cut = text.count > width ? String(text.prefix(width - 1)) + "…" : text
-            let padded = cut + String(repeating: " ", count: max(0, width - cut.count))
+        func cell(_ raw: String, _ width: Int, isNil: Bool = false) -> String {
+            let text = Self.oneLine(raw)
+            var cut = text
+            if Self.displayWidth(text) > width {
+                // Characters while they fit in width - 1 columns, then the ellipsis.
+                cut = ""
+                var used = 0
+                for character in text {
+                    let w = Self.displayWidth(String(character))
+                    if used + w > width - 1 { break }
+                    cut.append(character)
+                    used += w
+                }
+                cut += "…"
+            }
+            let padded = cut + String(repeating: " ", count: max(0, width - Self.displayWidth(cut)))
             return isNil ? (color ? "\u{1B}[2m" + padded + "\u{1B}[0m" : padded) : padded
         }
         print(keys.indices.map { cell(keys[$0], widths[$0]) }.joined(separator: " │ "))

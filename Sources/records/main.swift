@@ -9,6 +9,8 @@ import TLS
 // 2 usage error, 3 could not connect or sign in.
 signal(SIGPIPE, SIG_IGN)
 clibedit_line_buffered_stdout()
+// Character widths (tables) need a UTF-8 locale, whatever the environment's is.
+if setlocale(LC_CTYPE, "") == nil || String(cString: nl_langinfo(nl_item(CODESET))) != "UTF-8" { _ = setlocale(LC_CTYPE, "C.UTF-8") }
 let environment = ProcessInfo.processInfo.environment
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.contains("-h") || arguments.contains("--help") {
@@ -54,8 +56,7 @@ do {
         var pending = 0
         for command in commands {
             let started = Date()
-            let reply = try connection.send(command)
-            printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+            let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
             guard reply.ok else { exit(1) }
             pending = Shell.pendingCount(after: command, reply, previous: pending)
         }

@@ -146,4 +146,17 @@ import Testing
         #expect(imported.status == 0, "\(imported.error)")
         #expect(imported.output.contains("imported 1 record"))
     }
+
+    @Test func tablesMeasureWhatTheTerminalShows() throws {
+        let server = try seeded()
+        try server.database().execute("INSERT INTO department (id, name, number, phone) VALUES (3, '東京支社', 30, E'a\\tb\\nc')")
+        let table = try records(["-p", String(server.port), "--format", "table", "-c", "FIND department WHERE number >= 20 ORDER BY id"])
+        let lines = table.output.split(separator: "\n").map(String.init)
+        // Two columns a CJK character; a tab and a line break escaped, the row on one line.
+        #expect(lines[3] == "3  │ 東京支社                         │ 30     │ a\\tb\\nc", "\(lines)")
+        #expect(lines.count == 5)
+        // Streaming formats print what arrives, the same as before.
+        let csv = try records(["-p", String(server.port), "--format", "csv", "-c", "FIND department WHERE number == 30"])
+        #expect(csv.output == "id,name,number,phone\n3,東京支社,30,\"a\tb\nc\"\n")
+    }
 }

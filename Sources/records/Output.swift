@@ -189,6 +189,10 @@ enum JSONObject {
             return j
         }
         func decode(_ range: Range<Int>) -> String {
+            // Most strings hold no escape: the text between the quotes, without a JSON parser.
+            if range.count >= 2, chars[range.lowerBound] == 34, !chars[range].contains(92) {
+                return String(decoding: chars[(range.lowerBound + 1)..<(range.upperBound - 1)], as: UTF8.self)
+            }
             let text = String(decoding: chars[range], as: UTF8.self)
             return (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: .fragmentsAllowed)) as? String ?? text
         }

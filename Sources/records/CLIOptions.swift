@@ -31,6 +31,7 @@ struct CLIOptions {
         usage: records [options]                         interactive shell
                records [options] -c 'COMMAND' [-c ...]   run commands in one session (stops at a failure)
                records --version
+               records [options] records://user@host:port ...   (also --url URL, RECORDS_URL)
                records [options] -f script.rec           run a script (also: records < script.rec)
                records [options] export ENTITY [--where PREDICATE] > file.csv
                records [options] import ENTITY file.csv
@@ -65,19 +66,32 @@ struct CLIOptions {
     /// The CLI's version: the server's protocol version it was built with.
     static let version = "0.1.0"
 
+    /// `records://[user@]host[:port][?tls=require]` or `recordss://...` (TLS from the first
+    /// byte); an IPv6 host in brackets (`records://[::1]:7878`).
+    mutating func apply(url: String, from source: String) throws {
+        guard let parsed = URLComponents(string: url), let scheme = parsed.scheme else {
+            throw UsageError(description: "\(source): '\(url)' is not a URL like records://user@host:7878")
+        }
+        guard scheme == "records" || scheme == "recordss" else {
+            throw UsageError(description: "\(source): the scheme is records:// or recordss://, not \(scheme)://")
+        }
+        if var host = parsed.host, !host.isEmpty {
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            self.host = host
+        }
+        if let port = parsed.port { self.port = port }
+        if let user = parsed.user, !user.isEmpty { self.user = user.removingPercentEncoding ?? user }
+        if scheme == "recordss" {
+            tls = .direct
+        } else if parsed.queryItems?.contains(where: { $0.name == "tls" && $0.value == "require" }) == true {
+            tls = .startTLS
+        }
+    }
+
     static func parse(_ given: [String], environment: [String: String]) throws -> CLIOptions {
         var arguments = given
         var options = CLIOptions()
-        if let url = environment["RECORDS_URL"], let parsed = URLComponents(string: url), parsed.scheme == "records" || parsed.scheme == "recordss" {
-            if let host = parsed.host, !host.isEmpty { options.host = host }
-            if let port = parsed.port { options.port = port }
-            if let user = parsed.user, !user.isEmpty { options.user = user }
-            if parsed.scheme == "recordss" {
-                options.tls = .direct
-            } else if parsed.queryItems?.contains(where: { $0.name == "tls" && $0.value == "require" }) == true {
-                options.tls = .startTLS
-            }
-        }
+        if let url = environment["RECORDS_URL"], !url.isEmpty { try options.apply(url: url, from: "RECORDS_URL") }
         if let ca = environment["RECORDS_TLS_CA"], !ca.isEmpty { options.tlsCA = ca }
         var rest: [String] = []
         var index = 0
@@ -99,6 +113,9 @@ struct CLIOptions {
                 arguments.insert(value, at: index)
             }
             switch argument {
+            case "--url": try options.apply(url: try value(argument), from: "--url")
+            case let url where url.hasPrefix("records://") || url.hasPrefix("recordss://"):
+                try options.apply(url: url, from: "the URL")
             case "--version":
                 print("records \(Self.version)")
                 exit(0)

@@ -159,4 +159,17 @@ import Testing
         let csv = try records(["-p", String(server.port), "--format", "csv", "-c", "FIND department WHERE number == 30"])
         #expect(csv.output == "id,name,number,phone\n3,東京支社,30,\"a\tb\nc\"\n")
     }
+
+    @Test func addressesAsURLs() throws {
+        let server = try seeded()
+        let url = "records://127.0.0.1:\(server.port)"
+        #expect(try records([url, "-c", "PING"]).output == "PONG\n")
+        #expect(try records(["--url", url, "-c", "PING"]).output == "PONG\n")
+        #expect(try records(["-c", "PING"], environment: ["RECORDS_URL": url]).output == "PONG\n")
+        let scheme = try records(["-c", "PING"], environment: ["RECORDS_URL": "http://127.0.0.1:\(server.port)"])
+        #expect(scheme.status == 2 && scheme.error.contains("the scheme is records:// or recordss://, not http://"), "\(scheme)")
+        // An IPv6 address in brackets is the host ::1 (nothing listens there on port 1).
+        let ipv6 = try records(["records://[::1]:1", "-c", "PING"])
+        #expect(ipv6.status == 3 && ipv6.error.contains("::1") && !ipv6.error.contains("unknown host"), "\(ipv6)")
+    }
 }

@@ -41,6 +41,30 @@ public final class Connection {
 
     deinit { close() }
 
+    /// What a server says to a connection attempt, without signing in (libpq's PQping).
+    public enum Answer: Sendable {
+        /// It accepts connections: a failed sign-in was the password's, database's or role's.
+        case accepting
+        /// It answers but accepts none now (starting up, shutting down, too many clients).
+        case rejecting
+        /// Nothing answers (down, unreachable).
+        case noResponse
+        /// The connection string cannot be used: libpq did not try.
+        case badParameters
+    }
+
+    public static func ping(_ conninfo: String) -> Answer {
+        let keywords = ["connect_timeout", "dbname"]
+        let values = ["5", conninfo]
+        let status = withCStrings(keywords) { keys in withCStrings(values) { vals in PQpingParams(keys, vals, 1) } }
+        switch status {
+        case PQPING_OK: return .accepting
+        case PQPING_REJECT: return .rejecting
+        case PQPING_NO_ATTEMPT: return .badParameters
+        default: return .noResponse
+        }
+    }
+
     public func close() {
         if let handle { PQfinish(handle) }
         handle = nil

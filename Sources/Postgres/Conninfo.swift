@@ -8,21 +8,37 @@ public enum Conninfo {
     /// `conninfo` as `key=value` pairs without any secret, for logs and INFO; nil when libpq
     /// cannot read it. Only what was given is shown (no defaults).
     public static func describe(_ conninfo: String) -> String? {
+        guard let options = given(conninfo) else { return nil }
+        return options.map { secret.contains($0.key) ? "\($0.key)=***" : "\($0.key)=\($0.value)" }.joined(separator: " ")
+    }
+
+    /// The options given, in libpq's order; nil when libpq cannot read the string.
+    static func given(_ conninfo: String) -> [(key: String, value: String)]? {
         var error: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(conninfo, &error) else {
             if let error { PQfreemem(error) }
             return nil
         }
         defer { PQconninfoFree(options) }
-        var parts: [String] = []
+        var parts: [(String, String)] = []
         var option = options
         while let keyword = option.pointee.keyword {
-            let key = String(cString: keyword)
-            if let value = option.pointee.val {
-                parts.append(secret.contains(key) ? "\(key)=***" : "\(key)=\(String(cString: value))")
-            }
+            if let value = option.pointee.val { parts.append((String(cString: keyword), String(cString: value))) }
             option += 1
         }
-        return parts.joined(separator: " ")
+        return parts
+    }
+
+    /// Whether no retry can make the string work: libpq cannot read it, or a port is no port.
+    /// (An empty string means libpq's environment variables, and is fine.)
+    public static func isMalformed(_ conninfo: String) -> Bool {
+        guard !conninfo.isEmpty else { return false }
+        guard let options = given(conninfo) else { return true }
+        for (key, value) in options where key == "port" {
+            for port in value.split(separator: ",", omittingEmptySubsequences: false) where !port.isEmpty {
+                guard let number = Int(port), (1...65535).contains(number) else { return true }
+            }
+        }
+        return false
     }
 }

@@ -46,10 +46,23 @@ struct Database {
             switch result {
             case .success(let connection): return connection
             case .failure(let error):
+                // Only a server that does not answer (yet) is worth waiting for: one that
+                // answers and refuses (password, database, role) or a malformed address will
+                // not change by itself.
+                if Conninfo.isMalformed(conninfo) {
+                    throw Refusal(description: "cannot connect to PostgreSQL: the address is malformed (\(error.message))")
+                }
+                switch Connection.ping(conninfo) {
+                case .accepting: throw Refusal(description: "PostgreSQL (\(description)) refused the connection: \(error.message)")
+                case .badParameters: throw Refusal(description: "cannot connect to PostgreSQL: the address is malformed (\(error.message))")
+                case .rejecting, .noResponse: break
+                }
                 guard error.isUnavailable, attempt < seconds else { throw error }
                 if attempt == 0 { Log.warning("waiting for PostgreSQL (\(description)): \(error.message)") }
                 attempt += 1
-                sleep(1)
+                if let signal = Signals.stopRequested(within: 1) {
+                    throw Refusal(description: "signal \(signal) while waiting for PostgreSQL: stopped")
+                }
             }
         }
     }
@@ -202,7 +215,8 @@ struct MigrateCommand {
         let connection = try database.connect()
         let files = try Migrator.load(directory: options.migrations)
         if statusOnly {
-            for row in try Migrator.status(files, connection: connection) {
+            let rows = try Migrator.status(files, connection: connection)
+            for row in rows {
                 let state: String
                 switch row.state {
                 case .applied(let at): state = "applied \(at)"
@@ -211,6 +225,10 @@ struct MigrateCommand {
                 case .missingFile: state = "applied, but its file is missing"
                 }
                 print(String(format: "%04d", row.version) + "  " + row.name.padding(toLength: 28, withPad: " ", startingAt: 0) + "  " + state)
+            }
+            // A changed or missing applied file stops start-up: the status says so by its exit code too.
+            if rows.contains(where: { if case .changed = $0.state { true } else if case .missingFile = $0.state { true } else { false } }) {
+                throw Refusal(description: "applied migrations differ from their files (see above): restore them and add new migrations instead")
             }
             return
         }
@@ -228,11 +246,9 @@ struct UserCommandLine {
         let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let connection = try database.connect()
-        // The server's own schema (users, pgcrypto) comes with the migrations bootstrap; a role
-        // without DDL rights (--no-migrate) relies on the owner having applied them.
-        if options.migrate {
-            _ = try Migrator.migrate(try Migrator.load(directory: options.migrations), connection: connection)
-        }
+        // The server's own schema (users, pgcrypto), never the application's migrations; a role
+        // without DDL rights (--no-migrate) relies on the owner having made it.
+        if options.migrate { try Migrator.bootstrap(connection) }
         do {
             switch arguments {
             case ["list"]:

@@ -22,6 +22,21 @@ enum Signals {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 
+    /// Waits up to `seconds` for SIGINT or SIGTERM (before the handler runs: start-up waits);
+    /// returns the signal, or nil when the time ran out. A SIGHUP meanwhile is dropped.
+    static func stopRequested(within seconds: Int) -> Int32? {
+        var signals = handled()
+        var timeout = timespec(tv_sec: seconds, tv_nsec: 0)
+        let deadline = Date().addingTimeInterval(Double(seconds))
+        while true {
+            let received = sigtimedwait(&signals, nil, &timeout)
+            if received == SIGINT || received == SIGTERM { return received }
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { return nil }
+            timeout = timespec(tv_sec: Int(left), tv_nsec: Int((left - left.rounded(.down)) * 1e9))
+        }
+    }
+
     static func handle(_ handler: @escaping @Sendable (Int32) -> Void) {
         let thread = Thread {
             var signals = handled()

@@ -77,6 +77,19 @@ public enum Migrator {
     public static func migrate(_ files: [MigrationFile], connection: Connection, schema: String = "public") throws -> [MigrationFile] {
         try connection.query("SELECT pg_advisory_lock($1::bigint)", [lockKey])
         defer { _ = try? connection.query("SELECT pg_advisory_unlock($1::bigint)", [lockKey]) }
+        try ownSchema(connection)
+        return try apply(files, connection: connection, schema: schema)
+    }
+
+    /// recordsd's own schema (migration records, save keys and marks, users) and nothing of the
+    /// application's: what `recordsd user ...` needs, without applying anyone's migrations.
+    public static func bootstrap(_ connection: Connection) throws {
+        try connection.query("SELECT pg_advisory_lock($1::bigint)", [lockKey])
+        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1::bigint)", [lockKey]) }
+        try ownSchema(connection)
+    }
+
+    private static func ownSchema(_ connection: Connection) throws {
         try connection.execute("""
             CREATE SCHEMA IF NOT EXISTS records;
             CREATE TABLE IF NOT EXISTS records.schema_migrations (
@@ -111,6 +124,9 @@ public enum Migrator {
         } catch {
             Log.warning("authentication unavailable: cannot create records.users with pgcrypto (\(error))")
         }
+    }
+
+    private static func apply(_ files: [MigrationFile], connection: Connection, schema: String) throws -> [MigrationFile] {
         let applied = try appliedMigrations(connection)
         for file in files {
             guard let record = applied[file.version] else { continue }

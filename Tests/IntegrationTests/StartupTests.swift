@@ -1,0 +1,52 @@
+import Foundation
+import Postgres
+import Testing
+
+/// Start-up as an operator meets it: what cannot fix itself fails at once, in one line.
+@Suite struct StartupTests {
+    @Test func whatWillNotFixItselfFailsAtOnce() throws {
+        let url = try TestEnvironment.freshDatabase()
+        var components = URLComponents(string: url)!
+        components.path = "/no_such_database_here"
+        // PostgreSQL answers and refuses: no 30 s of retries.
+        let missing = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--database", components.string!])
+        #expect(missing.status == 1)
+        #expect(missing.error.contains("refused the connection"), "\(missing.error)")
+        #expect(!missing.error.contains("waiting for PostgreSQL"))
+        // libpq cannot use the address at all.
+        let malformed = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--database", "host=127.0.0.1 port=not-a-port dbname=x"])
+        #expect(malformed.status == 1)
+        #expect(malformed.error.contains("the address is malformed"), "\(malformed.error)")
+    }
+
+    @Test func aSignalEndsTheWaitForPostgreSQL() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: TestEnvironment.recordsdBinary)
+        // Nothing listens on port 1: a server that does not answer is waited for ...
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--database", "postgresql://postgres@127.0.0.1:1/x"]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let waiting = eventually(tries: 100, { (try? String(contentsOf: URL(fileURLWithPath: "/proc/\(process.processIdentifier)/status"), encoding: .utf8)) ?? "" },
+                                 until: { _ in true })
+        #expect(!waiting.isEmpty)
+        Thread.sleep(forTimeInterval: 1.5)
+        // ... until SIGTERM, which it honours at once.
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        #expect(process.terminationStatus == 1)
+        #expect(text.contains("waiting for PostgreSQL") && text.contains("while waiting for PostgreSQL: stopped"), "\(text)")
+    }
+
+    @Test func userCommandsNeverApplyMigrations() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let listed = try runRecordsd(["user", "list", "--database", url, "--migrations", TestEnvironment.migrations])
+        #expect(listed.status == 0, "\(listed.error)")
+        let db = try Connection(url)
+        #expect(try db.query("SELECT count(*) FROM records.schema_migrations").string(0, 0) == "0")
+        #expect(try db.query("SELECT to_regclass('public.employee') IS NULL").bool(0, 0) == true)
+        #expect(try db.query("SELECT to_regclass('records.users') IS NOT NULL").bool(0, 0) == true)
+    }
+}

@@ -170,7 +170,21 @@ struct ServeCommand {
         let watcher = ModelWatcher(conninfo: database.serving, schema: options.schema, context: context)
         watcher.start()
         try server.bind()
-        let stop = server.stopper
+        var endpoints: AdminServer?
+        if let listen = options.adminListen {
+            let serving = database.serving
+            let started = try AdminServer(host: listen.host, port: listen.port, context: context) { Connection.ping(serving) == .accepting }
+            started.start()
+            Log.info("admin endpoints on \(listen.host):\(started.port) (/live, /ready, /metrics)")
+            print("recordsd admin on \(listen.host):\(started.port)")
+            endpoints = started
+        }
+        let draining = endpoints
+        let serverStop = server.stopper
+        let stop: @Sendable () -> Void = {
+            draining?.markStopping()
+            serverStop()
+        }
         let tlsFiles = options.tlsCert.flatMap { cert in options.tlsKey.map { (cert: cert, key: $0) } }
         Signals.handle { signal in
             if signal == SIGHUP {

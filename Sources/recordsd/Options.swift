@@ -41,6 +41,8 @@ struct Options {
     var tlsCert: String?
     var tlsKey: String?
     var tlsListen: (host: String, port: Int)?
+    /// HTTP for operators' tools: /live, /ready, /metrics (off unless given).
+    var adminListen: (host: String, port: Int)?
     var throttle = LoginThrottle.Policy()
     /// `user add` / `user passwd`: the role, and a password read from stdin instead of a prompt.
     var role: Role?
@@ -106,6 +108,9 @@ struct Options {
           --tls-cert FILE          PEM certificate (with its chain) for STARTTLS and --tls-listen
                                    (RECORDSD_TLS_CERT); re-read with the key on SIGHUP
           --tls-key FILE           its PEM private key (RECORDSD_TLS_KEY)
+          --admin-listen HOST:PORT HTTP for operators (off unless given; keep it on loopback or a
+                                   private network): GET /live, /ready (PostgreSQL reachable,
+                                   accepting), /metrics (Prometheus text)
           --tls-listen HOST:PORT   also accept connections that speak TLS from their first byte
                                    (RECORDSD_TLS_LISTEN)
           --insecure-no-tls        allow listening off loopback without TLS, and AUTH in clear
@@ -147,6 +152,7 @@ struct Options {
         if let value = environment["RECORDSD_TLS_CERT"], !value.isEmpty { tlsCert = value }
         if let value = environment["RECORDSD_TLS_KEY"], !value.isEmpty { tlsKey = value }
         if let value = environment["RECORDSD_TLS_LISTEN"], !value.isEmpty { tlsListen = try address(value, "RECORDSD_TLS_LISTEN") }
+        if let value = environment["RECORDSD_ADMIN_LISTEN"], !value.isEmpty { adminListen = try address(value, "RECORDSD_ADMIN_LISTEN") }
         if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
         if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
 
@@ -195,6 +201,7 @@ struct Options {
             case "--tls-cert": tlsCert = try value()
             case "--tls-key": tlsKey = try value()
             case "--tls-listen": tlsListen = try address(try value(), flag)
+            case "--admin-listen": adminListen = try address(try value(), flag)
             case "--auth-delay": throttle.baseDelay = try seconds(try value(), flag)
             case "--auth-lock-after": throttle.lockAfter = try positive(try value(), flag)
             case "--auth-lock-seconds": throttle.lockSeconds = try seconds(try value(), flag)

@@ -21,6 +21,8 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     /// Timeouts of SAVE, IMPORT and EXPORT.
     public var work = WorkSettings()
     public let throttle: LoginThrottle
+    /// What `GET /metrics` reports.
+    public let metrics = Metrics()
     private let lock = NSLock()
     private var requiresAuthentication = false
     private var currentModel: Model
@@ -142,7 +144,7 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         lock.unlock()
     }
 
-    var status: (sessions: Int, pool: ConnectionPool.Statistics?) {
+    public var status: (sessions: Int, pool: ConnectionPool.Statistics?) {
         lock.lock()
         let provider = statusProvider
         lock.unlock()

@@ -23,7 +23,7 @@ extension Session {
         let session = id
         let who = self.who
         let json = jsonReplies
-        return .database(DatabaseWork(identity: identity) { context in
+        return .database(DatabaseWork(identity: identity, counted: counter()) { context in
             if let uncertain {
                 // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
                 // never written twice.

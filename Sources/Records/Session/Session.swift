@@ -1,3 +1,4 @@
+import Foundation
 import Postgres
 import RecordsProtocol
 
@@ -32,15 +33,26 @@ public struct DatabaseWork: Sendable {
     /// What the session takes back when the work could not run at all (the identity could
     /// not be taken): a WATCH registered when it was asked for is withdrawn.
     let undo: (@Sendable (Session) -> Void)?
+    /// Counts the work's outcome (verb, reply, seconds) when it finishes.
+    let counted: (@Sendable (Reply, Double) -> Void)?
 
-    init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+    init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil,
+         counted: (@Sendable (Reply, Double) -> Void)? = nil, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
         self.identity = identity
         self.undo = undo
+        self.counted = counted
         self.body = body
     }
 
     public func run(_ context: WorkContext) -> WorkResult {
+        let started = Date()
+        let result = runUncounted(context)
+        counted?(result.reply, Date().timeIntervalSince(started))
+        return result
+    }
+
+    private func runUncounted(_ context: WorkContext) -> WorkResult {
         context.identity = identity
         do {
             try context.retryingOnce { try context.assumeIdentity() }
@@ -207,7 +219,12 @@ public final class Session {
     var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
     public func handle(_ line: String) -> Step {
+        currentVerb = Verb.of(line)?.rawValue ?? "unknown"
         let step = run(line)
+        switch step {
+        case .reply(let reply), .skipData(let reply): context.metrics.command(currentVerb, outcome: Metrics.outcome(reply))
+        default: break
+        }
         guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
               Verb.of(line) == .import else { return step }
         return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
@@ -229,6 +246,18 @@ public final class Session {
         if current.databaseRole != databaseRole { databaseRole = current.databaseRole }
         return nil
     }
+
+    /// Counts a database work under the verb that started it (SAVE's time too).
+    func counter() -> @Sendable (Reply, Double) -> Void {
+        let metrics = context.metrics, verb = currentVerb
+        return { reply, seconds in
+            metrics.command(verb, outcome: Metrics.outcome(reply))
+            if verb == "SAVE" { metrics.save(seconds: seconds) }
+        }
+    }
+
+    /// The verb of the line being run, for the metrics of the work it starts.
+    var currentVerb = "unknown"
 
     /// The length of the line being run, for the byte limit of the unit of work.
     var lineBytes = 0
@@ -345,7 +374,7 @@ public final class Session {
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
     func database(_ model: Model, hold: DatabaseWork.Hold = .statements, undo: (@Sendable (Session) -> Void)? = nil,
                   _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork(hold: hold, identity: identity, undo: undo) { context in
+        .database(DatabaseWork(hold: hold, identity: identity, undo: undo, counted: counter()) { context in
             do {
                 return try body(context)
             } catch {

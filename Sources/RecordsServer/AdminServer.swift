@@ -1,0 +1,108 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Records
+
+/// `--admin-listen HOST:PORT`: what an operator's tools ask over HTTP, on a thread of its own
+/// (never the event loop's): `GET /live` (the process answers), `GET /ready` (PostgreSQL
+/// reachable and the server accepting), `GET /metrics` (Prometheus text). One request a
+/// connection, answered and closed; anything else is 404 or 405.
+public final class AdminServer: @unchecked Sendable {  // `stopping` guarded by `lock`; the rest immutable
+    private let listener: Listener
+    private let context: ServerContext
+    private let databaseReady: @Sendable () -> Bool
+    private let lock = NSLock()
+    private var stopping = false
+
+    /// The port bound (the one asked, or the one given for port 0).
+    public var port: Int { listener.port }
+
+    public init(host: String, port: Int, context: ServerContext, databaseReady: @escaping @Sendable () -> Bool) throws {
+        listener = try Listener(host: host, port: port, backlog: 64)
+        self.context = context
+        self.databaseReady = databaseReady
+    }
+
+    /// From now on /ready fails: the server is draining (a balancer stops sending clients).
+    public func markStopping() {
+        lock.lock()
+        stopping = true
+        lock.unlock()
+    }
+
+    public func start() {
+        let thread = Thread { [self] in
+            while true {
+                var poller = pollfd(fd: listener.fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 1000) > 0, let client = try? listener.accept() else { continue }
+                serve(client)
+                close(client)
+            }
+        }
+        thread.name = "admin"
+        thread.start()
+    }
+
+    private func serve(_ fd: Int32) {
+        var request: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        // The request line and headers, at most 8 KiB, within 2 s.
+        let deadline = Date().addingTimeInterval(2)
+        while request.count < 8192, !request.containsHeaderEnd {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let left = Int32(max(0, deadline.timeIntervalSinceNow * 1000))
+            guard left > 0, poll(&poller, 1, left) > 0 else { return }
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return }
+            request += buffer[0..<count]
+        }
+        let line = String(decoding: request.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self).split(separator: " ")
+        let (status, body, type) = answer(method: line.first.map(String.init) ?? "", path: line.count > 1 ? String(line[1]) : "")
+        let response = "HTTP/1.1 \(status)\r\nContent-Type: \(type)\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        var bytes = Array(response.utf8)[...]
+        while !bytes.isEmpty {
+            var poller = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+            guard poll(&poller, 1, 2000) > 0 else { return }
+            let sent = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { return }
+            bytes = bytes.dropFirst(sent)
+        }
+    }
+
+    func answer(method: String, path: String) -> (status: String, body: String, type: String) {
+        guard method == "GET" || method == "HEAD" else { return ("405 Method Not Allowed", "GET only\n", "text/plain") }
+        switch path.split(separator: "?").first.map(String.init) ?? path {
+        case "/live":
+            return ("200 OK", "live\n", "text/plain")
+        case "/ready":
+            lock.lock()
+            let draining = stopping
+            lock.unlock()
+            if draining { return ("503 Service Unavailable", "stopping\n", "text/plain") }
+            return databaseReady() ? ("200 OK", "ready\n", "text/plain") : ("503 Service Unavailable", "PostgreSQL unreachable\n", "text/plain")
+        case "/metrics":
+            let status = context.status
+            var gauges: [(String, String, Int)] = [("recordsd_sessions", "Open client sessions.", status.sessions)]
+            if let pool = status.pool {
+                gauges += [("recordsd_pool_size", "PostgreSQL connections the pool may open.", pool.size),
+                           ("recordsd_pool_open", "PostgreSQL connections open.", pool.open),
+                           ("recordsd_pool_busy", "PostgreSQL connections running a job.", pool.busy),
+                           ("recordsd_pool_waiting", "Jobs waiting for a connection.", pool.queued)]
+            }
+            return ("200 OK", context.metrics.render(gauges: gauges), "text/plain; version=0.0.4")
+        default:
+            return ("404 Not Found", "try /live, /ready or /metrics\n", "text/plain")
+        }
+    }
+}
+
+private extension Array where Element == UInt8 {
+    var containsHeaderEnd: Bool {
+        guard count >= 4 else { return false }
+        for index in 0...(count - 4) where self[index] == 13 && self[index + 1] == 10 && self[index + 2] == 13 && self[index + 3] == 10 {
+            return true
+        }
+        return false
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+import Postgres
+import Testing
+
+/// `--admin-listen`: /live, /ready and /metrics as an operator's tools read them.
+@Suite struct AdminEndpointTests {
+    /// Status line and body of `GET path`.
+    func get(_ port: Int, _ path: String) throws -> (status: String, body: [String]) {
+        let http = try LineClient(port: port, readBanner: false)
+        try http.write("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        let lines = try http.readToEnd().map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
+        let blank = lines.firstIndex(of: "") ?? lines.count
+        return (lines.first ?? "", Array(lines.dropFirst(blank + 1)))
+    }
+
+    func adminPort(_ server: TestServer) throws -> Int {
+        let line = try #require(server.log.split(separator: "\n").first { $0.contains("admin endpoints on ") })
+        return try #require(Int(line.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }?.split(separator: ":").last ?? ""))
+    }
+
+    @Test func liveReadyAndMetricsThatMove() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let components = URLComponents(string: url)!
+        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
+        var through = components
+        through.port = proxy.port
+        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]
+        let server = try TestServer(databaseURL: through.string!, arguments: ["--admin-listen", "127.0.0.1:0"])
+        let admin = try adminPort(server)
+        #expect(try get(admin, "/live").status == "HTTP/1.1 200 OK")
+        #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")
+        #expect(try get(admin, "/nothing").status == "HTTP/1.1 404 Not Found")
+        // Known commands move the counters by known amounts.
+        let client = try server.client()
+        for _ in 0..<3 { try client.ok("PING") }
+        #expect(try client.send("GET game 999").status.hasPrefix("-ERR NOT_FOUND"))
+        try client.ok(#"INSERT game name="Counted""#)
+        try client.ok("SAVE")
+        let metrics = try get(admin, "/metrics")
+        #expect(metrics.status == "HTTP/1.1 200 OK")
+        // Every line is a comment (HELP/TYPE) or `name{labels} value` with a number.
+        for line in metrics.body where !line.isEmpty {
+            if line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") { continue }
+            let parts = line.split(separator: " ")
+            #expect(parts.count == 2 && Double(parts[1]) != nil && parts[0].range(of: #"^[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})?$"#, options: .regularExpression) != nil, "\(line)")
+        }
+        for expected in [#"recordsd_commands_total{verb="PING",outcome="ok"} 3"#, #"recordsd_commands_total{verb="GET",outcome="NOT_FOUND"} 1"#,
+                         #"recordsd_commands_total{verb="SAVE",outcome="ok"} 1"#, #"recordsd_commands_total{verb="INSERT",outcome="ok"} 1"#,
+                         "recordsd_save_seconds_count 1", "recordsd_sessions 1", "recordsd_pool_size 3"] {
+            #expect(metrics.body.contains(expected), "\(expected) not in \(metrics.body)")
+        }
+        // PostgreSQL out of reach: not ready; back: ready again.
+        proxy.refuseConnections(true)
+        #expect(try get(admin, "/ready").status == "HTTP/1.1 503 Service Unavailable")
+        proxy.refuseConnections(false)
+        #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")
+    }
+}

@@ -18,6 +18,8 @@ struct Options {
     var dataDirectory = "./.recordsd"
     var poolSize = 4
     var logLevel = Log.Level.info
+    /// `--log-format json`: one JSON object an event.
+    var logJSON = false
     var schema = "public"
     var migrate = true
     var maxSessions = 10_000
@@ -78,6 +80,8 @@ struct Options {
           --pool-size N            PostgreSQL connections shared by all sessions (RECORDSD_POOL_SIZE; default 4)
           --schema NAME            the schema served as entities (RECORDSD_SCHEMA; default public)
           --log-level LEVEL        debug, info, warning or error (RECORDSD_LOG_LEVEL; default info)
+          --log-format FORMAT      text, or json: one object an event with time, level, session
+                                   and message (RECORDSD_LOG_FORMAT; default text)
           --no-migrate             serve without applying pending migrations (RECORDSD_NO_MIGRATE=1)
           --max-sessions N         concurrent sessions (RECORDSD_MAX_SESSIONS; default 10000)
           --max-line-length N      bytes in one request line (RECORDSD_MAX_LINE_LENGTH; default 1048576)
@@ -132,6 +136,7 @@ struct Options {
         if let value = environment["RECORDSD_POOL_SIZE"] { poolSize = try positive(value, "RECORDSD_POOL_SIZE") }
         if let value = environment["RECORDSD_SCHEMA"] { schema = value }
         if let value = environment["RECORDSD_LOG_LEVEL"] { try setLevel(value) }
+        if let value = environment["RECORDSD_LOG_FORMAT"], !value.isEmpty { try setFormat(value) }
         if let value = environment["RECORDSD_NO_MIGRATE"], ["1", "true", "yes"].contains(value.lowercased()) { migrate = false }
         if let value = environment["RECORDSD_MAX_SESSIONS"] { maxSessions = try positive(value, "RECORDSD_MAX_SESSIONS") }
         if let value = environment["RECORDSD_MAX_LINE_LENGTH"] { maxLineLength = try positive(value, "RECORDSD_MAX_LINE_LENGTH") }
@@ -181,6 +186,7 @@ struct Options {
             case "--pool-size": poolSize = try positive(try value(), flag)
             case "--schema": schema = try value()
             case "--log-level": try setLevel(try value())
+            case "--log-format": try setFormat(try value())
             case "--no-migrate": migrate = false
             case "--max-sessions": maxSessions = try positive(try value(), flag)
             case "--max-line-length": maxLineLength = try positive(try value(), flag)
@@ -237,6 +243,14 @@ struct Options {
             throw UsageError(description: "--log-level takes debug, info, warning or error, not '\(text)'")
         }
         logLevel = level
+    }
+
+    mutating func setFormat(_ text: String) throws {
+        switch text.lowercased() {
+        case "text": logJSON = false
+        case "json": logJSON = true
+        default: throw UsageError(description: "--log-format takes text or json, not '\(text)'")
+        }
     }
 
     private func positive(_ text: String, _ name: String) throws -> Int {

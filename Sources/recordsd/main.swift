@@ -31,6 +31,7 @@ do {
     var options = Options()
     try options.parse(&arguments, environment: environment)
     Log.level = options.logLevel
+    Log.json = options.logJSON
     switch arguments {
     case [], ["serve"]:
         try ServeCommand(options: options).run(environment: environment)

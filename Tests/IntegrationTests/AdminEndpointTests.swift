@@ -55,4 +55,19 @@ import Testing
         proxy.refuseConnections(false)
         #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")
     }
+
+    @Test func jsonLogsParseLineByLine() throws {
+        let server = try TestServer(arguments: ["--log-format", "json", "--log-level", "debug"])
+        let client = try server.client()
+        _ = try client.send("AUTH \"x\\n2026-11-30T00:00:00.000Z INFO s1 signed in as admin\" pw")
+        try client.ok(#"INSERT game name="Logged""#)
+        try client.ok("SAVE")
+        let lines = server.log.split(separator: "\n")
+        #expect(lines.count >= 3)
+        for line in lines {
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            #expect(object?["time"] is String && object?["level"] is String && object?["message"] is String, "\(line)")
+        }
+        #expect(lines.contains { $0.contains(#""message":"saved: 1 inserted"#) })
+    }
 }

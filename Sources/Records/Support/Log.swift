@@ -19,6 +19,14 @@ public enum Log {
         set { threshold.store(newValue.rawValue, ordering: .relaxed) }
     }
     private static let threshold = Atomic<Int>(Level.info.rawValue)
+
+    /// `--log-format json`: each event one JSON object (`time`, `level`, `session`, `message`)
+    /// for log collectors; text by default. Set once at start.
+    public static var json: Bool {
+        get { jsonFormat.load(ordering: .relaxed) }
+        set { jsonFormat.store(newValue, ordering: .relaxed) }
+    }
+    private static let jsonFormat = Atomic<Bool>(false)
     private static let lock = NSLock()
 
     public static func debug(_ message: @autoclosure () -> String, session: Int? = nil) { write(.debug, session, message) }
@@ -42,7 +50,10 @@ public enum Log {
         let who = session.map { "s\($0)" } ?? "-"
         // One event a line, always: a line break inside a message (a PostgreSQL error's, a
         // client's text) is escaped, so nothing can forge a line of its own.
-        let line = "\(timestamp()) \(level.name.uppercased()) \(who) \(Reply.singleLine(message()))\n"
+        let line = json
+            ? JSON.Value.object([("time", .string(timestamp())), ("level", .string(level.name)),
+                                 ("session", session.map { .string("s\($0)") } ?? .null), ("message", .string(message()))]).text + "\n"
+            : "\(timestamp()) \(level.name.uppercased()) \(who) \(Reply.singleLine(message()))\n"
         FileHandle.standardError.write(line.data(using: .utf8)!)
     }
 

@@ -105,6 +105,14 @@ public final class Server {
     }
 
     /// Binds the listening socket; after this, clients can connect.
+    /// Whether `host:port` can be listened on now: checked at start, before migrations run, so
+    /// a port in use stops the server before it changes anything. (Port 0 always can.)
+    public static func checkBindable(host: String, port: Int) throws {
+        guard port != 0 else { return }
+        let probe = try Listener(host: host, port: port, backlog: 1)
+        close(probe.fd)
+    }
+
     public func bind() throws {
         let listener = try Listener(host: configuration.host, port: configuration.port)
         self.listener = listener

@@ -72,6 +72,9 @@ struct ServeCommand {
     var options: Options
 
     func run(environment: [String: String]) throws {
+        // A port in use stops the server before it changes anything.
+        try Server.checkBindable(host: options.listenHost, port: options.listenPort)
+        if let tlsListen = options.tlsListen { try Server.checkBindable(host: tlsListen.host, port: tlsListen.port) }
         let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let admin = try database.connect()

@@ -49,4 +49,13 @@ import Testing
         #expect(try db.query("SELECT to_regclass('public.employee') IS NULL").bool(0, 0) == true)
         #expect(try db.query("SELECT to_regclass('records.users') IS NOT NULL").bool(0, 0) == true)
     }
+
+    @Test func aPortInUseStopsStartUpBeforeMigrations() throws {
+        let busy = try TestServer()
+        let url = try TestEnvironment.freshDatabase()
+        let run = try runRecordsd(["serve", "--listen", "127.0.0.1:\(busy.port)", "--database", url, "--migrations", TestEnvironment.migrations])
+        #expect(run.status != 0)
+        #expect(run.error.contains("bind 127.0.0.1:\(busy.port)"), "\(run.error)")
+        #expect(try Connection(url).query("SELECT to_regclass('records.schema_migrations') IS NULL").bool(0, 0) == true)
+    }
 }

@@ -9,12 +9,16 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /build
 COPY Package.swift ./
+# The manifest names the test targets: empty stand-ins here, so editing a test never
+# invalidates the runtime image's build (the test stage copies the real ones).
+RUN for target in RecordsTests RecordsServerTests RecordsClientTests IntegrationTests; do \
+      mkdir -p Tests/$target && touch Tests/$target/Placeholder.swift; done
 COPY Sources Sources
-COPY Tests Tests
 COPY migrations migrations
-# The Swift runtime and Foundation linked in, so the runtime image needs only libpq, libedit and libssl.
-RUN swift build -c release --static-swift-stdlib --product recordsd \
- && swift build -c release --static-swift-stdlib --product records
+# The Swift runtime and Foundation linked in, so the runtime image needs only libpq, libedit and
+# libssl; symbols stripped (-s) for a small image.
+RUN swift build -c release --static-swift-stdlib -Xlinker -s --product recordsd \
+ && swift build -c release --static-swift-stdlib -Xlinker -s --product records
 
 # The integration suite, run by `docker compose run --rm integration` against the stack.
 # PostgreSQL's server binaries are here too: some tests start a cluster of their own.
@@ -22,7 +26,11 @@ FROM build AS test
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql \
  && rm -rf /var/lib/apt/lists/*
-RUN swift build --build-tests
+COPY Tests Tests
+COPY Examples Examples
+RUN rm -f Tests/*/Placeholder.swift \
+ && swift build --build-tests \
+ && swift build --package-path Examples/DepartmentApp
 ENV RECORDSD_BIN=/build/.build/debug/recordsd RECORDS_BIN=/build/.build/debug/records RECORDS_IN_COMPOSE=1
 CMD ["swift", "test", "--skip-build", "--filter", "IntegrationTests"]
 
@@ -35,7 +43,9 @@ COPY --from=build /build/.build/release/recordsd /build/.build/release/records /
 COPY --chown=recordsd migrations /srv/recordsd/migrations
 WORKDIR /srv/recordsd
 USER recordsd
-ENV RECORDSD_LISTEN=0.0.0.0:7878 RECORDSD_MIGRATIONS=/srv/recordsd/migrations
+# The admin listener on loopback: the health check asks /ready (PostgreSQL reachable, not
+# stopping) at whatever port RECORDSD_ADMIN_LISTEN names.
+ENV RECORDSD_LISTEN=0.0.0.0:7878 RECORDSD_MIGRATIONS=/srv/recordsd/migrations RECORDSD_ADMIN_LISTEN=127.0.0.1:9187
 EXPOSE 7878
-HEALTHCHECK --interval=5s --timeout=3s --start-period=10s --retries=12 CMD ["records", "-H", "127.0.0.1", "-c", "PING"]
+HEALTHCHECK --interval=5s --timeout=4s --start-period=10s --retries=12 CMD ["recordsd", "health"]
 CMD ["recordsd", "serve"]

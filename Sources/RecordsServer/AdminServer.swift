@@ -24,6 +24,34 @@ public final class AdminServer: @unchecked Sendable {  // `stopping` guarded by 
         self.databaseReady = databaseReady
     }
 
+    /// `GET path` on an admin listener (`recordsd health`): the status line, nil when nothing
+    /// answers within 3 s.
+    public static func probe(host: String, port: Int, path: String) -> String? {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var info: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &info) == 0, let first = info else { return nil }
+        defer { freeaddrinfo(info) }
+        let fd = socket(first.pointee.ai_family, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 3, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) == 0 else { return nil }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n".utf8)
+        guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else { return nil }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !response.contains(10) {
+            let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { break }
+            response += buffer[0..<count]
+        }
+        let line = String(decoding: response.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self)
+        return line.isEmpty ? nil : line
+    }
+
     /// From now on /ready fails: the server is draining (a balancer stops sending clients).
     public func markStopping() {
         lock.lock()

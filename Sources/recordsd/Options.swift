@@ -54,6 +54,7 @@ struct Options {
     static let usage = """
         usage: recordsd [serve] [options]        run the server (applies pending migrations first)
                recordsd migrate [options]        apply pending migrations and exit
+               recordsd health [options]         exit 0 when the admin listener says /ready (a health check)
                recordsd migrate status [options] list migrations and whether each is applied
                recordsd user add NAME --role reader|writer|admin [--db-role R] [options]
                recordsd user passwd NAME | user remove NAME | user list [options]

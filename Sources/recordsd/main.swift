@@ -4,6 +4,7 @@ import Glibc
 import CSystem
 import Foundation
 import Records
+import RecordsServer
 
 Signals.block()
 raiseFileLimit()
@@ -39,6 +40,13 @@ do {
         try MigrateCommand(options: options, statusOnly: false).run(environment: environment)
     case ["migrate", "status"]:
         try MigrateCommand(options: options, statusOnly: true).run(environment: environment)
+    case ["health"]:
+        // A container's health check: the admin listener's /ready, exit 0 when ready.
+        guard let admin = options.adminListen else { throw UsageError(description: "health needs --admin-listen or RECORDSD_ADMIN_LISTEN") }
+        let host = admin.host == "0.0.0.0" || admin.host == "*" ? "127.0.0.1" : admin.host == "::" ? "::1" : admin.host
+        let answer = AdminServer.probe(host: host, port: admin.port, path: "/ready")
+        print(answer ?? "no answer from \(host):\(admin.port)")
+        exit(answer?.hasPrefix("HTTP/1.1 200") == true ? 0 : 1)
     case let args where args.first == "user":
         try UserCommandLine(options: options, arguments: Array(args.dropFirst())).run(environment: environment)
     default:

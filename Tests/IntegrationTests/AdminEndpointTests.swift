@@ -49,9 +49,14 @@ import Testing
                          "recordsd_save_seconds_count 1", "recordsd_sessions 1", "recordsd_pool_size 3"] {
             #expect(metrics.body.contains(expected), "\(expected) not in \(metrics.body)")
         }
-        // PostgreSQL out of reach: not ready; back: ready again.
+        // PostgreSQL out of reach: not ready; back: ready again. `recordsd health` (the
+        // container's health check) follows /ready.
+        let health = { try runRecordsd(["health", "--admin-listen", "127.0.0.1:\(admin)"]) }
+        #expect(try health().status == 0)
         proxy.refuseConnections(true)
         #expect(try get(admin, "/ready").status == "HTTP/1.1 503 Service Unavailable")
+        let unhealthy = try health()
+        #expect(unhealthy.status == 1 && unhealthy.output == "HTTP/1.1 503 Service Unavailable\n", "\(unhealthy)")
         proxy.refuseConnections(false)
         #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")
     }

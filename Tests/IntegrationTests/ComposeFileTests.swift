@@ -19,13 +19,14 @@ import Testing
         for file in ["postgres_password", "app_db_password", "admin_password", "owner_database_url", "app_database_url", "tls.pem", "tls.key", "ca.pem"] {
             #expect(FileManager.default.fileExists(atPath: secrets + "/" + file), "\(file)")
         }
-        func compose(_ arguments: [String], secrets: String? = secrets) throws -> (Int32, String) {
+        func compose(_ arguments: [String], secrets: String? = secrets, environment extra: [String: String] = [:]) throws -> (Int32, String) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
             process.arguments = ["-f", TestEnvironment.root + "/docker-compose.yml"] + arguments
             process.currentDirectoryURL = URL(fileURLWithPath: TestEnvironment.root)
             var environment = ProcessInfo.processInfo.environment
             environment["RECORDS_SECRETS"] = secrets
+            for (key, value) in extra { environment[key] = value }
             process.environment = environment
             let out = Pipe()
             process.standardOutput = out
@@ -45,6 +46,15 @@ import Testing
         let (_, config) = try compose(["--profile", "test", "config"])
         #expect(config.contains("RECORDS_SECOND_URL: records://admin@recordsd-2:7878?tls=require"))
         #expect(config.contains("condition: service_healthy"))
+        // What keeps it running: every long-running service restarts, its logs rotate,
+        // PostgreSQL is checked over TCP, replicas get more than --shutdown-grace to stop.
+        #expect(config.components(separatedBy: "restart: unless-stopped").count - 1 == 3)
+        #expect(config.components(separatedBy: "max-size: 10m").count - 1 == 3)
+        #expect(config.contains("pg_isready -h 127.0.0.1 -U records -d records"))
+        #expect(config.components(separatedBy: "stop_grace_period: 30s").count - 1 == 2)
+        // Your own migrations, mounted for the migrate service.
+        let mounted = try compose(["config"], environment: ["RECORDS_MIGRATIONS_DIR": "/srv/my-migrations"]).1
+        #expect(mounted.contains("/srv/my-migrations:/srv/recordsd/migrations:ro"), "\(mounted)")
         // No password in the file itself: each comes from a secret.
         let file = try String(contentsOfFile: TestEnvironment.root + "/docker-compose.yml", encoding: .utf8)
         #expect(!file.contains("PASSWORD:") && !file.contains("change-this-password"))
@@ -54,9 +64,13 @@ import Testing
     @Test func theDockerfileRunsUnprivilegedWithAHealthcheck() throws {
         let dockerfile = try String(contentsOfFile: TestEnvironment.root + "/Dockerfile", encoding: .utf8)
         #expect(dockerfile.contains("USER recordsd"))
-        #expect(dockerfile.contains("HEALTHCHECK"))
-        #expect(dockerfile.contains("--static-swift-stdlib"))
+        #expect(dockerfile.contains(#"HEALTHCHECK --interval=5s --timeout=4s --start-period=10s --retries=12 CMD ["recordsd", "health"]"#))
+        #expect(dockerfile.contains("RECORDSD_ADMIN_LISTEN=127.0.0.1:9187"))
+        #expect(dockerfile.contains("--static-swift-stdlib -Xlinker -s"))
         #expect(dockerfile.contains("FROM build AS test"))
+        // The runtime image's build never reads Tests/: only the test stage copies them.
+        let runtimeBuild = dockerfile.components(separatedBy: "FROM build AS test")[0]
+        #expect(!runtimeBuild.contains("COPY Tests"))
         // The image's migrations and the stack's suite are this repository's.
         #expect(dockerfile.contains("COPY --chown=recordsd migrations"))
     }

@@ -42,7 +42,10 @@ extension Server {
         if watching == nil {
             // Rights as the users table says now: a removed user's session hears nothing more.
             for connection in connections.values where !connection.session.watches.isEmpty {
-                if let signedOut = connection.session.followUsersTable() { connection.push("signed-out " + signedOut.statusMessage) }
+                if let signedOut = connection.session.followUsersTable() {
+                    connection.push("signed-out " + signedOut.statusMessage)
+                    if !connection.busy { service(connection) }
+                }
             }
         }
         let sessions = watching ?? connections.values.filter { !$0.session.watches.isEmpty }

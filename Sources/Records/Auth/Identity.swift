@@ -44,7 +44,9 @@ extension Connection {
     /// already does. A connection inside a transaction has it rolled back first: a setting
     /// made in a transaction that later rolls back would be undone with it.
     public func assume(_ identity: Identity) throws(PostgresError) {
-        guard settingsTag != identity.tag else { return }
+        // A database role is taken again every time: one dropped since (its OID dangling on the
+        // connection) must refuse clearly, not fail later as another error.
+        guard settingsTag != identity.tag || identity.databaseRole != nil else { return }
         settingsTag = nil
         if inTransaction { try execute("ROLLBACK") }
         // One statement: when the role cannot be taken, no setting changes either.

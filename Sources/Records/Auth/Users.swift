@@ -39,6 +39,9 @@ public enum Users {
     public struct Grant: Sendable, Equatable {
         public var role: Role
         public var databaseRole: String?
+        /// When the user was added: a user removed and added again is another user, and the
+        /// sessions of the first are signed out.
+        public var since = ""
     }
 
     public static func count(_ connection: Connection) throws -> Int {
@@ -89,11 +92,11 @@ public enum Users {
     /// server with --no-migrate may face a users table from before it.
     public static func roles(_ connection: Connection) throws -> [String: Grant] {
         guard try connection.query("SELECT to_regclass('records.users') IS NOT NULL").bool(0, 0) == true else { return [:] }
-        let result = try connection.query("SELECT name, role, to_jsonb(u) ->> 'db_role' FROM records.users u")
+        let result = try connection.query("SELECT name, role, to_jsonb(u) ->> 'db_role', created_at::text FROM records.users u")
         var roles: [String: Grant] = [:]
         for row in 0..<result.rowCount {
             if let name = result.string(row, 0), let role = result.string(row, 1).flatMap(Role.init(name:)) {
-                roles[name] = Grant(role: role, databaseRole: result.string(row, 2))
+                roles[name] = Grant(role: role, databaseRole: result.string(row, 2), since: result.string(row, 3) ?? "")
             }
         }
         return roles
@@ -112,7 +115,7 @@ public enum Users {
     /// bcrypt work as a known one, so timing does not tell whether a user exists.
     public static func verify(_ name: String, password: String, _ connection: Connection) throws -> Grant? {
         let result = try connection.query("""
-            SELECT u.role, u.password_hash = crypt($2, u.password_hash), to_jsonb(u) ->> 'db_role'
+            SELECT u.role, u.password_hash = crypt($2, u.password_hash), to_jsonb(u) ->> 'db_role', u.created_at::text
             FROM (SELECT 1) AS one LEFT JOIN records.users u ON u.name = $1
             """, [name, password])
         guard let roleName = result.string(0, 0) else {
@@ -120,7 +123,7 @@ public enum Users {
             return nil
         }
         guard result.bool(0, 1) == true, let role = Role(name: roleName) else { return nil }
-        return Grant(role: role, databaseRole: result.string(0, 2))
+        return Grant(role: role, databaseRole: result.string(0, 2), since: result.string(0, 3) ?? "")
     }
 
     /// A bcrypt hash of nothing in particular, cost 10, for unknown names.

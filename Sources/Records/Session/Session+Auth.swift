@@ -30,6 +30,7 @@ extension Session {
             return WorkResult(reply: .ok("signed in as \(name) (\(role.name)\(as_))")) { session in
                 session.user = (name, role)
                 session.databaseRole = grant.databaseRole
+                session.signedInSince = grant.since
             }
         }
     }

@@ -28,16 +28,21 @@ extension Session {
             } catch {
                 return WorkResult(reply: ErrorMapping.map(error, model: model).reply, apply: restore)
             }
-            try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: shared.watchedEntities, context.connection) }
             let reply = Reply.ok("watching \(name)" + (predicate == nil ? "" : " where the predicate matches"))
-            guard entity.hasRowSecurity else { return WorkResult(reply: reply) }
-            // What this user sees now, read before the reply: a delete right after it is judged
-            // against this (the server's ledger for the user takes it).
-            let read = QueryBuilder.visible(entity, limit: VisibilityLedger.rememberedKeys + 1, model: model)
-            let rows = try context.connection.query(read.sql, read.parameters)
-            let keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<rows.columnCount).map { rows.string(row, $0) ?? "" }) }
-            let seed = WatchSeed(keys: Set(keys.prefix(VisibilityLedger.rememberedKeys)), complete: keys.count <= VisibilityLedger.rememberedKeys)
-            return WorkResult(reply: reply) { session in session.watchSeeds[name] = seed }
+            do {
+                try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: shared.watchedEntities, context.connection) }
+                guard entity.hasRowSecurity else { return WorkResult(reply: reply) }
+                // What this user sees now, read before the reply: a delete right after it is
+                // judged against this (the server's ledger for the user takes it).
+                let read = QueryBuilder.visible(entity, limit: VisibilityLedger.rememberedKeys + 1, model: model)
+                let rows = try context.connection.query(read.sql, read.parameters)
+                let keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<rows.columnCount).map { rows.string(row, $0) ?? "" }) }
+                let seed = WatchSeed(keys: Set(keys.prefix(VisibilityLedger.rememberedKeys)), complete: keys.count <= VisibilityLedger.rememberedKeys)
+                return WorkResult(reply: reply) { session in session.watchSeeds[name] = seed }
+            } catch {
+                // Not registered, or what the user sees could not be read: not watching.
+                return WorkResult(reply: ErrorMapping.map(error, model: model, connection: context.connection).reply, apply: restore)
+            }
         }
     }
 

@@ -195,6 +195,8 @@ public final class Session {
 
     /// The PostgreSQL role the signed-in user's work runs as, when the user has one.
     public internal(set) var databaseRole: String?
+    /// When the signed-in user was added (`Users.Grant.since`).
+    var signedInSince: String?
 
     /// Who this session's database work runs as, for row-level security.
     public var identity: Identity {
@@ -235,9 +237,10 @@ public final class Session {
     /// command, and before the session is told of a change it watches.
     public func followUsersTable() -> Reply? {
         guard let signedIn = user, let roles = context.roles else { return nil }
-        guard let current = roles[signedIn.name] else {
+        guard let current = roles[signedIn.name], signedInSince == nil || current.since == signedInSince else {
             user = nil
             databaseRole = nil
+            signedInSince = nil
             close()
             Log.info("user \(Log.quoted(signedIn.name)) was removed: session signed out", session: id)
             return .error(.auth, "user \(signedIn.name) no longer exists: this session is signed out; AUTH again")

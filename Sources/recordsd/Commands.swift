@@ -140,6 +140,7 @@ struct ServeCommand {
                                     throttle: LoginThrottle(policy: options.throttle), authenticationRequired: users > 0,
                                     security: security)
         context.roles = roles
+        context.slowCommandMilliseconds = options.logSlow
         var work = WorkSettings()
         work.readTimeout = options.statementTimeout * 1000
         work.saveTimeout = options.saveTimeout * 1000

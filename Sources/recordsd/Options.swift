@@ -20,6 +20,8 @@ struct Options {
     var logLevel = Log.Level.info
     /// `--log-format json`: one JSON object an event.
     var logJSON = false
+    /// `--log-slow MS`: database commands at least this long are logged with their text.
+    var logSlow: Int?
     var schema = "public"
     var migrate = true
     var maxSessions = 10_000
@@ -83,6 +85,9 @@ struct Options {
           --log-level LEVEL        debug, info, warning or error (RECORDSD_LOG_LEVEL; default info)
           --log-format FORMAT      text, or json: one object an event with time, level, session
                                    and message (RECORDSD_LOG_FORMAT; default text)
+          --log-slow MS            log database commands that take MS or longer, with their
+                                   text (AUTH and USER show only the verb) (RECORDSD_LOG_SLOW);
+                                   at debug level every command is logged with its duration
           --no-migrate             serve without applying pending migrations (RECORDSD_NO_MIGRATE=1)
           --max-sessions N         concurrent sessions (RECORDSD_MAX_SESSIONS; default 10000)
           --max-line-length N      bytes in one request line (RECORDSD_MAX_LINE_LENGTH; default 1048576)
@@ -138,6 +143,7 @@ struct Options {
         if let value = environment["RECORDSD_SCHEMA"] { schema = value }
         if let value = environment["RECORDSD_LOG_LEVEL"] { try setLevel(value) }
         if let value = environment["RECORDSD_LOG_FORMAT"], !value.isEmpty { try setFormat(value) }
+        if let value = environment["RECORDSD_LOG_SLOW"], !value.isEmpty { logSlow = try count(value, "RECORDSD_LOG_SLOW") }
         if let value = environment["RECORDSD_NO_MIGRATE"], ["1", "true", "yes"].contains(value.lowercased()) { migrate = false }
         if let value = environment["RECORDSD_MAX_SESSIONS"] { maxSessions = try positive(value, "RECORDSD_MAX_SESSIONS") }
         if let value = environment["RECORDSD_MAX_LINE_LENGTH"] { maxLineLength = try positive(value, "RECORDSD_MAX_LINE_LENGTH") }
@@ -188,6 +194,7 @@ struct Options {
             case "--schema": schema = try value()
             case "--log-level": try setLevel(try value())
             case "--log-format": try setFormat(try value())
+            case "--log-slow": logSlow = try count(try value(), flag)
             case "--no-migrate": migrate = false
             case "--max-sessions": maxSessions = try positive(try value(), flag)
             case "--max-line-length": maxLineLength = try positive(try value(), flag)

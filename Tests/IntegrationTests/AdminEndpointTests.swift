@@ -75,4 +75,17 @@ import Testing
         }
         #expect(lines.contains { $0.contains(#""message":"saved: 1 inserted"#) })
     }
+
+    @Test func slowCommandsAreLoggedWithTheirTextSecretsExcepted() throws {
+        let server = try TestServer(arguments: ["--log-slow", "0"])
+        let setup = try server.client()
+        try setup.ok(#"USER ADD carol writer "carol-secret-1""#)
+        let client = try server.client()
+        try client.ok(#"AUTH carol "carol-secret-1""#)
+        try client.ok("COUNT game WHERE name == \"x\"")
+        let log = server.log
+        #expect(log.contains(#"slow command, "#) && log.contains(#": "COUNT game WHERE name == \"x\"""#), "\(log)")
+        #expect(log.contains(": AUTH ..."), "\(log)")
+        #expect(!log.contains("carol-secret-1"))
+    }
 }

@@ -23,6 +23,12 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     public let throttle: LoginThrottle
     /// What `GET /metrics` reports.
     public let metrics = Metrics()
+    /// `--log-slow MS`: database commands at least this long are logged with their text.
+    public var slowCommandMilliseconds: Int? {
+        get { lock.lock(); defer { lock.unlock() }; return slowMilliseconds }
+        set { lock.lock(); slowMilliseconds = newValue; lock.unlock() }
+    }
+    private var slowMilliseconds: Int?
     private let lock = NSLock()
     private var requiresAuthentication = false
     private var currentModel: Model

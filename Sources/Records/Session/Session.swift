@@ -222,6 +222,7 @@ public final class Session {
 
     public func handle(_ line: String) -> Step {
         currentVerb = Verb.of(line)?.rawValue ?? "unknown"
+        lineForLog = line
         let step = run(line)
         switch step {
         case .reply(let reply), .skipData(let reply): context.metrics.command(currentVerb, outcome: Metrics.outcome(reply))
@@ -252,15 +253,33 @@ public final class Session {
 
     /// Counts a database work under the verb that started it (SAVE's time too).
     func counter() -> @Sendable (Reply, Double) -> Void {
-        let metrics = context.metrics, verb = currentVerb
+        let metrics = context.metrics, verb = currentVerb, text = currentText, session = id
+        let slow = context.slowCommandMilliseconds
         return { reply, seconds in
-            metrics.command(verb, outcome: Metrics.outcome(reply))
+            let outcome = Metrics.outcome(reply)
+            metrics.command(verb, outcome: outcome)
             if verb == "SAVE" { metrics.save(seconds: seconds) }
+            let milliseconds = Int((seconds * 1000).rounded())
+            if let slow, milliseconds >= slow {
+                Log.warning("slow command, \(milliseconds) ms, \(outcome): \(text)", session: session)
+            } else {
+                Log.debug("\(verb) \(outcome) in \(milliseconds) ms", session: session)
+            }
         }
+    }
+
+    /// The line being run as logs may show it: a verb that carries a secret (AUTH, USER) shows
+    /// only its verb; long lines are cut.
+    var currentText: String {
+        guard let verb = Verb.of(lineForLog) else { return Log.quoted(String(lineForLog.prefix(40))) }
+        if verb.facts.carriesSecret { return verb.rawValue + " ..." }
+        return Log.quoted(lineForLog.count > 500 ? String(lineForLog.prefix(500)) + "..." : lineForLog)
     }
 
     /// The verb of the line being run, for the metrics of the work it starts.
     var currentVerb = "unknown"
+    /// The line being run, for a slow command's log line (`currentText` redacts it).
+    var lineForLog = ""
 
     /// The length of the line being run, for the byte limit of the unit of work.
     var lineBytes = 0

@@ -19,6 +19,30 @@ static inline void clibedit_line_buffered_stdout(void) {
 static inline void clibedit_flush_stdout(void) {
     fflush(stdout);
 }
+/* Ctrl-C in the shell: noted, never fatal. The handler only sets a flag (async-signal-safe);
+   the shell takes it after readline or a command returns. No SA_RESTART, so a read that waits
+   returns and the flag is seen. */
+#include <signal.h>
+#include <string.h>
+static volatile sig_atomic_t clibedit_interrupted = 0;
+static void clibedit_on_sigint(int signal) { (void)signal; clibedit_interrupted = 1; }
+static inline void clibedit_catch_sigint(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = clibedit_on_sigint;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, NULL);
+    /* A parent may have started us with SIGINT blocked (the mask is inherited across exec). */
+    sigset_t interrupt;
+    sigemptyset(&interrupt);
+    sigaddset(&interrupt, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &interrupt, NULL);
+}
+static inline int clibedit_take_sigint(void) {
+    int was = clibedit_interrupted;
+    clibedit_interrupted = 0;
+    return was;
+}
 /* Columns a terminal gives a character (-1: not printable), under the current LC_CTYPE. */
 static inline int clibedit_wcwidth(unsigned int character) {
     return wcwidth((wchar_t)character);

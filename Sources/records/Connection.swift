@@ -102,6 +102,7 @@ final class ServerConnection {
                 }
                 return Glibc.send(fd, rest.baseAddress!, rest.count, Int32(MSG_NOSIGNAL))
             }
+            if n < 0 && tls == nil && errno == EINTR { continue }  // Ctrl-C in the shell: not a lost connection
             guard n > 0 else { throw ConnectError(description: "the connection to the server was lost") }
             offset += n
         }
@@ -117,13 +118,15 @@ final class ServerConnection {
                 return line
             }
             var chunk = [UInt8](repeating: 0, count: 65536)
+            errno = 0
             let n: Int = chunk.withUnsafeMutableBytes { raw in
                 if let tls {
                     if case .bytes(let count) = tls.read(into: raw) { return count }
-                    return 0
+                    return errno == EINTR ? -1 : 0
                 }
                 return recv(fd, raw.baseAddress!, raw.count, 0)
             }
+            if n < 0 && errno == EINTR { continue }  // Ctrl-C in the shell: not a lost connection
             if n <= 0 { return nil }
             buffer.append(contentsOf: chunk[0..<n])
         }

@@ -63,10 +63,18 @@ struct Shell {
         print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
         var pending = 0
         var warned = false
+        // Ctrl-C drops the line being typed, or the output of the command running; never the shell.
+        clibedit_catch_sigint()
         while true {
             Completions.shared.set(Self.verbs + entities + attributes.values.flatMap { $0 })
             let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
-            guard let raw = readline(prompt) else {
+            let raw = readline(prompt)
+            if clibedit_take_sigint() != 0 {
+                if let raw { free(raw) }
+                print("^C")
+                continue
+            }
+            guard let raw else {
                 if pending > 0 && !warned {
                     printer.note("\n\(pending) unsaved change(s) would be lost: SAVE them, or press Ctrl-D again to leave")
                     warned = true
@@ -78,8 +86,11 @@ struct Shell {
             let line = String(cString: raw).trimmingCharacters(in: .whitespaces)
             free(raw)
             if line.isEmpty { continue }
-            // A line that may hold a password is never kept.
-            if Verb.of(line)?.facts.carriesSecret != true { add_history(line) }
+            // A line that may hold a password is never kept; the rest is written as you go.
+            if Verb.of(line)?.facts.carriesSecret != true {
+                add_history(line)
+                write_history(history)
+            }
             if line.uppercased() == "QUIT" || line.uppercased() == "EXIT" || line == "\\q" {
                 if pending > 0 && !warned {
                     printer.note("\(pending) unsaved change(s) would be lost: SAVE them, or QUIT again to drop them")
@@ -96,7 +107,12 @@ struct Shell {
                 write_history(history)
                 return 3
             }
-            printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+            if clibedit_take_sigint() != 0 {
+                // The server finished the command (the protocol has no cancel): only its output goes.
+                printer.note("^C: output dropped; the command ran: \(reply.ok ? "+OK " : "")\(reply.message)")
+            } else {
+                printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+            }
             pending = Self.pendingCount(after: line, reply, previous: pending)
             // Learn attribute names for completion from DESCRIBE-able entities mentioned.
             let words = line.split(separator: " ")

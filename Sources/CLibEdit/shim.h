@@ -1,10 +1,10 @@
 #ifndef CLIBEDIT_SHIM_H
 #define CLIBEDIT_SHIM_H
-#ifndef _XOPEN_SOURCE
-#define _XOPEN_SOURCE 700  /* wcwidth */
-#endif
 #include <stdio.h>
 #include <wchar.h>
+/* POSIX's wcwidth, declared here: defining _XOPEN_SOURCE to get it would make glibc's headers
+   differ from the ones Swift's Glibc module saw (ucontext_t and friends), a module conflict. */
+extern int wcwidth(wchar_t character);
 #include <editline/readline.h>
 
 /* libedit's and stdio's globals, set through functions: Swift 6 refuses to touch shared

@@ -69,7 +69,7 @@ import Testing
     @Test func clientsThatStopReadingGiveTheirConnectionsBack() throws {
         // The stall is long enough for the quick client's work, however loaded the machine (a CI run
         // sharing two cores with a build once took more than 15 s).
-        let server = try TestServer(arguments: ["--pool-size", "4", "--reply-stall", "40"])
+        let server = try TestServer(arguments: ["--pool-size", "4", "--reply-stall", "30"])
         let db = try server.database()
         try db.execute("INSERT INTO employee (first_name, last_name, gender) SELECT 'f' || i, repeat('x', 1000), 1 FROM generate_series(1, 40000) i")
         // A client whose work has been quick ...
@@ -89,16 +89,16 @@ import Testing
         #expect(try honest.send(#"INSERT game name="meanwhile""#).ok)
         #expect(try honest.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
         #expect(try scalar(db, inTransaction) == "3")
-        // Past the stall (no byte taken for 40 s), the FINDs stop (the fourth after its turn)
+        // Past the stall (no byte taken for 30 s), the FINDs stop (the fourth after its turn)
         // and nothing is left idle in a transaction; each says why.
-        #expect(try eventually(tries: 600, { try scalar(db, inTransaction) }, until: { $0 == "0" }) == "0")
+        #expect(try eventually(tries: 1000, { try scalar(db, inTransaction) }, until: { $0 == "0" }) == "0")
         // The fourth starts the moment the others end: a 0 seen between them is not the end.
         Thread.sleep(forTimeInterval: 1)
-        #expect(try eventually(tries: 600, { try scalar(db, inTransaction) }, until: { $0 == "0" }) == "0")
+        #expect(try eventually(tries: 1000, { try scalar(db, inTransaction) }, until: { $0 == "0" }) == "0")
         for client in stuck {
             var status = ""
             while !status.hasPrefix("+OK") && !status.hasPrefix("-ERR") { status = try client.readLine() ?? "-ERR closed" }
-            #expect(status.hasPrefix("-ERR LIMIT the client read nothing for 40 s: the FIND stopped after"))
+            #expect(status.hasPrefix("-ERR LIMIT the client read nothing for 30 s: the FIND stopped after"))
         }
         #expect(try honest.send("FIND employee LIMIT 1").ok)
     }

@@ -134,8 +134,9 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
                 case .seed: seed(entity, model: model, query: query)
                 case .batch(let batch):
                     for event in batch.events {
-                        let goneLater = Set(deletedAt.filter { $0.value > position }.keys)
-                        judge(event, batch: batch, entity: entity, model: model, goneLater: goneLater, query: query).forEach(emit)
+                        let here = position
+                        judge(event, batch: batch, entity: entity, model: model, deletedLater: { deletedAt[$0].map { $0 > here } ?? false },
+                              query: query).forEach(emit)
                         position += 1
                     }
                 }
@@ -160,15 +161,14 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
     }
 
     /// What the sessions of this identity are told of one event.
-    private func judge(_ event: ChangeFeed.Event, batch: Batch, entity: Entity, model: Model, goneLater: Set<RecordKey>,
+    private func judge(_ event: ChangeFeed.Event, batch: Batch, entity: Entity, model: Model, deletedLater: (RecordKey) -> Bool,
                        query: (String, [String?]) throws -> [[String]]) -> [Output] {
         let changed = event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }
         var outputs: [Output] = []
         let told: [RecordKey]
         var unchecked = 0
-        let before = known
         if event.operation == "deleted" {
-            told = changed.filter { before.contains($0) }
+            told = changed.filter { known.contains($0) }
             if !complete { unchecked = changed.count - told.count }
             for key in changed { known.remove(key) }
         } else {
@@ -177,13 +177,16 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
                 let visible = Set(keys(try query(read.sql, read.parameters), entity))
                 told = changed.filter { visible.contains($0) }
                 for key in changed {
-                    if visible.contains(key) { known.insert(key) } else if !goneLater.contains(key) { known.remove(key) }
+                    if visible.contains(key) { known.insert(key) } else if !deletedLater(key) { known.remove(key) }
                 }
             } catch {
                 Log.warning("WATCH \(entityName): \(changed.count) \(event.operation) event(s) not checked for \(identity.user): \(error)")
                 return [Output(connections: batch.all + batch.filtered.flatMap(\.connections), lines: [], unchecked: changed.count)]
             }
         }
+        // A deleted row the identity could see: among the keys it is told of (never a copy of
+        // everything it sees, which a change would then copy whole).
+        let couldSee = event.operation == "deleted" ? Set(told) : []
         if !batch.all.isEmpty && (!told.isEmpty || unchecked > 0) {
             outputs.append(Output(connections: batch.all, lines: Session.lines(entity, event.operation, told), unchecked: unchecked))
         }
@@ -193,7 +196,7 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
             guard let match = Session.matching(event, predicate, model: model) else { continue }
             do {
                 var matched = keys(try query(match.sql, match.parameters), entity)
-                if event.operation == "deleted" { matched = matched.filter { before.contains($0) } }
+                if event.operation == "deleted" { matched = matched.filter { couldSee.contains($0) } }
                 if !matched.isEmpty || unchecked > 0 {
                     outputs.append(Output(connections: connections, lines: Session.lines(entity, event.operation, matched), unchecked: unchecked))
                 }

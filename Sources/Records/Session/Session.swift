@@ -253,7 +253,7 @@ public final class Session {
 
     /// Counts a database work under the verb that started it (SAVE's time too).
     func counter() -> @Sendable (Reply, Double) -> Void {
-        let metrics = context.metrics, verb = currentVerb, text = currentText, session = id
+        let metrics = context.metrics, verb = currentVerb, line = lineForLog, session = id
         let slow = context.slowCommandMilliseconds
         return { reply, seconds in
             let outcome = Metrics.outcome(reply)
@@ -261,19 +261,19 @@ public final class Session {
             if verb == "SAVE" { metrics.save(seconds: seconds) }
             let milliseconds = Int((seconds * 1000).rounded())
             if let slow, milliseconds >= slow {
-                Log.warning("slow command, \(milliseconds) ms, \(outcome): \(text)", session: session)
+                Log.warning("slow command, \(milliseconds) ms, \(outcome): \(Self.loggable(line))", session: session)
             } else {
                 Log.debug("\(verb) \(outcome) in \(milliseconds) ms", session: session)
             }
         }
     }
 
-    /// The line being run as logs may show it: a verb that carries a secret (AUTH, USER) shows
-    /// only its verb; long lines are cut.
-    var currentText: String {
-        guard let verb = Verb.of(lineForLog) else { return Log.quoted(String(lineForLog.prefix(40))) }
+    /// A line as logs may show it: a verb that carries a secret (AUTH, USER) shows only its
+    /// verb; long lines are cut. Made only when a slow command is logged, never per command.
+    static func loggable(_ line: String) -> String {
+        guard let verb = Verb.of(line) else { return Log.quoted(String(line.prefix(40))) }
         if verb.facts.carriesSecret { return verb.rawValue + " ..." }
-        return Log.quoted(lineForLog.count > 500 ? String(lineForLog.prefix(500)) + "..." : lineForLog)
+        return Log.quoted(line.count > 500 ? String(line.prefix(500)) + "..." : line)
     }
 
     /// The verb of the line being run, for the metrics of the work it starts.

@@ -15,17 +15,18 @@ import RecordsProtocol
 /// statements and, here, identities.)
 public struct Identity: Sendable, Hashable {
     /// The signed-in user's name; empty without one.
-    public var user: String
+    public let user: String
     /// recordsd's role (`reader`, `writer`, `admin`); empty before sign-in.
-    public var role: String
+    public let role: String
     /// The PostgreSQL role the user's work runs as (`USER ADD ... --db-role R`); nil: the
     /// server's own login role.
-    public var databaseRole: String?
+    public let databaseRole: String?
 
     public init(user: String, role: String, databaseRole: String? = nil) {
         self.user = user
         self.role = role
         self.databaseRole = databaseRole
+        tag = "\(user)\u{0}\(role)\u{0}\(databaseRole ?? "")"
     }
 
     /// Sessions where no authentication is in force (loopback, no users) and the server's own
@@ -36,7 +37,8 @@ public struct Identity: Sendable, Hashable {
     public static let anonymous = Identity(user: "", role: "")
 
     /// The identity as one string (the connection's `settingsTag`, a grouping key).
-    public var tag: String { "\(user)\u{0}\(role)\u{0}\(databaseRole ?? "")" }
+    /// Made once: every database step compares it.
+    public let tag: String
 }
 
 extension Connection {

@@ -39,16 +39,15 @@ extension Server {
     /// sessions a turn. A WHERE needs PostgreSQL: its query runs on the pool, once per distinct
     /// query however many sessions watch with the same predicate.
     func deliver(_ delivery: Delivery, from start: Int = 0, watching: [ClientConnection]? = nil) {
-        if watching == nil {
-            // Rights as the users table says now: a removed user's session hears nothing more.
-            for connection in connections.values where !connection.session.watches.isEmpty {
-                if let signedOut = connection.session.followUsersTable() {
-                    connection.push("signed-out " + signedOut.statusMessage)
-                    if !connection.busy { service(connection) }
-                }
-            }
+        // Once a delivery, the watching sessions, each with its rights as the users table says
+        // now: a removed user's session is told and hears nothing more.
+        let sessions = watching ?? connections.values.filter { connection in
+            guard !connection.session.watches.isEmpty else { return false }
+            guard let signedOut = connection.session.followUsersTable() else { return true }
+            connection.push("signed-out " + signedOut.statusMessage)
+            if !connection.busy { service(connection) }
+            return false
         }
-        let sessions = watching ?? connections.values.filter { !$0.session.watches.isEmpty }
         let end = min(sessions.count, start + Self.deliveriesPerTurn)
         var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, identity: Identity, connections: [Int])] = [:]
         var order: [String] = []

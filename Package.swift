@@ -3,7 +3,8 @@ import PackageDescription
 
 // Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ, and
 // Records -> RecordsProtocol (the verb table, no dependencies). The CLI, records, speaks only
-// the protocol: it depends on RecordsProtocol and libedit, not on the server's code.
+// the protocol: it depends on RecordsProtocol and libedit, not on the server's code; so does the
+// library RecordsClient (RecordsProtocol and Foundation only).
 let package = Package(
     name: "recordsd",
     platforms: [.macOS(.v13)],
@@ -33,7 +34,7 @@ let package = Package(
         .target(name: "RecordsProtocol"),
         .target(name: "TLS", dependencies: ["CLibSSL"]),
         // For programs: the protocol over a socket, Foundation only (no server code, no libpq).
-        .target(name: "RecordsClient"),
+        .target(name: "RecordsClient", dependencies: ["RecordsProtocol"]),
         .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
         .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
         .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 
 /// A value a request line can carry: quoted and escaped by the library, never concatenated
 /// by the caller (`find(..., where: "age > %@ AND name == %@", 30, "O\"Neil")`).
@@ -9,24 +10,8 @@ public protocol RecordsLiteral: Sendable {
 
 extension String: RecordsLiteral {
     public func recordsLiteral() throws(RecordsError) -> String {
-        var out = "\""
-        for scalar in unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\0": throw .invalidRequest("a string holds NUL, which the protocol does not carry")
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
+        guard !unicodeScalars.contains("\0") else { throw .invalidRequest("a string holds NUL, which the protocol does not carry") }
+        return quotedString(self)
     }
 }
 

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CLibEdit
 import Foundation
+import RecordsProtocol
 import TLS
 
 // records: the companion CLI of recordsd. Exit status: 0 success, 1 a command failed,
@@ -39,8 +40,7 @@ do {
     if let user = options.user {
         let password = try passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
             ?? askPassword("password for \(user)@\(options.host): ")
-        let quoted = "\"" + password.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-        let reply = try connection.send("AUTH \(user) \(quoted)")
+        let reply = try connection.send("AUTH \(user) \(quotedString(password))")
         guard reply.ok else { throw ConnectError(description: "could not sign in as \(user): \(reply.message)") }
     }
 } catch {

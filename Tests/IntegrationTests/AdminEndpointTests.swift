@@ -19,13 +19,8 @@ import Testing
     }
 
     @Test func liveReadyAndMetricsThatMove() throws {
-        let url = try TestEnvironment.freshDatabase()
-        let components = URLComponents(string: url)!
-        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
-        var through = components
-        through.port = proxy.port
-        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]
-        let server = try TestServer(databaseURL: through.string!, arguments: ["--admin-listen", "127.0.0.1:0"])
+        let (proxy, through, _) = try CutProxy.toFreshDatabase()
+        let server = try TestServer(databaseURL: through, arguments: ["--admin-listen", "127.0.0.1:0"])
         let admin = try adminPort(server)
         #expect(try get(admin, "/live").status == "HTTP/1.1 200 OK")
         #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")

@@ -134,13 +134,8 @@ import Testing
     /// The connection to PostgreSQL dies after COMMIT was sent: whether it committed is asked
     /// of PostgreSQL, and the answer is definitive; a retried SAVE is never written twice.
     @Test func aCommitWhoseAnswerIsLostIsAnsweredExactlyOnce() throws {
-        let url = try TestEnvironment.freshDatabase()
-        let components = URLComponents(string: url)!
-        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
-        var through = components
-        through.port = proxy.port
-        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]  // the proxy reads COMMIT go by
-        let server = try TestServer(databaseURL: through.string!)
+        let (proxy, through, url) = try CutProxy.toFreshDatabase()
+        let server = try TestServer(databaseURL: through)
         let db = try Connection(url)
         let client = try server.client()
         try client.ok(#"INSERT game name="Committed""#)
@@ -161,13 +156,8 @@ import Testing
     }
 
     @Test func anUnsettledCommitKeepsItsUnitApartFromLaterEdits() throws {
-        let url = try TestEnvironment.freshDatabase()
-        let components = URLComponents(string: url)!
-        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
-        var through = components
-        through.port = proxy.port
-        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]  // the proxy reads COMMIT go by
-        let server = try TestServer(databaseURL: through.string!, arguments: ["--pool-size", "1"])
+        let (proxy, through, url) = try CutProxy.toFreshDatabase()
+        let server = try TestServer(databaseURL: through, arguments: ["--pool-size", "1"])
         let db = try Connection(url)
         let client = try server.client()
         #expect(try client.send("COUNT game").status == "+OK 0")  // the pooled connection is open

@@ -8,19 +8,24 @@ import Testing
         (TestEnvironment.environment["RECORDSD_PG_BIN"].map { $0 + "/psql" }) ?? "/usr/bin/psql"
     }
 
-    @Test func theAppRoleServesEverythingButCannotChangeTheSchema() throws {
+    /// A fresh database whose owner (the cluster's superuser) ran app-role.sql, then applied
+    /// the migrations; `app` connects as the role made, `role` is its name (app_...).
+    static func appRoleDatabase() throws -> (owner: String, app: String, role: String) {
         let owner = try TestEnvironment.freshDatabase()
         let role = "app_" + UUID().uuidString.prefix(8).lowercased()
-        // The owner (here the cluster's superuser) grants, then applies the migrations.
-        let grant = try runProcess(Self.psql, [owner, "-v", "ON_ERROR_STOP=1", "-v", "app_role=\(role)", "-v", "app_password=app-secret-1",
-                                               "-v", "owner=postgres", "-f", TestEnvironment.root + "/docker/postgres/app-role.sql"])
-        #expect(grant.status == 0, "\(grant.error)")
+        let grant = try runProcess(psql, [owner, "-v", "ON_ERROR_STOP=1", "-v", "app_role=\(role)", "-v", "app_password=app-secret-1",
+                                          "-v", "owner=postgres", "-f", TestEnvironment.root + "/docker/postgres/app-role.sql"])
+        guard grant.status == 0 else { throw TestFailure("app-role.sql: \(grant.error)") }
         let migrated = try runRecordsd(["migrate", "--database", owner, "--migrations", TestEnvironment.migrations])
-        #expect(migrated.status == 0, "\(migrated.error)")
+        guard migrated.status == 0 else { throw TestFailure("migrate: \(migrated.error)") }
         var components = URLComponents(string: owner)!
         components.user = role
         components.password = "app-secret-1"
-        let app = components.string!
+        return (owner, components.string!, role)
+    }
+
+    @Test func theAppRoleServesEverythingButCannotChangeTheSchema() throws {
+        let (_, app, _) = try Self.appRoleDatabase()
         let server = try TestServer(databaseURL: app, arguments: ["--no-migrate"])
         let client = try server.client()
         let watcher = try server.client()

@@ -14,21 +14,12 @@ import Testing
         let alice: LineClient, bob: LineClient, rita: LineClient, boss: LineClient
 
         init(extraSQL: (String) -> String = { _ in "" }) throws {
-            let ownerURL = try TestEnvironment.freshDatabase()
-            let role = "app_" + UUID().uuidString.prefix(8).lowercased()
-            let grant = try runProcess(LeastPrivilegeTests.psql, [ownerURL, "-v", "ON_ERROR_STOP=1", "-v", "app_role=\(role)", "-v", "app_password=app-secret-1",
-                                                                  "-v", "owner=postgres", "-f", TestEnvironment.root + "/docker/postgres/app-role.sql"])
-            #expect(grant.status == 0, "\(grant.error)")
-            let migrated = try runRecordsd(["migrate", "--database", ownerURL, "--migrations", TestEnvironment.migrations])
-            #expect(migrated.status == 0, "\(migrated.error)")
+            let (ownerURL, app, role) = try LeastPrivilegeTests.appRoleDatabase()
             owner = try Connection(ownerURL)
             let extra = extraSQL(role)
             if !extra.isEmpty { try owner.execute(extra) }
-            var components = URLComponents(string: ownerURL)!
-            components.user = role
-            components.password = "app-secret-1"
             appRole = role
-            let server = try TestServer(databaseURL: components.string!, arguments: ["--no-migrate"])
+            let server = try TestServer(databaseURL: app, arguments: ["--no-migrate"])
             self.server = server
             let setup = try server.client()
             for (name, role) in [("alice", "writer"), ("bob", "writer"), ("rita", "reader"), ("boss", "admin")] {

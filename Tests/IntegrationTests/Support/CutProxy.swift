@@ -53,6 +53,18 @@ final class CutProxy: @unchecked Sendable {  // `mode` and `cuts` guarded by `lo
         close(listener)
     }
 
+    /// A fresh database, and a proxy to its PostgreSQL: `through` is the URL that goes by the
+    /// proxy (plain text, so the proxy reads COMMIT go by), `direct` the one that does not.
+    static func toFreshDatabase() throws -> (proxy: CutProxy, through: String, direct: String) {
+        let url = try TestEnvironment.freshDatabase()
+        let components = URLComponents(string: url)!
+        let proxy = try CutProxy(to: "127.0.0.1", port: components.port ?? 5432)
+        var through = components
+        through.port = proxy.port
+        through.queryItems = [URLQueryItem(name: "sslmode", value: "disable")]
+        return (proxy, through.string!, url)
+    }
+
     /// Arms the next cut (one connection, once).
     func arm(_ mode: Mode) {
         lock.lock()

@@ -105,21 +105,21 @@ public final class Server {
     }
 
     /// Binds the listening socket; after this, clients can connect.
-    /// Whether `host:port` can be listened on now: checked at start, before migrations run, so
-    /// a port in use stops the server before it changes anything. (Port 0 always can.)
-    public static func checkBindable(host: String, port: Int) throws {
-        guard port != 0 else { return }
-        let probe = try Listener(host: host, port: port, backlog: 1)
-        close(probe.fd)
+    /// A port listened on before the server exists: taken first thing at start, so a port in
+    /// use stops the server before migrations change anything; clients that connect meanwhile
+    /// wait in its backlog. `bind` serves it.
+    public struct Reservation {
+        let listener: Listener
+        public init(host: String, port: Int) throws { listener = try Listener(host: host, port: port) }
     }
 
-    public func bind() throws {
-        let listener = try Listener(host: configuration.host, port: configuration.port)
+    public func bind(reserved: Reservation? = nil, reservedTLS: Reservation? = nil) throws {
+        let listener = try reserved?.listener ?? Listener(host: configuration.host, port: configuration.port)
         self.listener = listener
         boundPort = listener.port
         try loop.add(listener.fd, events: Readiness.readable) { [unowned self] _ in self.acceptAll(from: listener, secure: false) }
         if let address = configuration.tlsListen, configuration.tls != nil {
-            let tls = try Listener(host: address.host, port: address.port)
+            let tls = try reservedTLS?.listener ?? Listener(host: address.host, port: address.port)
             tlsListener = tls
             boundTLSPort = tls.port
             try loop.add(tls.fd, events: Readiness.readable) { [unowned self] _ in self.acceptAll(from: tls, secure: true) }

@@ -72,9 +72,9 @@ struct ServeCommand {
     var options: Options
 
     func run(environment: [String: String]) throws {
-        // A port in use stops the server before it changes anything.
-        try Server.checkBindable(host: options.listenHost, port: options.listenPort)
-        if let tlsListen = options.tlsListen { try Server.checkBindable(host: tlsListen.host, port: tlsListen.port) }
+        // The ports first: one in use stops the server before it changes anything.
+        let reserved = try Server.Reservation(host: options.listenHost, port: options.listenPort)
+        let reservedTLS = try options.tlsListen.map { try Server.Reservation(host: $0.host, port: $0.port) }
         let database = try Database.resolve(options, environment: environment)
         defer { database.embedded?.stop() }
         let admin = try database.connect()
@@ -173,7 +173,7 @@ struct ServeCommand {
         // can WATCH, so nothing a watching session should see is taken for history.
         let watcher = ModelWatcher(conninfo: database.serving, schema: options.schema, context: context)
         watcher.start()
-        try server.bind()
+        try server.bind(reserved: reserved, reservedTLS: reservedTLS)
         var endpoints: AdminServer?
         if let listen = options.adminListen {
             let serving = database.serving

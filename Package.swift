@@ -3,8 +3,8 @@ import PackageDescription
 
 // Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ, and
 // Records -> RecordsProtocol (the verb table, no dependencies). The CLI, records, speaks only
-// the protocol: it depends on RecordsProtocol and libedit, not on the server's code; so does the
-// library RecordsClient (RecordsProtocol and Foundation only).
+// the protocol through the library RecordsClient (RecordsProtocol, TLS, Foundation), and
+// libedit; neither depends on the server's code.
 let package = Package(
     name: "recordsd",
     platforms: [.macOS(.v13)],
@@ -33,12 +33,13 @@ let package = Package(
         .target(name: "Postgres", dependencies: ["CLibPQ"]),
         .target(name: "RecordsProtocol"),
         .target(name: "TLS", dependencies: ["CLibSSL"]),
-        // For programs: the protocol over a socket, Foundation only (no server code, no libpq).
-        .target(name: "RecordsClient", dependencies: ["RecordsProtocol"]),
+        // For programs, and the one client in the repo (CLI, tests): the protocol over a socket,
+        // Foundation and the system's OpenSSL for TLS; no server code, no libpq.
+        .target(name: "RecordsClient", dependencies: ["RecordsProtocol", "TLS"]),
         .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
         .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
         .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
-        .executableTarget(name: "records", dependencies: ["RecordsProtocol", "TLS", "CLibEdit"]),
+        .executableTarget(name: "records", dependencies: ["RecordsClient", "RecordsProtocol", "CLibEdit"]),
         .testTarget(name: "RecordsTests", dependencies: ["Records", "RecordsProtocol", "Postgres"]),
         .testTarget(name: "RecordsClientTests", dependencies: ["RecordsClient"]),
         .testTarget(name: "RecordsServerTests", dependencies: ["RecordsServer", "Records"]),

@@ -107,17 +107,12 @@ extension RecordsClient {
     func pushedEvents() -> AsyncThrowingStream<ChangeEvent, Error> {
         AsyncThrowingStream { continuation in
             queue.async { [self] in
-                for line in pushed { if let event = ChangeEvent(line: line) { continuation.yield(event) } }
-                pushed.removeAll()
-                guard let socket else { return continuation.finish() }
+                guard let connection else { return continuation.finish() }
                 do throws(RecordsError) {
-                    while true {
-                        let bytes = try socket.read()
-                        if bytes.isEmpty { return continuation.finish() }
-                        for case .pushed(let line) in try reader.feed(bytes) {
-                            if let event = ChangeEvent(line: line) { continuation.yield(event) }
-                        }
+                    while let line = try connection.readPushed() {
+                        if let event = ChangeEvent(line: line) { continuation.yield(event) }
                     }
+                    continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
                 }

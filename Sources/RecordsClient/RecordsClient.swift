@@ -7,18 +7,15 @@ import Foundation
 ///
 /// Blocking socket I/O runs on the client's own serial queue, never on Swift's cooperative
 /// threads; everything the queue owns is touched only there.
-public final class RecordsClient: @unchecked Sendable {  // `socket`, `reader`, `pushed` confined to `queue`
+public final class RecordsClient: @unchecked Sendable {  // `connection` confined to `queue`
     let queue: DispatchQueue
-    var socket: Socket? {
-        didSet { shutdownLock.withLock { shutdownSocket = socket } }
+    var connection: LineConnection? {
+        didSet { shutdownLock.withLock { shutdownConnection = connection } }
     }
-    /// The socket, for `shutdown` from another thread (a watch stream's end).
+    /// The connection, for `shutdownBoth` from another thread (a watch stream's end).
     private let shutdownLock = NSLock()
-    private var shutdownSocket: Socket?
-    var shutdownHandle: Socket? { shutdownLock.withLock { shutdownSocket } }
-    var reader = ReplyReader()
-    /// Events pushed on this connection (WATCH) while replies were read; see `takePushed`.
-    var pushed: [String] = []
+    private var shutdownConnection: LineConnection?
+    var shutdownHandle: LineConnection? { shutdownLock.withLock { shutdownConnection } }
     /// The server's first line (`+OK recordsd 0.1.0 ready ...`).
     public private(set) var banner = ""
 
@@ -27,26 +24,24 @@ public final class RecordsClient: @unchecked Sendable {  // `socket`, `reader`, 
     }
 
     /// Connects to `records://[user[:password]@]host[:port]` (port 7878 by default) and signs in
-    /// when the URL names a user.
-    public static func connect(_ url: String) async throws -> RecordsClient {
-        guard let components = URLComponents(string: url), components.scheme == "records", let host = components.host, !host.isEmpty else {
-            throw RecordsError.invalidRequest("expected records://[user[:password]@]host[:port], not \(url)")
-        }
-        let client = try await connect(host: host, port: components.port ?? 7878)
-        if let user = components.user {
-            try await client.auth(user: user.removingPercentEncoding ?? user, password: components.password?.removingPercentEncoding ?? "")
-        }
+    /// when the URL names a user. `recordss://` is TLS from the first byte (the server's
+    /// `--tls-listen` port); `records://...?tls=require` switches to TLS with STARTTLS. TLS
+    /// checks the server's certificate against `caFile`'s CAs, else the system's.
+    public static func connect(_ url: String, caFile: String? = nil, connectTimeout: Double? = nil) async throws -> RecordsClient {
+        let address = try RecordsURL(url)
+        var options = LineConnection.Options(connectTimeout: connectTimeout)
+        options.security = address.security(caFile: caFile)
+        let client = try await connect(host: address.host ?? "127.0.0.1", port: address.port ?? RecordsURL.defaultPort, options: options)
+        if let user = address.user { try await client.auth(user: user, password: address.password ?? "") }
         return client
     }
 
-    public static func connect(host: String, port: Int) async throws -> RecordsClient {
+    public static func connect(host: String, port: Int, options: LineConnection.Options = .init()) async throws -> RecordsClient {
         let client = RecordsClient(label: "\(host):\(port)")
         try await client.onQueue { () throws(RecordsError) in
-            let socket = try Socket(host: host, port: port)
-            client.socket = socket
-            let first = try client.readReplies(1)[0]
-            client.banner = first.status
-            _ = try first.checked()
+            let connection = try LineConnection(host: host, port: port, options: options)
+            client.connection = connection
+            client.banner = connection.banner
         }
         return client
     }
@@ -76,20 +71,20 @@ public final class RecordsClient: @unchecked Sendable {  // `socket`, `reader`, 
             throw RecordsError.invalidRequest("a request is one line: \(line.prefix(40))...")
         }
         return try await onQueue { [self] () throws(RecordsError) in
-            guard let socket else { throw .connection("closed") }
-            try socket.write(Array(lines.map { $0 + "\n" }.joined().utf8))
-            return try readReplies(lines.count)
+            guard let connection else { throw .connection("closed") }
+            try connection.write(lines.map { $0 + "\n" }.joined())
+            return try (0..<lines.count).map { _ throws(RecordsError) in try connection.readReply() }
         }
     }
 
     /// Sends a line and its data lines (IMPORT), the data ended by `.`.
     func sendWithData(_ line: String, data: [String]) async throws -> WireReply {
         try await onQueue { [self] () throws(RecordsError) in
-            guard let socket else { throw .connection("closed") }
+            guard let connection else { throw .connection("closed") }
             var text = line + "\n"
             for row in data { text += (row.hasPrefix(".") ? "." : "") + row + "\n" }
-            try socket.write(Array((text + ".\n").utf8))
-            return try readReplies(1)[0]
+            try connection.write(text + ".\n")
+            return try connection.readReply()
         }
     }
 
@@ -102,36 +97,20 @@ public final class RecordsClient: @unchecked Sendable {  // `socket`, `reader`, 
     /// Lines the server pushed on this connection so far (a WATCH on it), oldest first.
     public func takePushed() async throws -> [String] {
         try await onQueue { [self] () throws(RecordsError) in
-            defer { pushed.removeAll() }
-            return pushed
+            guard let connection else { return [] }
+            defer { connection.pushed.removeAll() }
+            return connection.pushed
         }
-    }
-
-    /// On the queue.
-    private func readReplies(_ count: Int) throws(RecordsError) -> [WireReply] {
-        guard let socket else { throw .connection("closed") }
-        var replies: [WireReply] = []
-        while replies.count < count {
-            let bytes = try socket.read()
-            if bytes.isEmpty { throw .connection("the server closed the connection") }
-            for event in try reader.feed(bytes) {
-                switch event {
-                case .reply(let reply): replies.append(reply)
-                case .pushed(let line): pushed.append(line)
-                }
-            }
-        }
-        return replies
     }
 
     /// Ends the session (QUIT) and the connection. Pending changes are dropped by the server.
     public func close() async {
         _ = try? await onQueue { [self] () throws(RecordsError) in
-            if let socket {
-                try? socket.write(Array("QUIT\n".utf8))
-                socket.close()
+            if let connection {
+                try? connection.write("QUIT\n")
+                connection.close()
             }
-            socket = nil
+            connection = nil
         }
     }
 

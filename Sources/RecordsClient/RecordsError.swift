@@ -3,7 +3,9 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-ERR CODE message`, with detail lines before it (a SAVE's conflicts,
     /// validation problems).
     case server(code: String, message: String, details: [String])
-    /// The connection could not be made or broke.
+    /// No connection could be made (refused, unknown host, timed out).
+    case unreachable(String)
+    /// The connection broke, or its TLS failed.
     case connection(String)
     /// The server sent what the protocol does not allow.
     case protocolViolation(String)
@@ -14,6 +16,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .server(let code, let message, let details):
             "\(code): \(message)" + (details.isEmpty ? "" : "\n" + details.joined(separator: "\n"))
+        case .unreachable(let text): text
         case .connection(let text): "connection: \(text)"
         case .protocolViolation(let text): "protocol: \(text)"
         case .invalidRequest(let text): "request: \(text)"

@@ -1,7 +1,7 @@
 import Foundation
 
 /// One reply as the protocol frames it: data lines, then one status line.
-public struct WireReply: Sendable, Equatable {
+public struct WireReply: Sendable, Equatable, CustomStringConvertible {
     /// Data lines, unescaped (a line the server prefixed with a space, because it began with
     /// `+`, `-` or `!`, has the space removed).
     public var lines: [String]
@@ -25,6 +25,13 @@ public struct WireReply: Sendable, Equatable {
         return ""
     }
 
+    /// The status line without `+OK ` or `-ERR ` (an error's code included), as people read it.
+    public var statusText: String {
+        if status.hasPrefix("+OK ") { return String(status.dropFirst(4)) }
+        if status.hasPrefix("-ERR ") { return String(status.dropFirst(5)) }
+        return status == "+OK" ? "" : status
+    }
+
     /// The error code of an `-ERR` status (`NOT_FOUND`, `CONFLICT`, ...).
     public var code: String? {
         guard status.hasPrefix("-ERR ") else { return nil }
@@ -36,10 +43,14 @@ public struct WireReply: Sendable, Equatable {
         guard let code else { return self }
         throw RecordsError.server(code: code, message: message, details: lines)
     }
+
+    public var description: String { (lines + [status]).joined(separator: "\n") }
 }
 
-/// Splits the server's bytes into replies and pushed lines (`! ...`), which may arrive between
-/// replies or in the middle of one. Pure: fed bytes, it returns what they complete.
+/// Splits the server's bytes into lines, and lines into replies and pushed lines (`! ...`),
+/// which may arrive between replies or in the middle of one. Pure: fed bytes, it returns what
+/// they complete. The one framing of the protocol on the client side (the library, the CLI and
+/// the tests all read through it).
 public struct ReplyReader: Sendable {
     public enum Event: Sendable, Equatable {
         case reply(WireReply)
@@ -47,6 +58,10 @@ public struct ReplyReader: Sendable {
     }
 
     private var buffer: [UInt8] = []
+    /// Where the next line starts, and how far a newline was looked for (a long line is
+    /// scanned once, however many reads it takes).
+    private var start = 0
+    private var scanned = 0
     private var lines: [String] = []
     /// A line longer than this is a broken stream, not a reply.
     public var maxLineLength = 64 << 20
@@ -55,27 +70,56 @@ public struct ReplyReader: Sendable {
 
     /// The events `bytes` complete, in order.
     public mutating func feed(_ bytes: some Sequence<UInt8>) throws(RecordsError) -> [Event] {
-        buffer.append(contentsOf: bytes)
+        try append(bytes)
         var events: [Event] = []
-        var start = 0
-        while let end = buffer[start...].firstIndex(of: 10) {
-            var line = buffer[start..<end]
-            if line.last == 13 { line = line.dropLast() }
-            start = end + 1
-            if let event = take(String(decoding: line, as: UTF8.self)) { events.append(event) }
-        }
-        buffer.removeFirst(start)
-        if buffer.count > maxLineLength { throw .protocolViolation("a line longer than \(maxLineLength) bytes") }
+        while let event = next() { events.append(event) }
         return events
     }
 
-    private mutating func take(_ line: String) -> Event? {
-        if line.hasPrefix("+OK") || line.hasPrefix("-ERR") {
-            defer { lines.removeAll() }
-            return .reply(WireReply(lines: lines, status: line))
+    /// Adds bytes read from the server.
+    public mutating func append(_ bytes: some Sequence<UInt8>) throws(RecordsError) {
+        if start > 0 && start * 2 >= buffer.count {
+            buffer.removeSubrange(0..<start)
+            scanned -= start
+            start = 0
         }
-        if line.hasPrefix("!") { return .pushed(String(line.dropFirst(line.hasPrefix("! ") ? 2 : 1))) }
-        lines.append(Self.unescaped(line))
+        buffer.append(contentsOf: bytes)
+        if buffer.count - start > maxLineLength, buffer[scanned...].firstIndex(of: 10) == nil {
+            throw .protocolViolation("a line longer than \(maxLineLength) bytes")
+        }
+    }
+
+    /// The next whole line as sent (without its `\n`), if the bytes hold one. The server ends
+    /// lines with `\n` alone: a `\r` before it is data (a CSV field's line break in EXPORT).
+    public mutating func nextLine() -> String? {
+        guard let newline = buffer[scanned...].firstIndex(of: 10) else {
+            scanned = buffer.count
+            return nil
+        }
+        let line = String(decoding: buffer[start..<newline], as: UTF8.self)
+        start = newline + 1
+        scanned = start
+        if start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+        }
+        return line
+    }
+
+    /// The next reply or pushed line the bytes complete. Data lines are handed to `onLine` as
+    /// they come when it is given (a stream), else kept for the reply. An EXPORT's lines are
+    /// `dotStuffed` (CSV, a leading `.` taken off) rather than space-escaped.
+    public mutating func next(dotStuffed: Bool = false, onLine: ((String) -> Void)? = nil) -> Event? {
+        while let line = nextLine() {
+            if line.hasPrefix("+OK") || line.hasPrefix("-ERR") {
+                defer { lines.removeAll() }
+                return .reply(WireReply(lines: lines, status: line))
+            }
+            if line.hasPrefix("!") { return .pushed(String(line.dropFirst(line.hasPrefix("! ") ? 2 : 1))) }
+            let data = dotStuffed ? Self.unstuffed(line) : Self.unescaped(line)
+            if let onLine { onLine(data) } else { lines.append(data) }
+        }
         return nil
     }
 

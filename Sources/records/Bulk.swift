@@ -1,8 +1,9 @@
 import Foundation
+import RecordsClient
 
 /// `records export` and `records import`, with a progress bar on a terminal's stderr.
 struct Bulk {
-    let connection: ServerConnection
+    let connection: LineConnection
     let printer: Printer
 
     func export(entity: String, predicate: String?) throws -> Int32 {
@@ -12,9 +13,8 @@ struct Bulk {
         let out = FileHandle.standardOutput
         var buffer = Data()
         try connection.write("EXPORT \(entity)" + (predicate.map { " WHERE " + $0 } ?? "") + "\n")
-        let reply = try connection.readReply { line in
-            // Dot-stuffing: a line starting with . had one more put in front.
-            let text = line.hasPrefix(".") ? String(line.dropFirst()) : line
+        // Dot-stuffed: a line starting with . had one more put in front, taken off by the reader.
+        let reply = try connection.readReply(dotStuffed: true) { (text: String) in
             buffer.append(contentsOf: text.utf8)
             buffer.append(10)
             rows += 1
@@ -27,8 +27,8 @@ struct Bulk {
         }
         out.write(buffer)
         progress.finish(rows: max(rows, 0), bytes: bytes)
-        guard reply.ok else {
-            if reply.message.hasPrefix("UNKNOWN unknown verb") { printer.note("this server does not support EXPORT") }
+        guard reply.isOK else {
+            if reply.statusText.hasPrefix("UNKNOWN unknown verb") { printer.note("this server does not support EXPORT") }
             printer.error(reply)
             return 1
         }
@@ -68,12 +68,12 @@ struct Bulk {
         try connection.write(".\n")
         let reply = try connection.readReply()
         progress.finish(rows: max(rows, 0), bytes: size ?? sent)
-        guard reply.ok else {
-            if reply.message.hasPrefix("UNKNOWN unknown verb") { printer.note("this server does not support IMPORT") }
+        guard reply.isOK else {
+            if reply.statusText.hasPrefix("UNKNOWN unknown verb") { printer.note("this server does not support IMPORT") }
             printer.error(reply)
             return 1
         }
-        printer.note(reply.message)
+        printer.note(reply.statusText)
         return 0
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsClient
 
 struct UsageError: Error, CustomStringConvertible { var description: String }
 
@@ -22,10 +23,11 @@ struct CLIOptions {
     var format: Format?
     var mode = Mode.shell
     var keepGoing = false
-    enum TLSMode { case off, startTLS, direct }
-    var tls = TLSMode.off
+    var tls = RecordsURL.TLSMode.off
     /// CA certificates to trust (PEM); else the system's.
     var tlsCA: String?
+    /// Seconds to wait for the connection (an unreachable host otherwise waits for the system).
+    var connectTimeout: Double? = 10
 
     static let usage = """
         usage: records [options]                         interactive shell
@@ -47,6 +49,7 @@ struct CLIOptions {
                                  server's certificate and name
           --tls-direct           TLS from the first byte (the server's --tls-listen port)
           --tls-ca FILE          trust these CA certificates (RECORDS_TLS_CA; default: the system's)
+          --connect-timeout S    give up connecting after S seconds (default 10; 0: the system's)
           --format FORMAT        table (default on a terminal), json (one object a line) or csv
           --continue             in scripts, go on after a failed command
           -h, --help             this help
@@ -66,26 +69,19 @@ struct CLIOptions {
     /// The CLI's version: the server's protocol version it was built with.
     static let version = "0.1.0"
 
-    /// `records://[user@]host[:port][?tls=require]` or `recordss://...` (TLS from the first
-    /// byte); an IPv6 host in brackets (`records://[::1]:7878`).
+    /// A URL (RecordsClient's one parser of them) over the defaults.
     mutating func apply(url: String, from source: String) throws {
-        guard let parsed = URLComponents(string: url), let scheme = parsed.scheme else {
-            throw UsageError(description: "\(source): '\(url)' is not a URL like records://user@host:7878")
+        let parsed: RecordsURL
+        do {
+            parsed = try RecordsURL(url)
+        } catch {
+            guard case .invalidRequest(let reason) = error else { throw error }
+            throw UsageError(description: "\(source): \(reason)")
         }
-        guard scheme == "records" || scheme == "recordss" else {
-            throw UsageError(description: "\(source): the scheme is records:// or recordss://, not \(scheme)://")
-        }
-        if var host = parsed.host, !host.isEmpty {
-            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            self.host = host
-        }
+        if let host = parsed.host { self.host = host }
         if let port = parsed.port { self.port = port }
-        if let user = parsed.user, !user.isEmpty { self.user = user.removingPercentEncoding ?? user }
-        if scheme == "recordss" {
-            tls = .direct
-        } else if parsed.queryItems?.contains(where: { $0.name == "tls" && $0.value == "require" }) == true {
-            tls = .startTLS
-        }
+        if let user = parsed.user { self.user = user }
+        if parsed.tls != .off { tls = parsed.tls }
     }
 
     static func parse(_ given: [String], environment: [String: String]) throws -> CLIOptions {
@@ -134,6 +130,10 @@ struct CLIOptions {
             case "--tls-ca":
                 options.tlsCA = try value(argument)
                 if options.tls == .off { options.tls = .startTLS }
+            case "--connect-timeout":
+                let text = try value(argument)
+                guard let seconds = Double(text), seconds >= 0, seconds <= 86400 else { throw UsageError(description: "--connect-timeout takes seconds, not '\(text)'") }
+                options.connectTimeout = seconds == 0 ? nil : seconds
             case "--format":
                 let text = try value(argument)
                 guard let format = Format(rawValue: text) else { throw UsageError(description: "--format takes table, json or csv, not '\(text)'") }

@@ -1,26 +1,27 @@
 import Foundation
+import RecordsClient
 
 /// `records codegen swift [entity ...]`: a `RecordsEntity` struct per served entity, from the
 /// live model (FORMAT JSON's DESCRIBE), so a program gets compile-time names and types.
 struct Codegen {
-    let connection: ServerConnection
+    let connection: LineConnection
 
     func swift(entities wanted: [String]) throws -> String {
-        guard try connection.send("FORMAT JSON").ok else { throw ConnectError(description: "this server has no FORMAT JSON") }
+        guard try connection.send("FORMAT JSON").isOK else { throw ConnectError(description: "this server has no FORMAT JSON") }
         let listed = try connection.send("ENTITIES")
         let served = listed.lines.compactMap { object($0) }.filter { $0["served"] as? Bool == true }.compactMap { $0["name"] as? String }
         let names = wanted.isEmpty ? served : wanted
         var described: [String: [String: Any]] = [:]
         for name in Set(names) {
             let reply = try connection.send("DESCRIBE \(name)")
-            guard reply.ok, let line = reply.lines.first, let entity = object(line) else { throw ConnectError(description: "DESCRIBE \(name): \(reply.message)") }
+            guard reply.isOK, let line = reply.lines.first, let entity = object(line) else { throw ConnectError(description: "DESCRIBE \(name): \(reply.statusText)") }
             described[name] = entity
         }
         // A to-one relationship is the target's key: its type comes from the target.
         func keyType(_ target: String) throws -> String {
             if described[target] == nil {
                 let reply = try connection.send("DESCRIBE \(target)")
-                if reply.ok, let line = reply.lines.first, let entity = object(line) { described[target] = entity }
+                if reply.isOK, let line = reply.lines.first, let entity = object(line) { described[target] = entity }
             }
             let entity = described[target] ?? [:]
             let keys = entity["key"] as? [String] ?? []

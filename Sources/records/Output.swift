@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CLibEdit
 import Foundation
+import RecordsClient
 
 /// Prints replies for people (aligned tables) or programs (JSON lines, CSV).
 struct Printer {
@@ -18,8 +19,8 @@ struct Printer {
         self.format = format ?? (isatty(STDOUT_FILENO) == 1 ? .table : .json)
     }
 
-    func reply(_ reply: ServerReply, elapsed: Double) {
-        if !reply.ok {
+    func reply(_ reply: WireReply, elapsed: Double) {
+        if !reply.isOK {
             error(reply)
             return
         }
@@ -30,20 +31,20 @@ struct Printer {
             case .csv: csv(records)
             case .table:
                 table(records)
-                print(dim("(\(reply.message), \(String(format: "%.1f", elapsed * 1000)) ms)"))
+                print(dim("(\(reply.statusText), \(String(format: "%.1f", elapsed * 1000)) ms)"))
             }
             return
         }
         reply.lines.forEach { print($0) }
-        if format == .table || reply.lines.isEmpty && !reply.message.isEmpty && format != .csv {
-            if !reply.message.isEmpty { print(dim(reply.message)) }
+        if format == .table || reply.lines.isEmpty && !reply.statusText.isEmpty && format != .csv {
+            if !reply.statusText.isEmpty { print(dim(reply.statusText)) }
         }
     }
 
     /// Sends `command` and prints its records as they arrive (json, csv): the first one shows
     /// at once and memory stays flat however many follow. Other lines and the status are then
     /// printed as `reply` would. Tables need every width first: they go through `reply`.
-    func stream(_ command: String, on connection: ServerConnection, elapsed: () -> Double) throws -> ServerReply {
+    func stream(_ command: String, on connection: LineConnection, elapsed: () -> Double) throws -> WireReply {
         guard format != .table else {
             let reply = try connection.send(command)
             self.reply(reply, elapsed: elapsed())
@@ -53,7 +54,7 @@ struct Printer {
         var others: [String] = []
         var streamed = 0
         try connection.write(command + "\n")
-        let reply = try connection.readReply { line in
+        let reply = try connection.readReply { (line: String) in
             guard line.hasPrefix("{") else { return others.append(line) }
             streamed += 1
             if format == .json { return print(line) }
@@ -67,13 +68,13 @@ struct Printer {
                 return Self.csvField(value.display)
             }.joined(separator: ","))
         }
-        let rest = ServerReply(lines: others, status: reply.status)
-        if !rest.ok || streamed == 0 || !others.isEmpty { self.reply(rest, elapsed: elapsed()) }
+        let rest = WireReply(lines: others, status: reply.status)
+        if !rest.isOK || streamed == 0 || !others.isEmpty { self.reply(rest, elapsed: elapsed()) }
         return rest
     }
 
-    func error(_ reply: ServerReply) {
-        let text = (reply.lines + ["ERROR " + reply.message]).joined(separator: "\n")
+    func error(_ reply: WireReply) {
+        let text = (reply.lines + ["ERROR " + reply.statusText]).joined(separator: "\n")
         FileHandle.standardError.write(((errorColor ? "\u{1B}[31m" + text + "\u{1B}[0m" : text) + "\n").data(using: .utf8)!)
     }
 

@@ -1,11 +1,12 @@
 import Foundation
+import RecordsClient
 import RecordsProtocol
 
 /// Runs commands from a file or stdin, pipelined: lines go out together up to a SAVE (or
 /// AUTH, USER, QUIT), whose effect must not follow a failure, and replies are read in order.
 /// At the first failure it stops, saying where, unless told to go on.
 struct ScriptRunner {
-    let connection: ServerConnection
+    let connection: LineConnection
     let printer: Printer
     let keepGoing: Bool
 
@@ -13,7 +14,7 @@ struct ScriptRunner {
     static let barriers = Set(Verb.allCases.filter(\.facts.barrier).map(\.rawValue))
 
     func run(lines: [String], name: String) throws -> Int32 {
-        connection.onPushed = { print($0) }
+        connection.onPushed = { print("! " + $0) }
         var failed = false
         var index = 0
         while index < lines.count {
@@ -56,7 +57,7 @@ struct ScriptRunner {
                 let started = Date()
                 let reply = try connection.readReply()
                 printer.reply(reply, elapsed: Date().timeIntervalSince(started))
-                if !reply.ok {
+                if !reply.isOK {
                     failed = true
                     if !keepGoing {
                         printer.note("stopped at \(name) line \(number): \(text)")

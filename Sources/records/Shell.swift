@@ -1,5 +1,6 @@
 import CLibEdit
 import Foundation
+import RecordsClient
 import RecordsProtocol
 
 /// Names offered by tab completion; set before each line is read. libedit calls back into C
@@ -36,7 +37,7 @@ private final class Completions: @unchecked Sendable {  // `words` and `matches`
 /// entities and attributes, a prompt that shows the pending changes, and a warning before
 /// quitting with unsaved ones.
 struct Shell {
-    let connection: ServerConnection
+    let connection: LineConnection
     let printer: Printer
     let options: CLIOptions
     /// The verbs and their clause words, from the protocol's verb table.
@@ -55,11 +56,11 @@ struct Shell {
             }
         }
         var entities: [String] = []
-        if let reply = try? connection.send("ENTITIES"), reply.ok {
+        if let reply = try? connection.send("ENTITIES"), reply.isOK {
             entities = reply.lines.compactMap { $0.split(separator: " ").first.map(String.init) }
         }
         var attributes: [String: [String]] = [:]
-        connection.onPushed = { line in print(line) }
+        connection.onPushed = { line in print("! " + line) }
         print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
         var pending = 0
         var warned = false
@@ -109,7 +110,7 @@ struct Shell {
             }
             if clibedit_take_sigint() != 0 {
                 // The server finished the command (the protocol has no cancel): only its output goes.
-                printer.note("^C: output dropped; the command ran: \(reply.ok ? "+OK " : "")\(reply.message)")
+                printer.note("^C: output dropped; the command ran: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
             } else {
                 printer.reply(reply, elapsed: Date().timeIntervalSince(started))
             }
@@ -117,7 +118,7 @@ struct Shell {
             // Learn attribute names for completion from DESCRIBE-able entities mentioned.
             let words = line.split(separator: " ")
             if words.count > 1, let entity = entities.first(where: { $0.lowercased() == words[1].lowercased() }), attributes[entity] == nil,
-               let described = try? connection.send("DESCRIBE \(entity)"), described.ok {
+               let described = try? connection.send("DESCRIBE \(entity)"), described.isOK {
                 attributes[entity] = described.lines.dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
                     .filter { !["attribute", "relationship"].contains($0) }
             }
@@ -127,15 +128,15 @@ struct Shell {
     }
 
     /// The pending count a reply implies: "(3 pending)", "saved", "rolled back" ...
-    static func pendingCount(after line: String, _ reply: ServerReply, previous: Int) -> Int {
+    static func pendingCount(after line: String, _ reply: WireReply, previous: Int) -> Int {
         let verb = line.split(separator: " ").first.map { $0.uppercased() } ?? ""
-        if reply.ok && (verb == "SAVE" || verb == "ROLLBACK") { return reply.message == "nothing to save" ? previous : 0 }
+        if reply.isOK && (verb == "SAVE" || verb == "ROLLBACK") { return reply.statusText == "nothing to save" ? previous : 0 }
         // The server ends an edit's status with "(N pending)"; a #ref or a value earlier in
         // the line may hold the same words.
-        if let range = reply.message.range(of: #"\((\d+) pending\)$"#, options: .regularExpression) {
-            return Int(reply.message[range].dropFirst().split(separator: " ")[0]) ?? previous
+        if let range = reply.statusText.range(of: #"\((\d+) pending\)$"#, options: .regularExpression) {
+            return Int(reply.statusText[range].dropFirst().split(separator: " ")[0]) ?? previous
         }
-        if verb == "CHANGES" && reply.ok { return Int(reply.message.split(separator: " ").first ?? "") ?? 0 }
+        if verb == "CHANGES" && reply.isOK { return Int(reply.statusText.split(separator: " ").first ?? "") ?? 0 }
         return previous
     }
 }

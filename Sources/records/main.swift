@@ -3,8 +3,9 @@ import Glibc
 #endif
 import CLibEdit
 import Foundation
+import RecordsClient
 import RecordsProtocol
-import TLS
+import RecordsClient
 
 // records: the companion CLI of recordsd. Exit status: 0 success, 1 a command failed,
 // 2 usage error, 3 could not connect or sign in.
@@ -28,20 +29,22 @@ do {
 }
 let printer = Printer(format: options.format, environment: environment)
 
-let connection: ServerConnection
+struct ConnectError: Error, CustomStringConvertible { var description: String }
+
+let connection: LineConnection
 do {
-    let security: Security
+    var connect = LineConnection.Options(connectTimeout: options.connectTimeout)
     switch options.tls {
-    case .off: security = .plain
-    case .startTLS: security = .startTLS(try TLSContext.client(caFile: options.tlsCA))
-    case .direct: security = .direct(try TLSContext.client(caFile: options.tlsCA))
+    case .off: connect.security = .plain
+    case .startTLS: connect.security = .startTLS(caFile: options.tlsCA)
+    case .direct: connect.security = .direct(caFile: options.tlsCA)
     }
-    connection = try ServerConnection(host: options.host, port: options.port, security: security)
+    connection = try open(host: options.host, port: options.port, options: connect)
     if let user = options.user {
         let password = try passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
             ?? askPassword("password for \(user)@\(options.host): ")
         let reply = try connection.send("AUTH \(user) \(quotedString(password))")
-        guard reply.ok else { throw ConnectError(description: "could not sign in as \(user): \(reply.message)") }
+        guard reply.isOK else { throw ConnectError(description: "could not sign in as \(user): \(reply.statusText)") }
     }
 } catch {
     printer.note("records: \(error)")
@@ -57,7 +60,7 @@ do {
         for command in commands {
             let started = Date()
             let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
-            guard reply.ok else { exit(1) }
+            guard reply.isOK else { exit(1) }
             pending = Shell.pendingCount(after: command, reply, previous: pending)
         }
         // The session ends here: changes not saved would be dropped without a word.
@@ -92,6 +95,16 @@ do {
 } catch {
     printer.note("records: \(error)")
     exit(3)
+}
+
+/// The connection, with a hint when nothing answered.
+func open(host: String, port: Int, options: LineConnection.Options) throws -> LineConnection {
+    do {
+        return try LineConnection(host: host, port: port, options: options)
+    } catch {
+        guard case .unreachable(let reason) = error else { throw error }
+        throw ConnectError(description: reason + " — is recordsd running? start it with `scripts/serve` (or `recordsd`)")
+    }
 }
 
 /// The first line of the file named by RECORDS_PASSWORD_FILE (a Docker secret, say).

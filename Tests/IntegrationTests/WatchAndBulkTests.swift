@@ -231,7 +231,7 @@ import Testing
 
         let leaving = try server.client()
         try leaving.write("IMPORT setting (number, value)\n" + String(repeating: "1,1\n", count: 200_000))
-        shutdown(leaving.fd, Int32(SHUT_RDWR))
+        leaving.shutdown()
         usleep(300_000)
         #expect(try client.send("COUNT setting").status == "+OK 300000")
     }

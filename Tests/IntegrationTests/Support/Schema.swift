@@ -1,4 +1,5 @@
 import Foundation
+import RecordsClient
 
 /// A migrations folder holding one file of SQL: a schema written for a test, served by a
 /// `TestServer` in place of the sample domain.

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsClient
 import Postgres
 
 /// A disagreement between recordsd and the reference, with what it takes to reproduce it.

@@ -98,11 +98,11 @@ public enum Verb: String, CaseIterable, Sendable {
             role: .writer, access: .edits, batchable: false, barrier: false,
             completes: .entity, keywords: ["ON"]),
         .changes: VerbFacts(
-            syntax: "CHANGES",
-            summary: "list the pending inserts, updates (old -> new) and deletes",
-            example: "CHANGES",
+            syntax: "CHANGES [COUNT]",
+            summary: "list the pending inserts, updates (old -> new) and deletes; COUNT: only how many, as one JSON line (for prompts and programs)",
+            example: "CHANGES COUNT",
             role: .writer, access: .session, batchable: false, barrier: false,
-            completes: .nothing, keywords: []),
+            completes: .nothing, keywords: ["COUNT"]),
         .save: VerbFacts(
             syntax: "SAVE [FORCE|THEIRS|MERGE] [KEY k]",
             summary: "write every pending change in one transaction; on conflict FORCE: yours win, THEIRS: the database wins for fields both changed, MERGE: combine fields only one side changed; KEY k: a retry with the same key answers what the first save did",

@@ -102,8 +102,34 @@ struct Shell {
                 break
             }
             warned = false
+            // `\import entity FILE`: a CSV file, streamed with a progress bar.
+            if line.hasPrefix("\\import") {
+                let words = line.split(separator: " ").map(String.init)
+                guard words.count == 3 else {
+                    printer.note("usage: \\import ENTITY FILE.csv")
+                    continue
+                }
+                do {
+                    _ = try Bulk(connection: connection, printer: printer).importFile(entity: words[1], path: words[2])
+                } catch let error as UsageError {
+                    printer.note(error.description)
+                } catch {
+                    printer.note("the connection to the server was lost")
+                    return 3
+                }
+                continue
+            }
+            var request = line
+            // IMPORT's data is typed (or pasted) after it, until a line holding only `.`.
+            if Verb.of(line) == .import {
+                guard let data = readData() else {
+                    printer.note("^C: IMPORT not sent")
+                    continue
+                }
+                request += "\n" + data.joined(separator: "\n") + "\n."
+            }
             let started = Date()
-            guard let reply = try? connection.send(line) else {
+            guard let reply = try? connection.send(request) else {
                 printer.note("the connection to the server was lost")
                 write_history(history)
                 return 3
@@ -114,7 +140,7 @@ struct Shell {
             } else {
                 printer.reply(reply, elapsed: Date().timeIntervalSince(started))
             }
-            pending = Self.pendingCount(after: line, reply, previous: pending)
+            pending = (try? Self.pendingCount(on: connection)) ?? pending
             // Learn attribute names for completion from DESCRIBE-able entities mentioned.
             let words = line.split(separator: " ")
             if words.count > 1, let entity = entities.first(where: { $0.lowercased() == words[1].lowercased() }), attributes[entity] == nil,
@@ -127,16 +153,29 @@ struct Shell {
         return 0
     }
 
-    /// The pending count a reply implies: "(3 pending)", "saved", "rolled back" ...
-    static func pendingCount(after line: String, _ reply: WireReply, previous: Int) -> Int {
-        let verb = line.split(separator: " ").first.map { $0.uppercased() } ?? ""
-        if reply.isOK && (verb == "SAVE" || verb == "ROLLBACK") { return reply.statusText == "nothing to save" ? previous : 0 }
-        // The server ends an edit's status with "(N pending)"; a #ref or a value earlier in
-        // the line may hold the same words.
-        if let range = reply.statusText.range(of: #"\((\d+) pending\)$"#, options: .regularExpression) {
-            return Int(reply.statusText[range].dropFirst().split(separator: " ")[0]) ?? previous
+    /// IMPORT's data lines, as typed, until `.`; nil when Ctrl-C or Ctrl-D abandons them.
+    private func readData() -> [String]? {
+        var lines: [String] = []
+        while true {
+            let raw = readline("... ")
+            if clibedit_take_sigint() != 0 {
+                if let raw { free(raw) }
+                return nil
+            }
+            guard let raw else { return nil }
+            let text = String(cString: raw)
+            free(raw)
+            if text == "." { return lines }
+            lines.append(text)
         }
-        if verb == "CHANGES" && reply.isOK { return Int(reply.statusText.split(separator: " ").first ?? "") ?? 0 }
-        return previous
+    }
+
+    /// The pending count as the server keeps it (`CHANGES COUNT`'s JSON line), never read
+    /// from a reply's text; 0 for a session that cannot hold changes (not signed in, a reader).
+    static func pendingCount(on connection: LineConnection) throws -> Int {
+        let reply = try connection.send("CHANGES COUNT")
+        guard reply.isOK, let line = reply.lines.first,
+              case .raw(let number)? = JSONObject.parse(line).first(where: { $0.key == "pending" })?.value else { return 0 }
+        return Int(number) ?? 0
     }
 }

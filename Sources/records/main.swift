@@ -56,14 +56,13 @@ do {
     case .shell:
         exit(Shell(connection: connection, printer: printer, options: options).run())
     case .command(let commands):
-        var pending = 0
         for command in commands {
             let started = Date()
             let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
             guard reply.isOK else { exit(1) }
-            pending = Shell.pendingCount(after: command, reply, previous: pending)
         }
         // The session ends here: changes not saved would be dropped without a word.
+        let pending = Verb.of(commands.last ?? "") == .quit ? 0 : try Shell.pendingCount(on: connection)
         if pending > 0 {
             printer.note("records: \(pending) pending change(s) not saved: the session ends with the command; add -c SAVE")
             exit(1)

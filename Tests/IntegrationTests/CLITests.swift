@@ -209,4 +209,56 @@ import Testing
         #expect(out.hasSuffix("exit 0\n"), "\(out)")
         #expect(try server.database().query("SELECT count(*) FROM game WHERE name = 'kept'").string(0, 0) == "1")
     }
+
+    /// The shell under a pty typing `steps` (keys, then seconds to read); its screen and status.
+    private func typed(_ server: TestServer, _ steps: [(String, Double)]) throws -> String {
+        let driver = """
+            import os, pty, sys, time, select, signal, json
+            pid, fd = pty.fork()
+            if pid == 0:
+                signal.pthread_sigmask(signal.SIG_SETMASK, set())
+                os.environ["NO_COLOR"] = "1"
+                os.execv(sys.argv[1], ["records", "-p", sys.argv[2]])
+            def read(t=1.0):
+                out = b""; end = time.time() + t
+                while time.time() < end:
+                    if select.select([fd], [], [], 0.05)[0]:
+                        try: out += os.read(fd, 65536)
+                        except OSError: break
+                return out.decode(errors="replace").replace("\\r", "")
+            log = read()
+            for keys, wait in json.loads(sys.argv[3]):
+                os.write(fd, keys.encode())
+                log += read(wait)
+            _, status = os.waitpid(pid, 0)
+            print(log)
+            print("exit", os.WEXITSTATUS(status))
+            """
+        let steps = String(decoding: try JSONSerialization.data(withJSONObject: steps.map { [$0.0, $0.1] as [Any] }), as: UTF8.self)
+        return try runProcess("/usr/bin/env", ["python3", "-c", driver, Self.binary, String(server.port), steps]).output
+    }
+
+    /// The prompt's count comes from the server, whatever the reply's text holds; IMPORT is typed
+    /// in the shell (and `\\import` loads a file); QUIT with changes asks first.
+    @Test func theShellCountsImportsAndWarnsAsTheServerSays() throws {
+        let server = try seeded()
+        let csv = FileManager.default.temporaryDirectory.appendingPathComponent("games-\(UUID()).csv").path
+        try "name\nGo\nHex\n".write(toFile: csv, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(atPath: csv) }
+        let out = try typed(server, [
+            ("INSERT game AS #v0 name=\"Risk\"\r", 1), ("INSERT game AS #pending2 name=\"(2 pending)\"\r", 1),
+            ("IMPORT game\r", 0.5), ("name\r", 0.3), ("Backgammon\r", 0.3), (".\r", 1),
+            ("\\import game \(csv)\r", 1.5),
+            ("QUIT\r", 1), ("SAVE\r", 1), ("QUIT\r", 1),
+        ])
+        #expect(out.contains("localhost [1]> INSERT game AS #pending2"), "\(out)")
+        #expect(out.contains("localhost [2]> IMPORT game"), "\(out)")
+        #expect(out.contains("... name"), "\(out)")
+        #expect(out.contains("... .\nimported 1 record\nlocalhost [2]> "), "\(out)")
+        #expect(out.contains("imported 2 records\nlocalhost [2]> QUIT"), "\(out)")
+        #expect(out.contains("2 unsaved change(s) would be lost: SAVE them, or QUIT again to drop them"), "\(out)")
+        #expect(out.hasSuffix("exit 0\n"), "\(out)")
+        let names = try server.database().query("SELECT string_agg(name, ',' ORDER BY name) FROM game WHERE name IN ('Risk', '(2 pending)', 'Backgammon', 'Go', 'Hex')")
+        #expect(names.string(0, 0) == "(2 pending),Backgammon,Go,Hex,Risk")
+    }
 }

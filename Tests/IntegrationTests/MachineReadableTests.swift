@@ -36,6 +36,35 @@ import Testing
         #expect(try client.send("DESCRIBE game").lines.first?.hasPrefix("attribute") == true)
     }
 
+    /// CHANGES COUNT is one JSON line in either format; CHANGES under FORMAT JSON is one object
+    /// a change, a pending record's values as {"ref":...}.
+    @Test func pendingChangesAsJSON() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        #expect(try client.send("CHANGES COUNT").lines == [#"{"pending":0,"inserts":0,"updates":0,"deletes":0,"byPredicate":0,"depth":0}"#])
+        try client.ok(##"INSERT department AS #d name="Ops" number=1"##)
+        try client.ok(##"INSERT department AS #o name="Old" number=3"##)
+        try client.ok("SAVE")
+        try client.ok(##"INSERT department AS #s name="Sales" number=2"##)
+        try client.ok(##"INSERT employee AS #e first_name="A" last_name="B" gender=1 department=#s"##)
+        try client.ok(##"UPDATE department 1 name="Ops 2""##)
+        try client.ok("NEST")
+        try client.ok("DELETE department 2")
+        try client.ok(##"DELETE employee WHERE last_name == "Z""##)
+        let count = try client.send("CHANGES COUNT")
+        #expect(count.status == "+OK 5 pending change(s): 2 insert, 1 update, 1 delete, 1 by predicate; depth 1")
+        #expect(count.lines == [#"{"pending":5,"inserts":2,"updates":1,"deletes":1,"byPredicate":1,"depth":1}"#])
+        try client.ok("FORMAT JSON")
+        let changes = try client.send("CHANGES")
+        #expect(changes.lines == [
+            ##"{"op":"insert","ref":"#s","entity":"department","values":{"name":"Sales","number":"2"}}"##,
+            ##"{"op":"insert","ref":"#e","entity":"employee","values":{"first_name":"A","last_name":"B","gender":"1","department":{"ref":"#s"}}}"##,
+            ##"{"op":"update","entity":"department","key":"1","changes":{"name":{"old":"Ops","new":"Ops 2"}}}"##,
+            ##"{"op":"deleteWhere","entity":"employee","text":"DELETE employee WHERE last_name == \"Z\""}"##,
+            ##"{"op":"delete","entity":"department","key":"2"}"##,
+        ], "\(changes)")
+    }
+
     @Test func codegenWritesTheModelsAProgramDecodes() throws {
         let server = try TestServer()
         let run = try runProcess(CLITests.binary, ["-p", String(server.port), "codegen", "swift", "employee", "memo", "journal_entry"],

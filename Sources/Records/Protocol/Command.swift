@@ -79,7 +79,8 @@ public enum Command: Equatable, Sendable {
     /// `DELETE entity WHERE predicate`.
     case deleteWhere(entity: String, predicate: Predicate, text: String)
     case upsert(entity: String, key: [String], values: [Assignment])
-    case changes
+    /// `CHANGES [COUNT]`.
+    case changes(countOnly: Bool)
     /// `SAVE [FORCE|THEIRS|MERGE] [KEY k]`.
     case save(MergePolicy, key: String?)
     case rollback

@@ -84,7 +84,7 @@ public enum CommandParser {
             var key = [try t.name("a unique attribute after ON")]
             while t.consumeSymbol(",") { key.append(try t.name("an attribute of the unique key")) }
             return .upsert(entity: entity, key: key, values: try assignments(&t, required: true))
-        case .changes: return .changes
+        case .changes: return .changes(countOnly: t.consumeWord("COUNT"))
         case .save:
             var policy = MergePolicy.fail
             if !t.atEnd, !t.peek.isWord("KEY") {

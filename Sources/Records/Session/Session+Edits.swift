@@ -379,9 +379,14 @@ extension Session {
             lines.append("delete \(key.entity) \(context.model.entity(named: key.entity)?.show(key) ?? key.values.joined(separator: ","))")
         }
         guard set.count > 0 else { return .ok("no pending changes" + (unit.depth > 0 ? " (depth \(unit.depth))" : "")) }
+        return .ok(changeSummary(set), lines: lines)
+    }
+
+    /// `3 pending change(s): 1 insert, 1 update, 1 delete; depth 0`.
+    func changeSummary(_ set: ChangeSet) -> String {
         var summary = "\(set.count) pending change(s): \(set.inserts.count) insert, \(set.updates.count) update, \(set.deletes.count) delete"
         if !set.bulk.isEmpty { summary += ", \(set.bulk.count) by predicate" }
-        return .ok(summary + "; depth \(unit.depth)", lines: lines)
+        return summary + "; depth \(unit.depth)"
     }
 
     /// A value as the client would type it: numbers and booleans bare, text quoted.
@@ -397,7 +402,7 @@ extension Session {
     }
 
     /// A column shown by the name the client uses: the relationship's for foreign keys.
-    private func label(_ column: String, _ entity: Entity?) -> String {
+    func label(_ column: String, _ entity: Entity?) -> String {
         entity?.label(column) ?? column
     }
 }

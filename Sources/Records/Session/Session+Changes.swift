@@ -1,0 +1,61 @@
+import Foundation
+
+// MARK: - CHANGES for programs: counts and changes as JSON
+
+extension Session {
+    /// `CHANGES COUNT`: one JSON line in either format, so a prompt or a program reads the
+    /// pending count without parsing English.
+    func changeCount() -> Reply {
+        let set = unit.current
+        let object = JSON.Value.object([
+            ("pending", .int(set.count)), ("inserts", .int(set.inserts.count)), ("updates", .int(set.updates.count)),
+            ("deletes", .int(set.deletes.count)), ("byPredicate", .int(set.bulk.count)), ("depth", .int(unit.depth)),
+        ])
+        return .ok(set.count > 0 ? changeSummary(set) : "no pending changes; depth \(unit.depth)", lines: [object.text])
+    }
+
+    /// CHANGES under FORMAT JSON: one object a change, values as text (null for NULL, a
+    /// pending record as {"ref":"#e1"}).
+    func changesJSON() -> Reply {
+        let set = unit.current
+        var lines: [String] = []
+        for insert in set.inserts {
+            let entity = context.model.entity(named: insert.entity)
+            let values = insert.fields.map { field in (label(field.column, entity), Self.json(field.value)) }
+            lines.append(JSON.Value.object([("op", .string("insert")), ("ref", .string("#" + insert.ref)), ("entity", .string(insert.entity)),
+                                            ("values", .object(values))]).text)
+        }
+        for key in set.updateOrder {
+            guard let update = set.updates[key] else { continue }
+            let entity = context.model.entity(named: update.entity)
+            let changed = update.order.map { column in
+                (label(column, entity), JSON.Value.object([("old", .optional(update.baseline[column] ?? nil)), ("new", Self.json(update.fields[column]!))]))
+            }
+            lines.append(JSON.Value.object([("op", .string("update")), ("entity", .string(update.entity)), ("key", Self.json(key, entity)),
+                                            ("changes", .object(changed))]).text)
+        }
+        for change in set.bulk {
+            lines.append(JSON.Value.object([("op", .string(change.isDelete ? "deleteWhere" : "updateWhere")), ("entity", .string(change.entity)),
+                                            ("text", .string(change.text))]).text)
+        }
+        for key in set.deleteOrder {
+            lines.append(JSON.Value.object([("op", .string("delete")), ("entity", .string(key.entity)),
+                                            ("key", Self.json(key, context.model.entity(named: key.entity)))]).text)
+        }
+        return .ok(set.count > 0 ? changeSummary(set) : "no pending changes; depth \(unit.depth)", lines: lines)
+    }
+
+    private static func json(_ value: FieldValue) -> JSON.Value {
+        switch value {
+        case .null: .null
+        case .text(let text): .string(text)
+        case .ref(let ref): .object([("ref", .string("#" + ref))])
+        }
+    }
+
+    /// A key as text, or an object of its columns when it has several.
+    private static func json(_ key: RecordKey, _ entity: Entity?) -> JSON.Value {
+        guard let entity, entity.key.count == key.values.count, key.values.count > 1 else { return .string(key.values.joined(separator: ",")) }
+        return .object(zip(entity.key, key.values).map { ($0.name, .string($1)) })
+    }
+}

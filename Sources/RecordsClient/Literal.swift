@@ -61,6 +61,13 @@ extension Optional: RecordsLiteral where Wrapped: RecordsLiteral {
     }
 }
 
+/// A list, for IN and BETWEEN (`"age IN %@", [30, 40]`): `{30, 40}`.
+extension Array: RecordsLiteral where Element: RecordsLiteral {
+    public func recordsLiteral() throws(RecordsError) -> String {
+        "{" + (try map { (value: Element) throws(RecordsError) -> String in try value.recordsLiteral() }).joined(separator: ", ") + "}"
+    }
+}
+
 /// A pending record of the unit of work (`#e1`), as INSERT named it.
 public struct RecordRef: RecordsLiteral, Hashable, Sendable, CustomStringConvertible {
     public let name: String

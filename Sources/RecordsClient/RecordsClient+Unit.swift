@@ -36,12 +36,27 @@ extension RecordsClient {
         try await request("DELETE \(try Self.name(entity)) \(try key.recordsLiteral())")
     }
 
-    /// Writes every pending change in one transaction.
+    /// Inserts, or updates the record with the same unique key (`on`: its attributes).
+    public func upsert(_ entity: String, on key: [String], _ values: KeyValuePairs<String, any RecordsLiteral>) async throws {
+        guard !key.isEmpty else { throw RecordsError.invalidRequest("UPSERT needs the attributes of a unique key") }
+        let on = try key.map { (name: String) throws(RecordsError) -> String in try Self.name(name) }.joined(separator: ", ")
+        try await request("UPSERT \(try Self.name(entity)) ON \(on)" + (try Self.assignments(values)))
+    }
+
+    /// Writes every pending change in one transaction. A conflict with another session's
+    /// changes throws `RecordsError.conflict` with each record's read, yours and now values.
     @discardableResult
-    public func save(policy: MergePolicy? = nil) async throws -> SaveResult {
-        let reply = try await request("SAVE" + (policy.map { " " + $0.rawValue } ?? ""))
+    public func save(policy: MergePolicy? = nil, key: String? = nil) async throws -> SaveResult {
+        var line = "SAVE" + (policy.map { " " + $0.rawValue } ?? "")
+        if let key { line += " KEY \(try Self.name(key))" }
+        let reply = try await request(line)
         var ids: [RecordRef: String] = [:]
         for line in reply.lines {
+            if line.hasPrefix("{") {
+                // FORMAT JSON: {"ref":"#e1","entity":"employee","key":"42"}
+                if let saved = try? JSONDecoder().decode(SavedID.self, from: Data(line.utf8)), let ref = saved.ref, let key = saved.key { ids[RecordRef(ref)] = key }
+                continue
+            }
             // `#e1 employee 42`
             let parts = line.split(separator: " ", maxSplits: 2)
             if parts.count == 3, parts[0].hasPrefix("#") { ids[RecordRef(String(parts[0]))] = String(parts[2]) }
@@ -49,15 +64,33 @@ extension RecordsClient {
         return SaveResult(ids: ids, summary: reply.message)
     }
 
+    private struct SavedID: Decodable { var ref: String?; var key: String? }
+
     /// Drops every pending change.
     public func rollback() async throws {
         try await request("ROLLBACK")
     }
 
-    /// The pending changes, as CHANGES lists them.
-    public func changes() async throws -> [String] {
-        try await request("CHANGES").lines
+    /// A child scratchpad on top of the unit of work: edits go there until `merge` folds them
+    /// into the parent or `discard` drops them.
+    public func nest() async throws { try await request("NEST") }
+    public func merge() async throws { try await request("MERGE") }
+    public func discard() async throws { try await request("DISCARD") }
+
+    /// The pending changes, one a change (CHANGES under FORMAT JSON).
+    public func changes() async throws -> [PendingChange] {
+        try await request("CHANGES").lines.map { try RecordDecoding.decode(PendingChange.self, $0) }
     }
+
+    /// How many changes are pending, and how deep the scratchpads are.
+    public func pendingCount() async throws -> (pending: Int, depth: Int) {
+        let reply = try await request("CHANGES COUNT")
+        guard let line = reply.lines.first else { throw RecordsError.protocolViolation("CHANGES COUNT answered \(reply.status)") }
+        let count = try RecordDecoding.decode(PendingCount.self, line)
+        return (count.pending, count.depth)
+    }
+
+    private struct PendingCount: Decodable { var pending: Int; var depth: Int }
 
     static func assignments(_ values: KeyValuePairs<String, any RecordsLiteral>) throws(RecordsError) -> String {
         var text = ""
@@ -66,6 +99,28 @@ extension RecordsClient {
             text += " \(name)=\(try value.recordsLiteral())"
         }
         return text
+    }
+}
+
+/// One pending change, as CHANGES lists it under FORMAT JSON.
+public struct PendingChange: Sendable, Equatable, Decodable {
+    /// `insert`, `update`, `delete`, `updateWhere`, `deleteWhere`.
+    public var op: String
+    public var entity: String
+    /// A pending insert's `#ref`.
+    public var ref: String?
+    /// The record's key (a stored record's; a composite key's columns joined by commas).
+    public var key: String?
+    /// An insert's values.
+    public var values: [String: RecordsValue]?
+    /// An update's fields: the value read, and the new one.
+    public var changes: [String: FieldChange]?
+    /// A change by predicate, as typed.
+    public var text: String?
+
+    public struct FieldChange: Sendable, Equatable, Decodable {
+        public var old: String?
+        public var new: RecordsValue
     }
 }
 

@@ -43,10 +43,11 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             client.connection = connection
             client.banner = connection.banner
         }
+        await client.askForJSON()
         return client
     }
 
-    private func onQueue<T: Sendable>(_ work: @escaping @Sendable () throws(RecordsError) -> T) async throws -> T {
+    func onQueue<T: Sendable>(_ work: @escaping @Sendable () throws(RecordsError) -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 do throws(RecordsError) {
@@ -74,17 +75,6 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             guard let connection else { throw .connection("closed") }
             try connection.write(lines.map { $0 + "\n" }.joined())
             return try (0..<lines.count).map { _ throws(RecordsError) in try connection.readReply() }
-        }
-    }
-
-    /// Sends a line and its data lines (IMPORT), the data ended by `.`.
-    func sendWithData(_ line: String, data: [String]) async throws -> WireReply {
-        try await onQueue { [self] () throws(RecordsError) in
-            guard let connection else { throw .connection("closed") }
-            var text = line + "\n"
-            for row in data { text += (row.hasPrefix(".") ? "." : "") + row + "\n" }
-            try connection.write(text + ".\n")
-            return try connection.readReply()
         }
     }
 
@@ -119,6 +109,13 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     public func auth(user: String, password: String) async throws {
         // AUTH takes raw words; a quoted word is unescaped as a string.
         try await request("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())")
+        await askForJSON()
+    }
+
+    /// FORMAT JSON: SAVE's ids, CHANGES and conflicts come as JSON, read without parsing
+    /// English. Refused before sign-in on a server with users; `auth` asks again.
+    func askForJSON() async {
+        _ = try? await send("FORMAT JSON")
     }
 }
 

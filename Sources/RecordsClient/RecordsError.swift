@@ -11,6 +11,9 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     case protocolViolation(String)
     /// The caller's request cannot be put into a line (a format with a missing argument).
     case invalidRequest(String)
+    /// SAVE found records another session changed since this one read them: each conflict
+    /// with its three values (read, yours, now) where a field is in question.
+    case conflict(message: String, conflicts: [Conflict])
 
     public var description: String {
         switch self {
@@ -20,12 +23,63 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         case .connection(let text): "connection: \(text)"
         case .protocolViolation(let text): "protocol: \(text)"
         case .invalidRequest(let text): "request: \(text)"
+        case .conflict(let message, let conflicts):
+            "CONFLICT: \(message)" + conflicts.map { "\n\($0.entity) \($0.key)" + ($0.field.map { " \($0)" } ?? "") + ": \($0.reason)" }.joined()
         }
     }
 
     /// The protocol's error code (`NOT_FOUND`, `CONFLICT`, `VALIDATION`, ...) of a server error.
     public var code: String? {
-        if case .server(let code, _, _) = self { return code }
-        return nil
+        switch self {
+        case .server(let code, _, _): code
+        case .conflict: "CONFLICT"
+        default: nil
+        }
+    }
+}
+
+/// A field's value as the server shows it in JSON: text, NULL, or a pending record.
+public enum RecordsValue: Sendable, Equatable, Decodable {
+    case text(String)
+    case null
+    /// A pending record's `#ref`.
+    case ref(RecordRef)
+
+    private struct Pending: Decodable { var ref: String }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let text = try? container.decode(String.self) {
+            self = .text(text)
+        } else {
+            self = .ref(RecordRef(try container.decode(Pending.self).ref))
+        }
+    }
+}
+
+/// One record SAVE refused to write over (CONFLICT, under FORMAT JSON).
+public struct Conflict: Sendable, Equatable, Decodable {
+    public var entity: String
+    /// The record's key as the server prints it.
+    public var key: String
+    /// `both changed` (a field both sides changed: `field`, `read`, `yours`, `now` are set),
+    /// `deleted`, `other fields changed`, `changed before the update`, `changed before the delete`.
+    public var reason: String
+    public var field: String?
+    /// The field when this session read it, the value this session set, and the value now.
+    public var read: RecordsValue?
+    public var yours: RecordsValue?
+    public var now: RecordsValue?
+
+    public init(entity: String, key: String, reason: String, field: String? = nil, read: RecordsValue? = nil, yours: RecordsValue? = nil, now: RecordsValue? = nil) {
+        self.entity = entity
+        self.key = key
+        self.reason = reason
+        self.field = field
+        self.read = read
+        self.yours = yours
+        self.now = now
     }
 }

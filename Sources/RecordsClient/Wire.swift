@@ -41,6 +41,10 @@ public struct WireReply: Sendable, Equatable, CustomStringConvertible {
     /// The reply as a thrown error when it is one.
     public func checked() throws(RecordsError) -> WireReply {
         guard let code else { return self }
+        if code == "CONFLICT", !lines.isEmpty,
+           let conflicts = try? lines.map({ try JSONDecoder().decode(Conflict.self, from: Data($0.utf8)) }) {
+            throw RecordsError.conflict(message: message, conflicts: conflicts)
+        }
         throw RecordsError.server(code: code, message: message, details: lines)
     }
 

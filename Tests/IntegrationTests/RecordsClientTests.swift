@@ -104,4 +104,77 @@ import Testing
         #expect(memo.uid == "m1" && abs(memo.lastmodified.timeIntervalSince(before)) < 3600)
         await app.close()
     }
+
+    /// Conflicts come typed with their three values; upsert, scratchpads, typed CHANGES and
+    /// the pending count; EXPORT and IMPORT as streams.
+    @Test func conflictsScratchpadsAndBulkThroughTheLibrary() async throws {
+        let server = try TestServer()
+        let url = "records://127.0.0.1:\(server.port)"
+        let mine = try await RecordsClient.connect(url), theirs = try await RecordsClient.connect(url)
+        try await mine.upsert("game", on: ["name"], ["name": "Chess"])
+        try await mine.insert("department", ["name": "Ops 1", "number": 1])
+        try await mine.save()
+        try await mine.upsert("game", on: ["name"], ["name": "Chess"])
+        try await mine.save()
+        #expect(try await mine.count("game") == 1)
+        // Mine changes department 1; theirs changes it and saves first; mine is told exactly what happened.
+        try await mine.update("department", 1, ["name": "Mine"])
+        try await theirs.update("department", 1, ["name": "Theirs"])
+        try await theirs.save()
+        do {
+            try await mine.save()
+            Issue.record("a conflicting SAVE succeeded")
+        } catch RecordsError.conflict(_, let conflicts) {
+            #expect(conflicts == [Conflict(entity: "department", key: "1", reason: "both changed", field: "name",
+                                           read: .text("Ops 1"), yours: .text("Mine"), now: .text("Theirs"))])
+        }
+        try await mine.save(policy: .force)
+        #expect(try await mine.get(Department.self, 1)?.name == "Mine")
+        // Scratchpads, typed CHANGES and the count.
+        try await mine.nest()
+        let sales = try await mine.insert("department", ["name": "Sales", "number": 2])
+        try await mine.insert("employee", ["first_name": "A", "last_name": "B", "gender": 1, "department": sales])
+        #expect(try await mine.pendingCount() == (2, 1))
+        try await mine.nest()
+        try await mine.delete("department", 1)
+        try await mine.discard()
+        try await mine.merge()
+        let changes = try await mine.changes()
+        #expect(changes.map(\.op) == ["insert", "insert"])
+        #expect(changes[1].values?["department"] == .ref(sales))
+        try await mine.save()
+        // EXPORT streams lines; IMPORT takes them back (dot-stuffed lines included).
+        try await mine.insert("game", ["name": ".dot"])
+        try await mine.insert("game", ["name": "+plus"])
+        try await mine.save()
+        var lines: [String] = []
+        for try await line in try mine.export("game", where: "name != %@", "none") { lines.append(line) }
+        #expect(lines == ["id,name", "1,Chess", "2,.dot", "3,+plus"], "\(lines)")
+        let target = try TestServer()
+        let importer = try await RecordsClient.connect("records://127.0.0.1:\(target.port)")
+        #expect(try await importer.importCSV("game", lines: lines) == "imported 3 records")
+        #expect(try await importer.count("game", where: "name IN %@", [".dot", "+plus"]) == 2)
+        await mine.close()
+        await theirs.close()
+        await importer.close()
+    }
+
+    /// recordss:// (TLS from the first byte) and records://...?tls=require (STARTTLS), the
+    /// server's certificate checked against the given CA.
+    @Test func tlsThroughTheURL() async throws {
+        let certificates = try TestCertificates()
+        let server = try TestServer(arguments: ["--tls-cert", certificates.cert, "--tls-key", certificates.key, "--tls-listen", "127.0.0.1:0"])
+        let direct = try await RecordsClient.connect("recordss://localhost:\(server.tlsPort)", caFile: certificates.ca)
+        #expect(try await direct.send("PING").status == "+OK PONG")
+        let upgraded = try await RecordsClient.connect("records://localhost:\(server.port)?tls=require", caFile: certificates.ca)
+        #expect(try await upgraded.count("game") >= 0)
+        do {
+            _ = try await RecordsClient.connect("recordss://localhost:\(server.tlsPort)", caFile: certificates.otherCA)
+            Issue.record("a certificate from an unknown CA was trusted")
+        } catch RecordsError.connection(let reason) {
+            #expect(reason.contains("TLS with localhost failed"), "\(reason)")
+        }
+        await direct.close()
+        await upgraded.close()
+    }
 }

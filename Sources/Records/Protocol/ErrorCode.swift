@@ -19,12 +19,19 @@ public struct CommandError: Error, Equatable, Sendable {
     public var code: ErrorCode
     public var message: String
     public var details: [String]
+    /// The details as FORMAT JSON shows them (one object a line), when there is such a form.
+    public var jsonDetails: [String]?
 
-    public init(_ code: ErrorCode, _ message: String, details: [String] = []) {
+    public init(_ code: ErrorCode, _ message: String, details: [String] = [], jsonDetails: [String]? = nil) {
         self.code = code
         self.message = message
         self.details = details
+        self.jsonDetails = jsonDetails
     }
 
-    public var reply: Reply { Reply(lines: details, status: .error(code, message)) }
+    public var reply: Reply {
+        var reply = Reply(lines: details, status: .error(code, message))
+        reply.jsonLines = jsonDetails
+        return reply
+    }
 }

@@ -10,6 +10,8 @@ public struct Reply: Equatable, Sendable {
 
     public var lines: [String]
     public var status: Status
+    /// The data lines as FORMAT JSON shows them, when they differ (a CONFLICT's details).
+    public var jsonLines: [String]?
 
     public init(lines: [String] = [], status: Status) {
         self.lines = lines

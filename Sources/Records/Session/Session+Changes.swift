@@ -45,17 +45,10 @@ extension Session {
         return .ok(set.count > 0 ? changeSummary(set) : "no pending changes; depth \(unit.depth)", lines: lines)
     }
 
-    private static func json(_ value: FieldValue) -> JSON.Value {
-        switch value {
-        case .null: .null
-        case .text(let text): .string(text)
-        case .ref(let ref): .object([("ref", .string("#" + ref))])
-        }
-    }
+    private static func json(_ value: FieldValue) -> JSON.Value { value.json }
 
-    /// A key as text, or an object of its columns when it has several.
+    /// A key as the server prints it elsewhere (SAVE's ids, conflicts, WATCH).
     private static func json(_ key: RecordKey, _ entity: Entity?) -> JSON.Value {
-        guard let entity, entity.key.count == key.values.count, key.values.count > 1 else { return .string(key.values.joined(separator: ",")) }
-        return .object(zip(entity.key, key.values).map { ($0.name, .string($1)) })
+        .string(entity?.show(key) ?? key.values.joined(separator: ","))
     }
 }

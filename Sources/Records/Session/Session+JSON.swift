@@ -49,7 +49,11 @@ extension Session {
 
     /// SAVE's `#e1 employee 42` lines as `{"ref":"#e1","entity":"employee","key":"42"}`.
     static func savedJSON(_ reply: Reply) -> Reply {
-        guard case .ok = reply.status else { return reply }
+        guard case .ok = reply.status else {
+            var json = reply
+            if let lines = reply.jsonLines { json.lines = lines }
+            return json
+        }
         var json = reply
         json.lines = reply.lines.map { line in
             let parts = line.split(separator: " ", maxSplits: 2).map(String.init)

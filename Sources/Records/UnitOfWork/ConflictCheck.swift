@@ -58,7 +58,19 @@ struct ConflictCheck {
     func resolve(policy: MergePolicy, locks: [Lock], results: [StatementResult]) throws(CommandError) -> Resolution {
         var resolution = Resolution()
         var conflicts: [String] = []
+        var conflictJSON: [String] = []
         var conflicted = 0
+        /// One conflict, as people read it and as programs do.
+        func conflict(_ text: String, _ key: RecordKey, _ reason: String, field: String? = nil, read: String?? = nil, yours: FieldValue? = nil, now: String?? = nil) {
+            conflicts.append(text)
+            var pairs: [(String, JSON.Value)] = [("entity", .string(key.entity)), ("key", .string(model.entity(exactly: key.entity)?.show(key) ?? key.values.joined(separator: ","))),
+                                                 ("reason", .string(reason))]
+            if let field { pairs.append(("field", .string(field))) }
+            if let read { pairs.append(("read", .optional(read))) }
+            if let yours { pairs.append(("yours", yours.json)) }
+            if let now { pairs.append(("now", .optional(now))) }
+            conflictJSON.append(JSON.Value.object(pairs).text)
+        }
         var current: [RecordKey: Current] = [:]
         var readable: Set<RecordKey> = []
         for (lock, result) in zip(locks, results) {
@@ -90,7 +102,7 @@ struct ConflictCheck {
                 switch policy {
                 case .fail, .merge:
                     conflicted += 1
-                    conflicts.append("\(label): deleted by another session since it was read")
+                    conflict("\(label): deleted by another session since it was read", key, "deleted")
                 case .force, .theirs:
                     resolution.droppedFields[key] = Set(update.order)
                     resolution.notes.append("\(label) was deleted by another session: its update is dropped")
@@ -106,13 +118,17 @@ struct ConflictCheck {
                 if update.fields[column] == .null, theirs == nil { return false }
                 return true
             }
-            let lines = both.map { column in
-                "\(label) \(column): read \(show(update.baseline[column] ?? nil)), yours \(update.fields[column]!), now \(show(now.values[column] ?? nil))"
+            func fieldConflicts() {
+                for column in both {
+                    conflict("\(label) \(column): read \(show(update.baseline[column] ?? nil)), yours \(update.fields[column]!), now \(show(now.values[column] ?? nil))",
+                             key, "both changed", field: model.entity(exactly: key.entity)?.label(column) ?? column,
+                             read: .some(update.baseline[column] ?? nil), yours: update.fields[column]!, now: .some(now.values[column] ?? nil))
+                }
             }
             if update.changedSinceRead && policy != .force {
                 // What changed between this unit's read and its UPDATE is not known field by field.
                 conflicted += 1
-                conflicts.append("\(label): changed by another session after this unit read it and before its UPDATE")
+                conflict("\(label): changed by another session after this unit read it and before its UPDATE", key, "changed before the update")
                 continue
             }
             switch policy {
@@ -124,15 +140,15 @@ struct ConflictCheck {
             case .merge:
                 if !both.isEmpty {
                     conflicted += 1
-                    conflicts.append(contentsOf: lines)
+                    fieldConflicts()
                 }
             case .fail:
                 conflicted += 1
-                if lines.isEmpty {
+                if both.isEmpty {
                     let others = changedColumns(read: update.baseline, now: now.values)
-                    conflicts.append("\(label): changed by another session in fields this unit did not change (\(others.joined(separator: ", ")))")
+                    conflict("\(label): changed by another session in fields this unit did not change (\(others.joined(separator: ", ")))", key, "other fields changed")
                 } else {
-                    conflicts.append(contentsOf: lines)
+                    fieldConflicts()
                 }
             }
         }
@@ -153,14 +169,14 @@ struct ConflictCheck {
                 resolution.notes.append("\(label): changed by another session, so the database wins and it is kept")
             case .fail, .merge:
                 conflicted += 1
-                conflicts.append("\(label): changed by another session since this unit chose to delete it")
+                conflict("\(label): changed by another session since this unit chose to delete it", key, "changed before the delete")
             }
         }
 
         if !conflicts.isEmpty {
             throw CommandError(.conflict,
                 "\(conflicted) record(s) changed by another session since this unit read them; SAVE FORCE keeps yours, SAVE THEIRS keeps the database's, SAVE MERGE combines fields only one side changed",
-                details: conflicts)
+                details: conflicts, jsonDetails: conflictJSON)
         }
         return resolution
     }

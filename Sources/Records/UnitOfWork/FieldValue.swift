@@ -13,3 +13,14 @@ public enum FieldValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension FieldValue {
+    /// As FORMAT JSON shows a value: text, null, or a pending record as {"ref":"#e1"}.
+    var json: JSON.Value {
+        switch self {
+        case .null: .null
+        case .text(let text): .string(text)
+        case .ref(let ref): .object([("ref", .string("#" + ref))])
+        }
+    }
+}

@@ -253,6 +253,26 @@ public final class LineConnection {
         }
     }
 
+    /// The socket, for a caller that waits on it with others (the shell's prompt, stdin).
+    public var fileDescriptor: Int32 { fd }
+
+    /// Bytes already read but not yet taken as lines (poll will not announce them).
+    public var hasBufferedInput: Bool { reader.hasBufferedBytes || tls?.hasBufferedInput == true }
+
+    /// The pushed lines that arrived while no request was waiting, without blocking when
+    /// nothing did; nil when the server closed the connection.
+    public func takeArrivedPushes() throws(RecordsError) -> [String]? {
+        var lines: [String] = []
+        while true {
+            while let event = reader.next() {
+                if case .pushed(let line) = event { lines.append(line) }
+            }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard tls?.hasBufferedInput == true || poll(&entry, 1, 0) > 0 else { return lines }
+            guard try fill() else { return lines.isEmpty ? nil : lines }
+        }
+    }
+
     /// Sends one line and reads its reply.
     @discardableResult
     public func send(_ line: String) throws(RecordsError) -> WireReply {

@@ -93,6 +93,9 @@ public struct ReplyReader: Sendable {
         }
     }
 
+    /// Bytes held that do not yet make a whole line, or lines not yet taken.
+    public var hasBufferedBytes: Bool { start < buffer.count }
+
     /// The next whole line as sent (without its `\n`), if the bytes hold one. The server ends
     /// lines with `\n` alone: a `\r` before it is data (a CSV field's line break in EXPORT).
     public mutating func nextLine() -> String? {

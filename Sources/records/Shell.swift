@@ -33,6 +33,39 @@ private final class Completions: @unchecked Sendable {  // `words` and `matches`
     }
 }
 
+/// The line libedit's callback interface handed over (it calls back without a context).
+private final class TypedLine: @unchecked Sendable {  // `line`, `done` guarded by `lock`
+    static let shared = TypedLine()
+    private let lock = NSLock()
+    private var line: String?
+    private var done = false
+
+    func deliver(_ text: String?) {
+        lock.withLock {
+            line = text
+            done = true
+        }
+    }
+
+    /// nil until a line (or Ctrl-D, `.some(nil)`) came.
+    func take() -> String?? {
+        lock.withLock {
+            guard done else { return nil }
+            done = false
+            defer { line = nil }
+            return .some(line)
+        }
+    }
+}
+
+/// What reading a line at the prompt ended with.
+enum Typed {
+    case line(String)
+    case endOfInput
+    case interrupted
+    case connectionLost
+}
+
 /// The interactive shell: libedit line editing, persistent history, completion of verbs,
 /// entities and attributes, a prompt that shows the pending changes, and a warning before
 /// quitting with unsaved ones.
@@ -69,13 +102,17 @@ struct Shell {
         while true {
             Completions.shared.set(Self.verbs + entities + attributes.values.flatMap { $0 })
             let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
-            let raw = readline(prompt)
-            if clibedit_take_sigint() != 0 {
-                if let raw { free(raw) }
+            let typed = readLine(prompt)
+            if case .interrupted = typed {
                 print("^C")
                 continue
             }
-            guard let raw else {
+            if case .connectionLost = typed {
+                printer.note("the connection to the server was lost")
+                write_history(history)
+                return 3
+            }
+            guard case .line(let text) = typed else {
                 if pending > 0 && !warned {
                     printer.note("\n\(pending) unsaved change(s) would be lost: SAVE them, or press Ctrl-D again to leave")
                     warned = true
@@ -84,8 +121,7 @@ struct Shell {
                 print("")
                 break
             }
-            let line = String(cString: raw).trimmingCharacters(in: .whitespaces)
-            free(raw)
+            let line = text.trimmingCharacters(in: .whitespaces)
             if line.isEmpty { continue }
             // A line that may hold a password is never kept; the rest is written as you go.
             if Verb.of(line)?.facts.carriesSecret != true {
@@ -151,6 +187,46 @@ struct Shell {
         }
         write_history(history)
         return 0
+    }
+
+    /// A line typed at the prompt, while events pushed by the server (WATCH) are printed above
+    /// it as they arrive: libedit's callback interface, fed when stdin is readable, and the
+    /// socket watched beside it.
+    private func readLine(_ prompt: String) -> Typed {
+        _ = TypedLine.shared.take()
+        rl_callback_handler_install(prompt) { raw in
+            TypedLine.shared.deliver(raw.map { String(cString: $0) })
+            if let raw { free(raw) }
+        }
+        defer { rl_callback_handler_remove() }
+        while true {
+            if connection.hasBufferedInput || Self.readable(connection.fileDescriptor) {
+                guard let pushed = try? connection.takeArrivedPushes() else {
+                    print("")
+                    return .connectionLost
+                }
+                if !pushed.isEmpty {
+                    // Above the line being typed, which is then drawn again as it was.
+                    print("\r\u{1B}[K" + pushed.map { "! " + $0 }.joined(separator: "\n"))
+                    rl_forced_update_display()
+                }
+            }
+            var entries = [pollfd(fd: STDIN_FILENO, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: connection.fileDescriptor, events: Int16(POLLIN), revents: 0)]
+            let ready = poll(&entries, 2, -1)
+            if clibedit_take_sigint() != 0 {
+                rl_replace_line("", 0)
+                return .interrupted
+            }
+            guard ready > 0, entries[0].revents != 0 else { continue }
+            rl_callback_read_char()
+            if let line = TypedLine.shared.take() { return line.map(Typed.line) ?? .endOfInput }
+        }
+    }
+
+    private static func readable(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0
     }
 
     /// IMPORT's data lines, as typed, until `.`; nil when Ctrl-C or Ctrl-D abandons them.

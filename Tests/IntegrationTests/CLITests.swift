@@ -213,7 +213,7 @@ import Testing
     /// The shell under a pty typing `steps` (keys, then seconds to read); its screen and status.
     private func typed(_ server: TestServer, _ steps: [(String, Double)]) throws -> String {
         let driver = """
-            import os, pty, sys, time, select, signal, json
+            import os, pty, sys, time, select, signal, json, subprocess
             pid, fd = pty.fork()
             if pid == 0:
                 signal.pthread_sigmask(signal.SIG_SETMASK, set())
@@ -228,7 +228,10 @@ import Testing
                 return out.decode(errors="replace").replace("\\r", "")
             log = read()
             for keys, wait in json.loads(sys.argv[3]):
-                os.write(fd, keys.encode())
+                if keys.startswith("run:"):
+                    subprocess.run(keys[4:], shell=True, stdout=subprocess.DEVNULL)
+                else:
+                    os.write(fd, keys.encode())
                 log += read(wait)
             _, status = os.waitpid(pid, 0)
             print(log)
@@ -260,5 +263,17 @@ import Testing
         #expect(out.hasSuffix("exit 0\n"), "\(out)")
         let names = try server.database().query("SELECT string_agg(name, ',' ORDER BY name) FROM game WHERE name IN ('Risk', '(2 pending)', 'Backgammon', 'Go', 'Hex')")
         #expect(names.string(0, 0) == "(2 pending),Backgammon,Go,Hex,Risk")
+    }
+
+    /// A WATCH event shows at the prompt as it arrives, without typing, and the half-typed
+    /// line is drawn again after it.
+    @Test func watchEventsShowWhileThePromptWaits() throws {
+        let server = try seeded()
+        let other = "\(Self.binary) -p \(server.port) -c 'INSERT game name=\"Live\"' -c SAVE"
+        let out = try typed(server, [("WATCH game\r", 1), ("FIND ga", 0.5), ("run:" + other, 2), ("\u{15}QUIT\r", 1)])
+        #expect(out.contains("+OK watching game") || out.contains("watching game"), "\(out)")
+        let event = try #require(out.range(of: "! game "), "\(out)")
+        #expect(out[event.lowerBound...].contains(" inserted\nlocalhost [0]> FIND ga"), "\(out)")
+        #expect(out.hasSuffix("exit 0\n"), "\(out)")
     }
 }

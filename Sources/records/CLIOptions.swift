@@ -15,6 +15,8 @@ struct CLIOptions {
         case importFile(entity: String, path: String)
         /// `records codegen swift [entity ...]`.
         case codegen(entities: [String])
+        /// `records watch entity [--where predicate]`: follow the changes until Ctrl-C.
+        case watch(entity: String, predicate: String?)
     }
 
     var host = "localhost"
@@ -28,6 +30,9 @@ struct CLIOptions {
     var tlsCA: String?
     /// Seconds to wait for the connection (an unreachable host otherwise waits for the system).
     var connectTimeout: Double? = 10
+    /// `-c` commands run this many times, `interval` seconds apart (redis-cli's -r and -i).
+    var repeatCount = 1
+    var interval = 0.0
 
     static let usage = """
         usage: records [options]                         interactive shell
@@ -38,6 +43,8 @@ struct CLIOptions {
                records [options] export ENTITY [--where PREDICATE] > file.csv
                records [options] import ENTITY file.csv
                records [options] codegen swift [ENTITY ...] > Models.swift   RecordsClient structs
+               records [options] watch ENTITY [--where PREDICATE]   follow changes until Ctrl-C
+               records completion bash|zsh               a completion script for the shell
 
         options:
           -H, --host HOST        server host (default localhost)
@@ -50,10 +57,15 @@ struct CLIOptions {
           --tls-direct           TLS from the first byte (the server's --tls-listen port)
           --tls-ca FILE          trust these CA certificates (RECORDS_TLS_CA; default: the system's)
           --connect-timeout S    give up connecting after S seconds (default 10; 0: the system's)
-          --format FORMAT        table (default on a terminal), json (one object a line) or csv
+          --format FORMAT        table (default on a terminal), json (one object a line) or csv;
+                                 json and csv ask the server for JSON replies (DESCRIBE, INFO ...)
+          --repeat N             run the -c commands N times (0: until Ctrl-C)
+          --interval S           seconds between repeats (default 0)
           --continue             in scripts, go on after a failed command
           -h, --help             this help
 
+        Defaults come from ~/.config/records/config ($XDG_CONFIG_HOME), lines of `key = value`:
+        url, host, port, user, tls (off, starttls, direct), tls-ca, format, connect-timeout.
         RECORDS_URL=records://user@host:port sets host, port and user at once;
         recordss://... is TLS from the first byte, records://...?tls=require is STARTTLS.
         exit status: 0 success, 1 a command failed, 2 usage error, 3 could not connect or sign in
@@ -84,9 +96,36 @@ struct CLIOptions {
         if parsed.tls != .off { tls = parsed.tls }
     }
 
-    static func parse(_ given: [String], environment: [String: String]) throws -> CLIOptions {
+    /// The config file's settings as options, under the environment's and the arguments'.
+    static func configured(environment: [String: String]) throws -> CLIOptions {
+        let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? ((environment["HOME"] ?? ".") + "/.config")
+        let path = base + "/records/config"
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return CLIOptions() }
+        var arguments: [String] = []
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            guard let equals = line.firstIndex(of: "=") else { throw UsageError(description: "\(path) line \(number + 1): expected key = value") }
+            let key = line[..<equals].trimmingCharacters(in: .whitespaces), value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            switch (key, value) {
+            case ("tls", "off"): break
+            case ("tls", "starttls"): arguments.append("--tls")
+            case ("tls", "direct"): arguments.append("--tls-direct")
+            case ("url", _), ("host", _), ("port", _), ("user", _), ("tls-ca", _), ("format", _), ("connect-timeout", _):
+                arguments += ["--" + key, value]
+            default: throw UsageError(description: "\(path) line \(number + 1): unknown setting '\(key) = \(value)'")
+            }
+        }
+        do {
+            return try parse(arguments, environment: [:], base: CLIOptions(), modes: false)
+        } catch let error as UsageError {
+            throw UsageError(description: "\(path): \(error.description)")
+        }
+    }
+
+    static func parse(_ given: [String], environment: [String: String], base: CLIOptions = CLIOptions(), modes: Bool = true) throws -> CLIOptions {
         var arguments = given
-        var options = CLIOptions()
+        var options = base
         if let url = environment["RECORDS_URL"], !url.isEmpty { try options.apply(url: url, from: "RECORDS_URL") }
         if let ca = environment["RECORDS_TLS_CA"], !ca.isEmpty { options.tlsCA = ca }
         var rest: [String] = []
@@ -134,6 +173,14 @@ struct CLIOptions {
                 let text = try value(argument)
                 guard let seconds = Double(text), seconds >= 0, seconds <= 86400 else { throw UsageError(description: "--connect-timeout takes seconds, not '\(text)'") }
                 options.connectTimeout = seconds == 0 ? nil : seconds
+            case "--repeat":
+                let text = try value(argument)
+                guard let count = Int(text), count >= 0 else { throw UsageError(description: "--repeat takes a count, not '\(text)'") }
+                options.repeatCount = count
+            case "--interval":
+                let text = try value(argument)
+                guard let seconds = Double(text), seconds >= 0, seconds <= 86400 else { throw UsageError(description: "--interval takes seconds, not '\(text)'") }
+                options.interval = seconds
             case "--format":
                 let text = try value(argument)
                 guard let format = Format(rawValue: text) else { throw UsageError(description: "--format takes table, json or csv, not '\(text)'") }
@@ -143,7 +190,13 @@ struct CLIOptions {
                 rest.append(argument)
             }
         }
+        guard modes else { return options }
         switch (rest.first, rest.count) {
+        case ("watch"?, 2): options.mode = .watch(entity: rest[1], predicate: predicate)
+        case ("completion"?, 2):
+            guard let script = Completion.script(for: rest[1]) else { throw UsageError(description: "completion takes bash or zsh, not '\(rest[1])'") }
+            print(script, terminator: "")
+            exit(0)
         case ("export"?, 2): options.mode = .export(entity: rest[1], predicate: predicate)
         case ("import"?, 3): options.mode = .importFile(entity: rest[1], path: rest[2])
         case ("codegen"?, _) where rest.count >= 2 && rest[1] == "swift": options.mode = .codegen(entities: Array(rest.dropFirst(2)))

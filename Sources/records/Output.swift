@@ -3,6 +3,7 @@ import Glibc
 #endif
 import CLibEdit
 import Foundation
+import RecordsProtocol
 import RecordsClient
 
 /// Prints replies for people (aligned tables) or programs (JSON lines, CSV).
@@ -76,6 +77,16 @@ struct Printer {
     func error(_ reply: WireReply) {
         let text = (reply.lines + ["ERROR " + reply.statusText]).joined(separator: "\n")
         FileHandle.standardError.write(((errorColor ? "\u{1B}[31m" + text + "\u{1B}[0m" : text) + "\n").data(using: .utf8)!)
+    }
+
+    /// A pushed line (WATCH): as sent, or under json one object (`{"entity":"game","key":"5","operation":"inserted"}`).
+    func event(_ line: String) {
+        guard format == .json else { return print("! " + line) }
+        if let event = ChangeEvent(line: line) {
+            print("{\"entity\":\(quotedString(event.entity)),\"key\":\(quotedString(event.key)),\"operation\":\(quotedString(event.operation))}")
+        } else {
+            print("{\"notice\":\(quotedString(line))}")
+        }
     }
 
     func note(_ text: String) {

@@ -22,9 +22,14 @@ struct ScriptRunner {
             var segment: [(number: Int, text: String)] = []
             var payload = ""
             while index < lines.count {
-                let text = lines[index]
+                var text = lines[index]
                 let number = index + 1
                 index += 1
+                // A trailing `\` continues the command on the next line.
+                while text.hasSuffix("\\") && index < lines.count {
+                    text = String(text.dropLast()) + lines[index]
+                    index += 1
+                }
                 let trimmed = text.trimmingCharacters(in: .whitespaces)
                 // Comments: `-- ...` as in SQL, `# ...` as in shell scripts (no verb starts with #).
                 if trimmed.isEmpty || trimmed.hasPrefix("--") || trimmed.hasPrefix("#") { continue }

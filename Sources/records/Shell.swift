@@ -69,10 +69,19 @@ enum Typed {
 /// The interactive shell: libedit line editing, persistent history, completion of verbs,
 /// entities and attributes, a prompt that shows the pending changes, and a warning before
 /// quitting with unsaved ones.
-struct Shell {
-    let connection: LineConnection
+final class Shell {
+    private var connection: LineConnection
+    /// Connects again, the same way, when the server went away (a restart).
+    let connector: Connector
     let printer: Printer
     let options: CLIOptions
+
+    init(connection: LineConnection, connector: Connector, printer: Printer, options: CLIOptions) {
+        self.connection = connection
+        self.connector = connector
+        self.printer = printer
+        self.options = options
+    }
     /// The verbs and their clause words, from the protocol's verb table.
     static let verbs = Verb.allCases.map(\.rawValue)
         + Set(Verb.allCases.flatMap(\.facts.keywords)).filter { $0 == $0.uppercased() }.sorted()
@@ -108,9 +117,12 @@ struct Shell {
                 continue
             }
             if case .connectionLost = typed {
-                printer.note("the connection to the server was lost")
-                write_history(history)
-                return 3
+                guard reconnect(pending: pending, during: nil) else {
+                    write_history(history)
+                    return 3
+                }
+                pending = 0
+                continue
             }
             guard case .line(let text) = typed else {
                 if pending > 0 && !warned {
@@ -121,7 +133,16 @@ struct Shell {
                 print("")
                 break
             }
-            let line = text.trimmingCharacters(in: .whitespaces)
+            // A trailing `\` continues the line on the next (the protocol's line is one line).
+            var joined = text
+            while joined.hasSuffix("\\") {
+                guard case .line(let more) = readLine("... ") else {
+                    joined = ""
+                    break
+                }
+                joined = String(joined.dropLast()) + more
+            }
+            let line = joined.trimmingCharacters(in: .whitespaces)
             if line.isEmpty { continue }
             // A line that may hold a password is never kept; the rest is written as you go.
             if Verb.of(line)?.facts.carriesSecret != true {
@@ -150,8 +171,11 @@ struct Shell {
                 } catch let error as UsageError {
                     printer.note(error.description)
                 } catch {
-                    printer.note("the connection to the server was lost")
-                    return 3
+                    guard reconnect(pending: pending, during: line) else {
+                        write_history(history)
+                        return 3
+                    }
+                    pending = 0
                 }
                 continue
             }
@@ -166,9 +190,12 @@ struct Shell {
             }
             let started = Date()
             guard let reply = try? connection.send(request) else {
-                printer.note("the connection to the server was lost")
-                write_history(history)
-                return 3
+                guard reconnect(pending: pending, during: line) else {
+                    write_history(history)
+                    return 3
+                }
+                pending = 0
+                continue
             }
             if clibedit_take_sigint() != 0 {
                 // The server finished the command (the protocol has no cancel): only its output goes.
@@ -187,6 +214,26 @@ struct Shell {
         }
         write_history(history)
         return 0
+    }
+
+    /// The server went away (a restart, say): connect again the same way, a few times over
+    /// some seconds, saying what was lost with the old session. False when it stays away.
+    private func reconnect(pending: Int, during command: String?) -> Bool {
+        var lost = "the connection to the server was lost"
+        if let command { lost += " during `\(command.prefix(60))`, which may or may not have run" }
+        if pending > 0 { lost += "; its \(pending) pending change(s) went with the session" }
+        printer.note(lost + "; reconnecting...")
+        for attempt in 0..<20 {
+            if attempt > 0 { usleep(500_000) }
+            if clibedit_take_sigint() != 0 { break }
+            guard let fresh = try? connector.connect() else { continue }
+            connection = fresh
+            connection.onPushed = { line in print("! " + line) }
+            printer.note("reconnected to \(options.host):\(options.port): a new session, with no pending changes and no WATCH")
+            return true
+        }
+        printer.note("could not reconnect to \(options.host):\(options.port)")
+        return false
     }
 
     /// A line typed at the prompt, while events pushed by the server (WATCH) are printed above

@@ -22,30 +22,23 @@ if arguments.contains("-h") || arguments.contains("--help") {
 
 let options: CLIOptions
 do {
-    options = try CLIOptions.parse(arguments, environment: environment)
+    options = try CLIOptions.parse(arguments, environment: environment, base: try CLIOptions.configured(environment: environment))
 } catch {
     FileHandle.standardError.write("records: \(error)\n\n\(CLIOptions.usage)\n".data(using: .utf8)!)
     exit(2)
 }
 let printer = Printer(format: options.format, environment: environment)
 
-struct ConnectError: Error, CustomStringConvertible { var description: String }
-
+let connector: Connector
 let connection: LineConnection
 do {
-    var connect = LineConnection.Options(connectTimeout: options.connectTimeout)
-    switch options.tls {
-    case .off: connect.security = .plain
-    case .startTLS: connect.security = .startTLS(caFile: options.tlsCA)
-    case .direct: connect.security = .direct(caFile: options.tlsCA)
-    }
-    connection = try open(host: options.host, port: options.port, options: connect)
+    var password: String?
     if let user = options.user {
-        let password = try passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
+        password = try passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
             ?? askPassword("password for \(user)@\(options.host): ")
-        let reply = try connection.send("AUTH \(user) \(quotedString(password))")
-        guard reply.isOK else { throw ConnectError(description: "could not sign in as \(user): \(reply.statusText)") }
     }
+    connector = Connector(options: options, password: password)
+    connection = try connector.connect()
 } catch {
     printer.note("records: \(error)")
     exit(3)
@@ -54,13 +47,21 @@ do {
 do {
     switch options.mode {
     case .shell:
-        exit(Shell(connection: connection, printer: printer, options: options).run())
+        exit(Shell(connection: connection, connector: connector, printer: printer, options: options).run())
     case .command(let commands):
-        for command in commands {
-            let started = Date()
-            let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
-            guard reply.isOK else { exit(1) }
-        }
+        // Repeating: Ctrl-C ends the repeats after the command running (once: it ends records).
+        if options.repeatCount != 1 { clibedit_catch_sigint() }
+        var round = 0
+        repeat {
+            if round > 0 && options.interval > 0 { usleep(UInt32(min(options.interval, 86400) * 1_000_000)) }
+            if clibedit_take_sigint() != 0 { break }
+            for command in commands {
+                let started = Date()
+                let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
+                guard reply.isOK else { exit(1) }
+            }
+            round += 1
+        } while options.repeatCount == 0 || round < options.repeatCount
         // The session ends here: changes not saved would be dropped without a word.
         let pending = Verb.of(commands.last ?? "") == .quit ? 0 : try Shell.pendingCount(on: connection)
         if pending > 0 {
@@ -84,6 +85,8 @@ do {
         exit(try Bulk(connection: connection, printer: printer).export(entity: entity, predicate: predicate))
     case .importFile(let entity, let path):
         exit(try Bulk(connection: connection, printer: printer).importFile(entity: entity, path: path))
+    case .watch(let entity, let predicate):
+        exit(try Follow(connection: connection, printer: printer).run(entity: entity, predicate: predicate))
     case .codegen(let entities):
         print(try Codegen(connection: connection).swift(entities: entities), terminator: "")
         exit(0)
@@ -94,16 +97,6 @@ do {
 } catch {
     printer.note("records: \(error)")
     exit(3)
-}
-
-/// The connection, with a hint when nothing answered.
-func open(host: String, port: Int, options: LineConnection.Options) throws -> LineConnection {
-    do {
-        return try LineConnection(host: host, port: port, options: options)
-    } catch {
-        guard case .unreachable(let reason) = error else { throw error }
-        throw ConnectError(description: reason + " — is recordsd running? start it with `scripts/serve` (or `recordsd`)")
-    }
 }
 
 /// The first line of the file named by RECORDS_PASSWORD_FILE (a Docker secret, say).

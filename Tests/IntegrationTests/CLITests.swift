@@ -276,4 +276,63 @@ import Testing
         #expect(out[event.lowerBound...].contains(" inserted\nlocalhost [0]> FIND ga"), "\(out)")
         #expect(out.hasSuffix("exit 0\n"), "\(out)")
     }
+
+    /// The habits of psql and redis-cli: a config file under the environment and the
+    /// arguments, --format json for every reply, --repeat, a trailing `\` continuing a line,
+    /// completion scripts, and `records watch` following a feed until Ctrl-C.
+    @Test func conventionsOfTheCommandLine() throws {
+        let server = try seeded()
+        let port = String(server.port)
+        let config = FileManager.default.temporaryDirectory.appendingPathComponent("records-config-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: config + "/records", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: config) }
+        try "# defaults\nport = \(port)\nformat = json\n".write(toFile: config + "/records/config", atomically: true, encoding: .utf8)
+        let described = try runProcess(Self.binary, ["-c", "DESCRIBE game"], environment: ["XDG_CONFIG_HOME": config])
+        #expect(described.status == 0, "\(described)")
+        #expect(described.output.hasPrefix(#"{"name":"game","key":["id"],"attributes":["#), "\(described.output)")
+        try "port = nope\n".write(toFile: config + "/records/config", atomically: true, encoding: .utf8)
+        let broken = try runProcess(Self.binary, ["-p", port, "-c", "PING"], environment: ["XDG_CONFIG_HOME": config])
+        #expect(broken.status == 2 && broken.error.contains("records/config: --port takes a number"), "\(broken)")
+        let repeated = try records(["-p", port, "--repeat", "3", "--interval", "0.01", "-c", "PING"])
+        #expect(repeated.output == "PONG\nPONG\nPONG\n", "\(repeated)")
+        let continued = try runProcess(Self.binary, ["-p", port], input: "INSERT game \\\nname=\"Joined\"\nSAVE\n")
+        #expect(continued.status == 0, "\(continued)")
+        #expect(try server.database().query("SELECT count(*) FROM game WHERE name = 'Joined'").string(0, 0) == "1")
+        let bash = try records(["completion", "bash"])
+        #expect(bash.status == 0 && bash.output.contains("complete -F _records records"))
+        #expect(try records(["completion", "fish"]).status == 2)
+        // `records watch` follows until Ctrl-C, which ends it with status 0.
+        let follower = """
+            import subprocess, sys, time, signal
+            p = subprocess.Popen([sys.argv[1], "-p", sys.argv[2], "--format", "json", "watch", "game"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(1)
+            subprocess.run([sys.argv[1], "-p", sys.argv[2], "-c", 'INSERT game name="Followed"', "-c", "SAVE"], stdout=subprocess.DEVNULL)
+            time.sleep(1.5)
+            p.send_signal(signal.SIGINT)
+            out, err = p.communicate(timeout=10)
+            print(out.decode(), end="")
+            print("exit", p.returncode)
+            """
+        let followed = try runProcess("/usr/bin/env", ["python3", "-c", follower, Self.binary, port])
+        #expect(followed.output.hasPrefix(#"{"entity":"game","key":""#) && followed.output.contains(#"","operation":"inserted"}"#), "\(followed)")
+        #expect(followed.output.hasSuffix("exit 0\n"), "\(followed)")
+    }
+
+    /// After a server restart the shell connects again by itself and says what the old session
+    /// took with it, instead of exiting.
+    @Test func theShellReconnectsAfterARestart() throws {
+        let server = try seeded()
+        let pidFile = NSTemporaryDirectory() + "records-restarted-\(UUID()).pid"
+        let restart = "kill -TERM \(server.process.processIdentifier); sleep 1; "
+            + "(exec \(TestEnvironment.recordsdBinary) serve --listen 127.0.0.1:\(server.port) --database '\(server.databaseURL)' "
+            + "--migrations \(TestEnvironment.migrations) --pool-size 2 >/dev/null 2>&1 & echo $! > \(pidFile)); sleep 2"
+        defer { _ = try? runProcess("/bin/sh", ["-c", "kill $(cat \(pidFile)) 2>/dev/null; rm -f \(pidFile)"]) }
+        let out = try typed(server, [("INSERT game name=\"Lost\"\r", 1), ("run:" + restart, 3), ("INSERT game name=\"After\"\r", 1),
+                                     ("SAVE\r", 1), ("QUIT\r", 1)])
+        #expect(out.contains("! shutdown"), "\(out)")
+        #expect(out.contains("the connection to the server was lost; its 1 pending change(s) went with the session; reconnecting..."), "\(out)")
+        #expect(out.contains("reconnected to localhost:\(server.port): a new session, with no pending changes and no WATCH\nlocalhost [0]> "), "\(out)")
+        #expect(out.hasSuffix("exit 0\n"), "\(out)")
+        #expect(try server.database().query("SELECT string_agg(name, ',') FROM game WHERE name IN ('Lost', 'After')").string(0, 0) == "After")
+    }
 }

@@ -18,13 +18,19 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         public var open: Int
         public var busy: Int
         public var queued: Int
+        /// Jobs started since the pool began, and the seconds they waited in the queue, in all.
+        public var started: Int = 0
+        public var waitSeconds: Double = 0
     }
 
     public let size: Int
     private let conninfo: String
     private let setup: [String]
     private let condition = NSCondition()
-    private var scheduler: PoolScheduler<Job>
+    /// Each job with when it was queued (uptime nanoseconds), for the wait it had.
+    private var scheduler: PoolScheduler<(job: Job, queued: UInt64)>
+    private var started = 0
+    private var waitNanoseconds: UInt64 = 0
     private var openCount = 0
     private var stopping = false
     private var workers: [Thread] = []
@@ -62,7 +68,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        scheduler.enqueue(job, standing, streams: streams)
+        scheduler.enqueue((job, DispatchTime.now().uptimeNanoseconds), standing, streams: streams)
         condition.signal()
         condition.unlock()
     }
@@ -70,7 +76,8 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     public var statistics: Statistics {
         condition.lock()
         defer { condition.unlock() }
-        return Statistics(size: size, open: openCount, busy: scheduler.busy, queued: scheduler.queued)
+        return Statistics(size: size, open: openCount, busy: scheduler.busy, queued: scheduler.queued,
+                          started: started, waitSeconds: Double(waitNanoseconds) / 1e9)
     }
 
     /// Asks PostgreSQL to cancel the statement every busy worker runs (at the shutdown
@@ -105,7 +112,12 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             if scheduler.queued > 1 { condition.broadcast() }
         }
         while true {
-            if let job = scheduler.next(worker: worker, now: DispatchTime.now().uptimeNanoseconds) { return job }
+            let now = DispatchTime.now().uptimeNanoseconds
+            if let next = scheduler.next(worker: worker, now: now) {
+                started += 1
+                waitNanoseconds &+= now &- min(now, next.queued)
+                return next.job
+            }
             if stopping && scheduler.queued == 0 { return nil }
             // Nothing queued, or held back for the reserve until a running job finishes.
             condition.wait()

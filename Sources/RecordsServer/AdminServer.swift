@@ -111,14 +111,16 @@ public final class AdminServer: @unchecked Sendable {  // `stopping` guarded by 
             return databaseReady() ? ("200 OK", "ready\n", "text/plain") : ("503 Service Unavailable", "PostgreSQL unreachable\n", "text/plain")
         case "/metrics":
             let status = context.status
-            var gauges: [(String, String, Int)] = [("recordsd_sessions", "Open client sessions.", status.sessions)]
+            var samples = [Metrics.Sample("recordsd_sessions", "Open client sessions.", Double(status.sessions))]
             if let pool = status.pool {
-                gauges += [("recordsd_pool_size", "PostgreSQL connections the pool may open.", pool.size),
-                           ("recordsd_pool_open", "PostgreSQL connections open.", pool.open),
-                           ("recordsd_pool_busy", "PostgreSQL connections running a job.", pool.busy),
-                           ("recordsd_pool_waiting", "Jobs waiting for a connection.", pool.queued)]
+                samples += [Metrics.Sample("recordsd_pool_size", "PostgreSQL connections the pool may open.", Double(pool.size)),
+                            Metrics.Sample("recordsd_pool_open", "PostgreSQL connections open.", Double(pool.open)),
+                            Metrics.Sample("recordsd_pool_busy", "PostgreSQL connections running a job.", Double(pool.busy)),
+                            Metrics.Sample("recordsd_pool_waiting", "Jobs waiting for a connection.", Double(pool.queued)),
+                            Metrics.Sample("recordsd_pool_jobs_total", "Jobs the pool started.", type: "counter", Double(pool.started)),
+                            Metrics.Sample("recordsd_pool_wait_seconds_total", "Seconds jobs waited for a connection, in all.", type: "counter", pool.waitSeconds)]
             }
-            return ("200 OK", context.metrics.render(gauges: gauges), "text/plain; version=0.0.4")
+            return ("200 OK", context.metrics.render(samples: samples), "text/plain; version=0.0.4")
         default:
             return ("404 Not Found", "try /live, /ready or /metrics\n", "text/plain")
         }

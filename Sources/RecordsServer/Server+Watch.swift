@@ -196,11 +196,15 @@ extension Server {
     /// oldest events dropped and is told how many.
     func pushEvents(_ connection: ClientConnection) {
         if connection.events.dropped > 0 {
+            context.metrics.add(.watchEventsDropped, connection.events.dropped)
             connection.push("overflow \(connection.events.dropped) events dropped")
             connection.events.dropped = 0
         }
+        var pushed = 0
         while connection.pendingOutput < configuration.outputHighWater, let line = connection.events.pop() {
             connection.push(bytes: line)
+            pushed += 1
         }
+        context.metrics.add(.watchEventsQueued, pushed)
     }
 }

@@ -195,6 +195,7 @@ public final class Server {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
             if connections.count >= configuration.maxSessions {
+                context.metrics.add(.sessionsRefused)
                 var refusal: [UInt8] = []
                 Reply.error(.limit, "too many sessions (\(configuration.maxSessions)); try again later").encode(into: &refusal)
                 _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -206,7 +207,7 @@ public final class Server {
             let transport: Transport
             if secure, let tls = configuration.tls {
                 do {
-                    transport = try TLSTransport(fd: fd, context: tls)
+                    transport = try TLSTransport(fd: fd, context: tls, handshake: handshakeCounter)
                 } catch {
                     logOnce("TLS: \(error)")
                     close(fd)
@@ -285,11 +286,18 @@ public final class Server {
         service(connection)
     }
 
+    /// Counts each client TLS handshake by how it ended.
+    var handshakeCounter: (Bool) -> Void {
+        { [metrics = context.metrics] done in metrics.add(done ? .tlsHandshakes : .tlsHandshakeFailures) }
+    }
+
     func readAvailable(_ connection: ClientConnection) {
         // Level-triggered: one read per wake-up keeps sessions fair; the rest comes next turn.
         let result = readBuffer.withUnsafeMutableBytes { connection.transport.read(into: $0) }
         switch result {
-        case .bytes(let count): connection.framer.append(readBuffer[0..<count])
+        case .bytes(let count):
+            connection.framer.append(readBuffer[0..<count])
+            context.metrics.add(.bytesIn, count)
         case .wouldBlock: break
         case .closed: connection.machine.peerDidClose()
         }
@@ -325,6 +333,7 @@ public final class Server {
                 case .drop:
                     break
                 case .tooLong(let length):
+                    context.metrics.add(.linesTooLong)
                     let limit = connection.framer.maxLineLength
                     let why = limit < configuration.maxLineLength ? " before sign-in" : ""
                     connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(limit)\(why))"))
@@ -334,7 +343,11 @@ public final class Server {
             }
             if progressed { connection.lastActivity = now() }  // once per turn, not per line
             let held = connection.pendingOutput
-            if connection.machine.shouldFlush(pendingOutput: held), connection.flush() == .failed { return closeConnection(connection) }
+            if connection.machine.shouldFlush(pendingOutput: held) {
+                let flushed = connection.flush()
+                context.metrics.add(.bytesOut, held - connection.pendingOutput)
+                if flushed == .failed { return closeConnection(connection) }
+            }
             // Room made by the flush lets buffered lines run even if none could this round.
             let drained = connection.pendingOutput < held
             guard progressed || drained, budget > 0,
@@ -354,7 +367,7 @@ public final class Server {
         }
         if connection.machine.switchesTransport(pendingOutput: connection.pendingOutput), let tls = configuration.tls {
             do {
-                connection.transport = try TLSTransport(fd: connection.fd, context: tls)
+                connection.transport = try TLSTransport(fd: connection.fd, context: tls, handshake: handshakeCounter)
             } catch {
                 Log.warning("STARTTLS: \(error)", session: connection.id)
                 return closeConnection(connection)
@@ -406,7 +419,7 @@ public final class Server {
     /// come back with the reply bytes and are applied there, in order.
     func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
         connection.machine.startedDatabase()
-        let sink = StreamSink(inbox: inbox, connection: connection.id, stallSeconds: configuration.replyStallSeconds)
+        let sink = StreamSink(inbox: inbox, connection: connection.id, stallSeconds: configuration.replyStallSeconds, metrics: context.metrics)
         let id = connection.id
         let maxReplyBytes = configuration.maxReplyBytes
         let highWater = configuration.outputHighWater

@@ -13,11 +13,13 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
     private let lock = NSLock()
     private var gone = false
     private var didStall = false
+    private let metrics: Metrics
 
-    init(inbox: LoopInbox<ServerMessage>, connection: Int, stallSeconds: Int) {
+    init(inbox: LoopInbox<ServerMessage>, connection: Int, stallSeconds: Int, metrics: Metrics) {
         self.inbox = inbox
         self.connection = connection
         self.stallSeconds = stallSeconds
+        self.metrics = metrics
     }
 
     var stalled: Bool {
@@ -40,6 +42,7 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
             lock.lock()
             didStall = true
             lock.unlock()
+            metrics.add(.repliesStalled)
             return false
         }
         lock.lock()

@@ -14,9 +14,22 @@ final class TLSTransport: Transport {
     /// A read waits for the socket to take bytes (the handshake needs to send).
     private var readWantsWrite = false
 
-    init(fd: Int32, context: TLSContext) throws(TLSError) {
+    /// Told once how the handshake ended (true: done), for the metrics.
+    private var handshakeReport: ((Bool) -> Void)?
+
+    init(fd: Int32, context: TLSContext, handshake: ((Bool) -> Void)? = nil) throws(TLSError) {
         self.fd = fd
         self.stream = try context.stream(fd: fd)
+        self.handshakeReport = handshake
+    }
+
+    /// Reports the handshake's end once: done, or failed before it was.
+    private func reportHandshake(failed: Bool) {
+        guard let report = handshakeReport else { return }
+        if failed || stream.isHandshakeDone {
+            handshakeReport = nil
+            report(!failed)
+        }
     }
 
     var wantsRead: Bool { writeWantsRead }
@@ -37,10 +50,12 @@ final class TLSTransport: Transport {
             case .wantWrite:
                 readWantsWrite = true
             case .closed, .failed:
+                reportHandshake(failed: !stream.isHandshakeDone)
                 return total > 0 ? .bytes(total) : .closed
             }
             break
         }
+        reportHandshake(failed: false)
         return total > 0 ? .bytes(total) : .wouldBlock
     }
 
@@ -57,6 +72,7 @@ final class TLSTransport: Transport {
             writeWantsRead = false
             return .wouldBlock
         case .closed, .failed:
+            reportHandshake(failed: !stream.isHandshakeDone)
             return .failed
         }
     }

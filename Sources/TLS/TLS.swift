@@ -146,6 +146,9 @@ public final class TLSStream {
         return count > 0 ? .bytes(Int(count)) : outcome(count)
     }
 
+    /// The handshake has completed.
+    public var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
+
     /// Decrypted bytes OpenSSL holds that the socket's readiness will not announce.
     public var hasBufferedInput: Bool { SSL_has_pending(ssl) == 1 }
 

@@ -83,4 +83,67 @@ import Testing
         #expect(log.contains(": AUTH ..."), "\(log)")
         #expect(!log.contains("carol-secret-1"))
     }
+
+    /// The samples of a /metrics body as Prometheus's own parser (the Python client's
+    /// `text_string_to_metric_families`, installed by scripts/test) reads them:
+    /// `name{label="v",...}` (labels sorted) to value.
+    func prometheus(_ body: [String]) throws -> [String: Double] {
+        let parser = """
+            import sys, json
+            from prometheus_client.parser import text_string_to_metric_families
+            out = {}
+            for family in text_string_to_metric_families(sys.stdin.read()):
+                for s in family.samples:
+                    labels = ",".join('%s="%s"' % (k, v) for k, v in sorted(s.labels.items()))
+                    out[s.name + ("{" + labels + "}" if labels else "")] = s.value
+            print(json.dumps(out))
+            """
+        let run = try runProcess("/usr/bin/env", ["python3", "-c", parser], input: body.joined(separator: "\n") + "\n")
+        guard run.status == 0, let object = try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Double] else {
+            throw TestFailure("the Prometheus parser refused the metrics: \(run.error)")
+        }
+        return object
+    }
+
+    /// Each family the issue asks for, read by a real Prometheus parser, moves by what known
+    /// commands do: rows written, bytes, sign-ins, WATCH events, limits, TLS handshakes, pool.
+    @Test func metricsMoveByWhatHappened() throws {
+        let certificates = try TestCertificates()
+        let server = try TestServer(arguments: ["--admin-listen", "127.0.0.1:0", "--max-line-length", "4096",
+                                                "--tls-cert", certificates.cert, "--tls-key", certificates.key, "--tls-listen", "127.0.0.1:0"])
+        let admin = try adminPort(server)
+        let before = try prometheus(try get(admin, "/metrics").body)
+        #expect(before["recordsd_rows_written_total{operation=\"inserted\"}"] == 0)
+        #expect(before["recordsd_sessions_signed_in"] == 0)
+        let setup = try server.client()
+        try setup.ok(#"USER ADD dana writer "dana-secret-1""#)
+        let watcher = try server.client()
+        try watcher.ok(#"AUTH dana "dana-secret-1""#)
+        try watcher.ok("WATCH game")
+        let writer = try server.client()
+        try writer.ok(#"AUTH dana "dana-secret-1""#)
+        try writer.ok(#"INSERT game name="One""#)
+        try writer.ok(#"INSERT game name="Two""#)
+        try writer.ok("SAVE")
+        try writer.ok(#"UPDATE game name="One" SET name="Uno""#)
+        try writer.ok("SAVE")
+        _ = eventually(tries: 100, { _ = try? watcher.send("PING"); return watcher.pushed }, until: { $0.count >= 2 })
+        #expect(try writer.send(String(repeating: "x", count: 5000)).status.hasPrefix("-ERR LIMIT"))
+        _ = try LineClient(port: server.tlsPort, directTLS: certificates.ca).send("PING")
+        _ = try? LineClient(port: server.tlsPort, timeout: 5, readBanner: false).write("not TLS at all\r\n\r\n")
+        let after = eventually(tries: 50, { try? prometheus(try get(admin, "/metrics").body) }, until: { ($0?["recordsd_tls_handshakes_total{outcome=\"failed\"}"] ?? 0) >= 1 }) ?? [:]
+        #expect(after["recordsd_rows_written_total{operation=\"inserted\"}"] == 2, "\(after)")
+        #expect(after["recordsd_rows_written_total{operation=\"updated\"}"] == 1)
+        #expect(after["recordsd_sessions_signed_in"] == 2)
+        #expect((after["recordsd_watch_events_total{outcome=\"queued\"}"] ?? 0) >= 2)
+        #expect(after["recordsd_watch_events_total{outcome=\"dropped\"}"] == 0)
+        #expect(after["recordsd_watch_lag_seconds"].map { $0 >= 0 && $0 < 60 } == true)
+        #expect(after["recordsd_limits_total{limit=\"line_length\"}"] == 1)
+        #expect(after["recordsd_tls_handshakes_total{outcome=\"ok\"}"] == 1)
+        #expect(after["recordsd_tls_handshakes_total{outcome=\"failed\"}"] == 1)
+        #expect((after["recordsd_bytes_total{direction=\"in\"}"] ?? 0) > 5000 && (after["recordsd_bytes_total{direction=\"out\"}"] ?? 0) > 0)
+        #expect((after["recordsd_pool_jobs_total"] ?? 0) >= 2 && (after["recordsd_pool_wait_seconds_total"] ?? -1) >= 0)
+        #expect(after["recordsd_commands_total{outcome=\"ok\",verb=\"SAVE\"}"] == 2)
+        #expect(after["recordsd_save_seconds_count"] == 2)
+    }
 }

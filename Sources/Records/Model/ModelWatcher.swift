@@ -110,6 +110,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                         readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
                         let watched = Set(context.watchedEntities.map(\.entity))
                         let wanted = changes.filter { watched.contains($0.entity) }
+                        if let lag = feed.lag { context.metrics.watchLag(seconds: lag) }
                         if !wanted.isEmpty { context.changesReceived(wanted) }
                         logFailure = true
                     } catch where db.isHealthy {

@@ -18,11 +18,13 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     /// Where the data lives, with any password removed.
     public let databaseDescription: String
     public let limits: Limits
-    /// Timeouts of SAVE, IMPORT and EXPORT.
-    public var work = WorkSettings()
-    public let throttle: LoginThrottle
     /// What `GET /metrics` reports.
     public let metrics = Metrics()
+    /// Timeouts of SAVE, IMPORT and EXPORT, and the metrics database work adds to.
+    public var work = WorkSettings() {
+        didSet { work.metrics = metrics }  // never replaced by a copy without them
+    }
+    public let throttle: LoginThrottle
     /// `--log-slow MS`: database commands at least this long are logged with their text.
     public var slowCommandMilliseconds: Int? {
         get { lock.lock(); defer { lock.unlock() }; return slowMilliseconds }
@@ -55,6 +57,7 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         self.throttle = throttle
         self.requiresAuthentication = authenticationRequired
         self.security = security
+        work.metrics = metrics
     }
 
     public var tlsAvailable: Bool { security.tlsAvailable }

@@ -50,6 +50,7 @@ extension Session {
     public func close() {
         for (entity, predicate) in watches { context.watching(entity, -1, filtered: predicate != nil) }
         watches.removeAll()
+        user = nil
     }
 
     /// The query whose keys are the records of `event` that match a WATCH's predicate: as

@@ -129,6 +129,8 @@ public struct WorkSettings: Sendable {
     /// Seconds a streamed reply (FIND, EXPORT) waits for a client that reads nothing before
     /// it stops and frees its connection.
     public var replyStall = 30
+    /// Where database work counts what it wrote (SAVE's rows, retries).
+    public var metrics: Metrics?
     public init() {}
 }
 
@@ -168,7 +170,9 @@ public final class Session {
     /// The connection is encrypted (TLS from the start, or after STARTTLS). Set by the server.
     public var secure = false
     /// The signed-in user, nil before AUTH.
-    public internal(set) var user: (name: String, role: Role)?
+    public internal(set) var user: (name: String, role: Role)? {
+        didSet { if (oldValue == nil) != (user == nil) { context.metrics.signedIn(user == nil ? -1 : 1) } }
+    }
     /// What a WATCH on an entity with row-level security read of the visible keys, for the
     /// server to take (`takeWatchSeed`).
     var watchSeeds: [String: WatchSeed] = [:]
@@ -223,9 +227,15 @@ public final class Session {
     public func handle(_ line: String) -> Step {
         currentVerb = Verb.of(line)?.rawValue ?? "unknown"
         lineForLog = line
+        let started = DispatchTime.now().uptimeNanoseconds
         let step = run(line)
         switch step {
-        case .reply(let reply), .skipData(let reply): context.metrics.command(currentVerb, outcome: Metrics.outcome(reply))
+        case .reply(let reply), .skipData(let reply):
+            // Answered on the loop: counted and timed here (database work is, where it ends).
+            let outcome = Metrics.outcome(reply)
+            context.metrics.command(currentVerb, outcome: outcome)
+            Self.logTimed(outcome: outcome, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9,
+                     verb: currentVerb, line: line, slow: context.slowCommandMilliseconds, session: id)
         default: break
         }
         guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
@@ -259,12 +269,18 @@ public final class Session {
             let outcome = Metrics.outcome(reply)
             metrics.command(verb, outcome: outcome)
             if verb == "SAVE" { metrics.save(seconds: seconds) }
-            let milliseconds = Int((seconds * 1000).rounded())
-            if let slow, milliseconds >= slow {
-                Log.warning("slow command, \(milliseconds) ms, \(outcome): \(Self.loggable(line))", session: session)
-            } else {
-                Log.debug("\(verb) \(outcome) in \(milliseconds) ms", session: session)
-            }
+            Self.logTimed(outcome: outcome, seconds: seconds, verb: verb, line: line, slow: slow, session: session)
+        }
+    }
+
+    /// A command's debug line with its duration, or a warning with its (redacted) text when it
+    /// took `--log-slow` milliseconds or more.
+    static func logTimed(outcome: String, seconds: Double, verb: String, line: String, slow: Int?, session: Int) {
+        let milliseconds = Int((seconds * 1000).rounded())
+        if let slow, milliseconds >= slow {
+            Log.warning("slow command, \(milliseconds) ms, \(outcome): \(loggable(line))", session: session)
+        } else {
+            Log.debug("\(verb) \(outcome) in \(milliseconds) ms", session: session)
         }
     }
 

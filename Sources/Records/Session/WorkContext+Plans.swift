@@ -52,6 +52,13 @@ extension WorkContext {
             case .run(let statements):
                 action = plan.received(RoundResult.run(statements, on: connection))
             case .committed(let reply):
+                if let written = plan.committedOutcome {
+                    settings.metrics?.add(.rowsInserted, written.inserted)
+                    settings.metrics?.add(.rowsUpdated, written.updated)
+                    settings.metrics?.add(.rowsDeleted, written.deleted + written.cascaded)
+                    settings.metrics?.add(.rowsNullified, written.nullified)
+                }
+                settings.metrics?.add(.saveRetries, max(0, plan.attempts - 1))
                 return SaveResult(reply: reply, saved: true, assigned: plan.assigned, attempts: plan.attempts)
             case .failed(let failure):
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }

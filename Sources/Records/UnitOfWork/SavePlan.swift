@@ -90,6 +90,8 @@ struct SavePlan: Sendable {
     /// the outcome, so a retry writes the same ids.
     private(set) var assigned: [String: AssignedKey]
     private(set) var attempts = 0
+    /// What the committed SAVE wrote (nil for a replayed answer, which wrote nothing).
+    private(set) var committedOutcome: Outcome?
 
     /// Where round 1's answers are.
     private struct FirstRound: Sendable {
@@ -225,6 +227,7 @@ struct SavePlan: Sendable {
             written.outcome.updated = results[written.updateResults].reduce(0) { $0 + $1.affected }
             if written.commitsHere {
                 state = .finished
+                committedOutcome = written.outcome
                 return .committed(written.outcome.reply)
             }
             let deleting = changes.bulk.indices.filter { changes.bulk[$0].isDelete }
@@ -253,6 +256,7 @@ struct SavePlan: Sendable {
                 let taken = results.prefix(writes.count).reduce(0) { $0 + $1.affected }
                 outcome.deleted = max(0, min(outcome.deleted, taken - outcome.cascaded))
             }
+            committedOutcome = outcome
             return .committed(outcome.reply)
         case .diagnosing(let original, let failed, _, _):
             // The replay wrote every row without failing: name what the original statement wrote.

@@ -52,6 +52,9 @@ public enum ChangeFeed {
     public struct Reader: Sendable {
         /// The previous read's snapshot (`xmin:xmax:xip,...`); nil before the first read.
         private var snapshot: String?
+        /// Seconds from the oldest change of the last read's transaction start to the read
+        /// (what a watcher waits at least, besides delivery); nil when it read nothing.
+        public private(set) var lag: Double?
 
         public init() {}
 
@@ -60,7 +63,7 @@ public enum ChangeFeed {
         public mutating func read(_ connection: Connection) throws -> [Event] {
             // One row per key (keys may hold any character), in log order.
             let result = try connection.query("""
-                SELECT s.now::text, c.entity, c.operation, k.key
+                SELECT s.now::text, c.entity, c.operation, k.key, extract(epoch FROM clock_timestamp() - c.at)::float8::text
                 FROM (SELECT pg_current_snapshot() AS now) s
                 LEFT JOIN (records.change_log c CROSS JOIN LATERAL unnest(c.keys) AS k(key))
                   ON $1::pg_snapshot IS NOT NULL
@@ -70,7 +73,9 @@ public enum ChangeFeed {
             // Keys of consecutive statements with the same entity and operation make one event,
             // of at most `eventKeys` (each event of a WATCH with WHERE costs one query).
             var events: [Event] = []
+            lag = nil
             for row in 0..<result.rowCount {
+                if let seconds = result.string(row, 4).flatMap(Double.init) { lag = max(lag ?? 0, seconds) }
                 guard let entity = result.string(row, 1), let operation = result.string(row, 2),
                       let key = result.string(row, 3) else { continue }
                 let last = events.count - 1  // by index: a copy of the event would copy its keys on every append

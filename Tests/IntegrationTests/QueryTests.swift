@@ -262,6 +262,44 @@ import Testing
         #expect(status == "+OK 200000 records")
         #expect(try client.send("PING").ok)
     }
+
+    /// What FIND could not answer before (issue #21), checked against hand-written SQL on the
+    /// same data: fields compared with fields, one normal form for [c] and [d], ORDER BY [c],
+    /// cursors that fit only their own query, LIMIT 0 without a cursor.
+    @Test func fieldComparisonsFoldingAndCursorsAsTheSQLSays() throws {
+        let (server, c) = try seeded()
+        let db = try server.database()
+        try db.execute("""
+            INSERT INTO employee (id, first_name, last_name, gender, age, department_id) VALUES
+              (7, 'Lim', 'Lim', 1, 10, 1), (8, 'rene' || chr(769) || 'e', 'Dupont', 2, 20, 2), (9, 'amy', 'Zed', 2, 30, 2)
+            """)
+        func sql(_ query: String) throws -> [Int] {
+            let result = try db.query(query)
+            return (0..<result.rowCount).map { Int(result.string($0, 0)!)! }
+        }
+        #expect(try ids(c, "FIND employee WHERE first_name == last_name") == (try sql("SELECT id FROM employee WHERE first_name = last_name ORDER BY id")))
+        #expect(try ids(c, "FIND employee WHERE age > department.number")
+                == (try sql("SELECT e.id FROM employee e JOIN department d ON d.id = e.department_id WHERE e.age > d.number ORDER BY e.id")))
+        #expect(try ids(c, "FIND employee WHERE age < department.number OR department == nil ORDER BY id")
+                == (try sql("SELECT e.id FROM employee e LEFT JOIN department d ON d.id = e.department_id WHERE e.age < d.number OR e.department_id IS NULL ORDER BY e.id")))
+        #expect(try c.send("FIND employee WHERE age == first_name").status.hasPrefix("-ERR VALIDATION"))
+        #expect(try c.send("FIND employee WHERE age == nobody").status.hasPrefix("-ERR UNKNOWN"))
+        // A decomposed é (e + U+0301) matches the precomposed one under [c] and [d].
+        #expect(try ids(c, "FIND employee WHERE first_name ==[c] \"RENÉE\"") == [8])
+        #expect(try ids(c, "FIND employee WHERE first_name BEGINSWITH[cd] \"rene\"") == [8])
+        #expect(try ids(c, "FIND department WHERE name CONTAINS[d] \"Cafe\u{301}\"") == [3])
+        // ORDER BY [c]: amy among the capitals, not after them.
+        let byCase = try ids(c, "FIND employee WHERE gender == 2 ORDER BY first_name[c]")
+        #expect(byCase == (try sql("SELECT id FROM employee WHERE gender = 2 ORDER BY lower(first_name), id")), "\(byCase)")
+        // A cursor fits only the query that gave it, values included.
+        let page = try c.send("FIND memo WHERE color.number >= 3 ORDER BY lastmodified DESC LIMIT 1")
+        let cursor = try #require(page.status.range(of: "AFTER ").map { String(page.status[$0.upperBound...]) })
+        #expect(try c.send("FIND memo ORDER BY lastmodified DESC LIMIT 1 AFTER \(cursor)").status.hasPrefix("-ERR VALIDATION AFTER: this cursor does not belong"))
+        #expect(try c.send("FIND memo WHERE color.number == 7 ORDER BY lastmodified DESC LIMIT 1 AFTER \(cursor)").status.hasPrefix("-ERR VALIDATION"))
+        #expect(try ids(c, "FIND memo WHERE  color.number  >=  3 ORDER BY lastmodified DESC LIMIT 1 AFTER \(cursor)") == [1])
+        // LIMIT 0: no records and no cursor.
+        #expect(try c.send("FIND memo LIMIT 0").status == "+OK 0 records")
+    }
 }
 
 /// VmRSS of a process, in KiB.
@@ -269,4 +307,5 @@ func residentKiB(_ pid: Int32) -> Int {
     guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }) else { return 0 }
     return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+
 }

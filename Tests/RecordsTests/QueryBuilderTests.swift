@@ -36,7 +36,7 @@ import Testing
 
     @Test func stringOperatorsEscapeTheirInput() throws {
         let (condition, parameters) = try whereClause(#"FIND employee WHERE first_name CONTAINS[c] "50%_off""#)
-        #expect(condition == #"t0."first_name" ILIKE $1"#)
+        #expect(condition == #"lower(normalize(t0."first_name", NFC)) LIKE $1"#)
         #expect(parameters == [#"%50\%\_off%"#])
         let like = try whereClause(#"FIND employee WHERE first_name LIKE "J*n?""#)
         #expect(like.1 == ["J%n_"])
@@ -85,5 +85,27 @@ import Testing
         // One row more than asked: it tells whether a next page exists.
         #expect(q.sql.hasSuffix("LIMIT $1::bigint OFFSET $2::bigint"))
         #expect(q.parameters == ["6", "10"])
+    }
+
+    /// Field to field: both sides from the record, nil equal to nil, kinds that compare.
+    @Test func fieldsCompareWithFields() throws {
+        #expect(try whereClause("FIND employee WHERE first_name == manager.first_name").0.hasSuffix(#"."first_name""#))
+        #expect(try whereClause("FIND employee WHERE age == gender").0 == #"t0."age" IS NOT DISTINCT FROM t0."gender""#)
+        let through = try whereClause("FIND employee WHERE age > department.number")
+        #expect(through.0.hasPrefix(#"t0."age" > t"#) && through.0.hasSuffix(#"."number""#) && through.1.isEmpty, "\(through)")
+        let folded = try whereClause("FIND project WHERE name ==[c] name").0
+        #expect(folded == #"lower(t0."name") IS NOT DISTINCT FROM lower(t0."name")"#)
+        #expect(throws: CommandError.self) { try whereClause("FIND employee WHERE age == first_name") }
+        #expect(throws: CommandError.self) { try whereClause("FIND employee WHERE age == nope") }
+        // Words that are values stay values.
+        #expect(try whereClause("FIND employee WHERE age == nil").0 == #"t0."age" IS NULL"#)
+        #expect(try whereClause(#"FIND employee WHERE first_name == "gender""#).1 == ["gender"])
+    }
+
+    /// [c] and [d] compare one normal form: the pattern is composed, the column normalized.
+    @Test func foldingComposesBothSides() throws {
+        let (condition, parameters) = try whereClause("FIND employee WHERE first_name ==[cd] \"Rene\u{301}e\"")
+        #expect(condition.contains("normalize(t0.\"first_name\", NFC)") && condition.hasPrefix("lower(translate("), "\(condition)")
+        #expect(parameters.last == "Renee")
     }
 }

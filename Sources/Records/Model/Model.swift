@@ -249,13 +249,17 @@ public final class Model: Sendable {
     public let schema: String
     public let entities: [Entity]
     public let unserved: [UnservedTable]
+    /// The database has ICU's root collation (`und-x-icu`): case folding ([c]) then lowers
+    /// every script's letters, not only ASCII's as a C-locale database's lower() does.
+    public let unicodeCaseFolding: Bool
     private let index: [String: Int]
 
     private let exact: [String: Int]
     private let referencing: [String: [ForeignKey]]
 
-    public init(schema: String, entities: [Entity], unserved: [UnservedTable]) {
+    public init(schema: String, entities: [Entity], unserved: [UnservedTable], unicodeCaseFolding: Bool = false) {
         self.schema = schema
+        self.unicodeCaseFolding = unicodeCaseFolding
         self.entities = entities.sorted { $0.name < $1.name }
         self.unserved = unserved
         var index: [String: Int] = [:]

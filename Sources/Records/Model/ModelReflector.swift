@@ -201,7 +201,8 @@ public enum ModelReflector {
                 }
             }
         }
-        return Model(schema: schema, entities: Array(entities.values), unserved: unserved)
+        let icu = try connection.query("SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')")
+        return Model(schema: schema, entities: Array(entities.values), unserved: unserved, unicodeCaseFolding: icu.string(0, 0) == "t")
     }
 
     /// `department_id` -> `department`.

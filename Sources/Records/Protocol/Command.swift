@@ -40,6 +40,15 @@ public struct OrderKey: Equatable, Sendable {
     public var path: String
     public var ascending: Bool
     public var offset: Int
+    /// `ORDER BY name[c]`: letters compared without case (text keys).
+    public var caseInsensitive = false
+
+    public init(path: String, ascending: Bool, offset: Int, caseInsensitive: Bool = false) {
+        self.path = path
+        self.ascending = ascending
+        self.offset = offset
+        self.caseInsensitive = caseInsensitive
+    }
 }
 
 public struct FetchRequest: Equatable, Sendable {

@@ -172,9 +172,15 @@ public enum CommandParser {
                     guard request.order.count < Self.maxOrderKeys else {
                         throw CommandError(.limit, "ORDER BY takes at most \(Self.maxOrderKeys) keys")
                     }
+                    var caseInsensitive = false
+                    if case .symbol(let options) = t.peek.kind, options.hasPrefix("[") {
+                        guard options == "[c]" else { throw t.error("ORDER BY takes [c] (case-insensitive), not \(options)") }
+                        caseInsensitive = true
+                        t.advance()
+                    }
                     var ascending = true
                     if t.consumeWord("DESC") { ascending = false } else { _ = t.consumeWord("ASC") }
-                    request.order.append(OrderKey(path: path, ascending: ascending, offset: offset))
+                    request.order.append(OrderKey(path: path, ascending: ascending, offset: offset, caseInsensitive: caseInsensitive))
                 } while t.consumeSymbol(",")
             }
             if t.consumeWord("LIMIT") { request.limit = try t.integer("a limit") }

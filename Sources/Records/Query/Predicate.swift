@@ -36,4 +36,25 @@ public struct Comparison: Equatable, Sendable {
     /// One value, or the list of `IN {..}` / `BETWEEN {low, high}`.
     public var values: [Value]
     public var valueOffset: Int
+    /// `first_name == last_name`, `age > department.number`: the right side is another key
+    /// path of the same record (`values` is then empty).
+    public var rightKeyPath: String? = nil
+
+    public var comparesFields: Bool { rightKeyPath != nil }
+}
+
+extension Predicate {
+    /// The predicate as text without the positions it was typed at: the same for the same
+    /// query however it was spaced (a cursor's fingerprint).
+    var canonical: String {
+        switch self {
+        case .constant(let value): value ? "TRUE" : "FALSE"
+        case .not(let inner): "NOT(" + inner.canonical + ")"
+        case .and(let operands): "AND(" + operands.map(\.canonical).joined(separator: ",") + ")"
+        case .or(let operands): "OR(" + operands.map(\.canonical).joined(separator: ",") + ")"
+        case .comparison(let c):
+            [c.quantifier?.rawValue ?? "", c.keyPath.lowercased(), c.op.rawValue, (c.caseInsensitive ? "c" : "") + (c.diacriticInsensitive ? "d" : ""),
+             c.values.map { String(reflecting: $0) }.joined(separator: ","), c.rightKeyPath.map { "@" + $0.lowercased() } ?? ""].joined(separator: "\u{1}")
+        }
+    }
 }

@@ -22,6 +22,8 @@ struct PredicateParser {
         }
     }
     static let maxTerms = 10_000
+    /// Words that are values, not key paths, on the right of a comparison.
+    static let valueWords: Set<String> = ["true", "yes", "false", "no", "nil", "null"]
     static let maxListValues = 100_000
 
     init(tokens: TokenStream) { self.tokens = tokens }
@@ -138,6 +140,14 @@ struct PredicateParser {
             if op == .between && values.count != 2 {
                 throw CommandError(.syntax, "at \(tokens.column(of: valueOffset)): BETWEEN needs two values: {low, high}")
             }
+        } else if !op.isStringOperator, let other = tokens.peek.nameText, case .word = tokens.peek.kind, !Self.valueWords.contains(other.lowercased()) {
+            // A bare key path on the right: compared field to field (strings go in quotes).
+            try Self.checkPath(other, at: tokens.column(of: valueOffset))
+            tokens.advance()
+            return .comparison(Comparison(
+                quantifier: quantifier, keyPath: keyPath, keyPathOffset: keyToken.offset, op: op,
+                caseInsensitive: caseInsensitive, diacriticInsensitive: diacriticInsensitive,
+                values: [], valueOffset: valueOffset, rightKeyPath: other))
         } else {
             values = [try tokens.value(after: "'\(opText)'")]
         }

@@ -50,7 +50,9 @@ struct QueryBuilder {
             keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
         }
         for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
-        let fingerprint = Self.fingerprint(entity.name + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending)" }.joined(separator: ","))
+        // The whole query, its predicate's values included: a cursor fits only the FIND that gave it.
+        let fingerprint = Self.fingerprint(entity.name + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive)" }.joined(separator: ",")
+                                           + "|" + (request.predicate?.canonical ?? ""))
         if let token = request.after {
             let values = try Cursor.decode(token, fingerprint: fingerprint, count: keys.count)
             conditions.append(builder.after(keys, values))
@@ -332,7 +334,8 @@ struct QueryBuilder {
                                    path: key.path, offset: key.offset, joinInto: &outer)
         joins = outer
         switch resolved {
-        case .value(let sql, _, _, _), .count(let sql): return sql
+        case .value(let sql, let kind, _, _): return key.caseInsensitive && kind == .string ? "lower(\(sql))" : sql
+        case .count(let sql): return sql
         case .toMany: throw CommandError(.unknown, "cannot order by '\(key.path)': it leads through a to-many relationship (use @count)")
         }
     }
@@ -366,8 +369,10 @@ struct QueryBuilder {
             if c.quantifier != nil {
                 throw CommandError(.syntax, "\(c.quantifier!.rawValue) needs a key path through a to-many relationship, not '\(c.keyPath)'")
             }
+            if c.comparesFields { return try fieldCondition(sql, kind: kind, c, entity: entity, alias: alias) }
             return try condition(sql, kind: kind, name: name, type: type, c)
         case .count(let sql):
+            if c.comparesFields { return try fieldCondition(sql, kind: .integer(bits: 64), c, entity: entity, alias: alias) }
             return try condition(sql, kind: .integer(bits: 64), name: c.keyPath, type: "bigint", c)
         case .toMany(let relationship, let ownerAlias, let rest):
             guard !rest.isEmpty, let target = model.entity(named: relationship.target) else {
@@ -385,7 +390,8 @@ struct QueryBuilder {
             guard case .value(let sql, let kind, let name, let type) = innerResolved else {
                 throw CommandError(.unknown, "'\(c.keyPath)': only one to-many relationship per key path")
             }
-            let test = try condition(sql, kind: kind, name: name, type: type, c)
+            let test = c.comparesFields ? try fieldCondition(sql, kind: kind, c, entity: entity, alias: alias)
+                : try condition(sql, kind: kind, name: name, type: type, c)
             let from = "SELECT 1 FROM \(model.table(target)) AS \(sub)" + innerJoins.map { " " + $0 }.joined()
                 + " WHERE \(sub).\(SQL.identifier(relationship.column)) = \(ownerAlias).\(SQL.identifier(relationship.referencedColumn))"
             switch c.quantifier ?? .any {
@@ -394,6 +400,55 @@ struct QueryBuilder {
             case .all: return "NOT EXISTS (\(from) AND (\(test)) IS NOT TRUE)"
             }
         }
+    }
+
+    /// A comparison of two fields of the record (`first_name == last_name`, `age >
+    /// department.number`): the right key path resolved from the same record, both sides of
+    /// kinds that compare. As with values, nil equals only nil, and orders with nothing.
+    private mutating func fieldCondition(_ lhs: String, kind: ValueKind, _ c: Comparison, entity: Entity, alias: String) throws(CommandError) -> String {
+        let path = c.rightKeyPath!
+        var outer = joins
+        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: alias,
+                                   path: path, offset: c.valueOffset, joinInto: &outer)
+        joins = outer
+        let rhs: String, rightKind: ValueKind
+        switch resolved {
+        case .value(let sql, let kind, _, _): (rhs, rightKind) = (sql, kind)
+        case .count(let sql): (rhs, rightKind) = (sql, .integer(bits: 64))
+        case .toMany: throw CommandError(.unknown, "'\(path)' leads through a to-many relationship: compare with one value of the record (or its @count)")
+        }
+        func family(_ kind: ValueKind) -> String {
+            switch kind {
+            case .integer, .decimal, .double: "number"
+            case .date, .timestamp: "time"
+            default: "\(kind)"
+            }
+        }
+        guard family(kind) == family(rightKind), kind != .json, kind != .other else {
+            throw CommandError(.validation, "'\(c.keyPath)' (\(family(kind))) and '\(path)' (\(family(rightKind))) cannot be compared")
+        }
+        var (left, right) = (lhs, rhs)
+        if kind == .string {
+            if c.diacriticInsensitive {
+                let from = bind(Diacritics.map.from), to = bind(Diacritics.map.to)
+                (left, right) = ("translate(normalize(\(left), NFC), \(from), \(to))", "translate(normalize(\(right), NFC), \(from), \(to))")
+            }
+            if c.caseInsensitive { (left, right) = (lower(left), lower(right)) }
+        }
+        switch c.op {
+        case .equal: return "\(left) IS NOT DISTINCT FROM \(right)"
+        case .notEqual: return "\(left) IS DISTINCT FROM \(right)"
+        case .less, .lessOrEqual, .greater, .greaterOrEqual: return "\(left) \(c.op.rawValue) \(right)"
+        default: throw CommandError(.syntax, "\(c.op.rawValue) compares with values; between fields use ==, !=, <, <=, > or >=")
+        }
+    }
+
+    /// `lower()` of a text expression: under ICU's root collation where the database has it, so
+    /// É lowers to é whatever the database's locale.
+    func lower(_ sql: String) -> String { Self.lower(sql, unicode: model.unicodeCaseFolding) }
+
+    static func lower(_ sql: String, unicode: Bool) -> String {
+        unicode ? "lower((\(sql)) COLLATE \"und-x-icu\")" : "lower(\(sql))"
     }
 
     /// One comparison of an expression with the typed values, every value a parameter.
@@ -411,11 +466,22 @@ struct QueryBuilder {
                 throw CommandError(.validation, "\(c.op.rawValue) compares with a string in double quotes")
             }
             var subject = kind == .string ? lhs : "\(lhs)::text"
+            if c.caseInsensitive || c.diacriticInsensitive {
+                // One form for both sides: a decomposed é (e + U+0301) matches the precomposed one.
+                subject = "normalize(\(subject), NFC)"
+                pattern = pattern.precomposedStringWithCanonicalMapping
+            }
             if c.diacriticInsensitive {
                 subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))"
                 pattern = Diacritics.fold(pattern)
             }
-            let like = c.caseInsensitive ? "ILIKE" : "LIKE"
+            // [c]: both sides lowered (Unicode-wide with ICU), then LIKE; ILIKE folds only as
+            // the database's locale does.
+            if c.caseInsensitive && c.op != .matches {
+                subject = lower(subject)
+                pattern = pattern.lowercased()
+            }
+            let like = "LIKE"
             switch c.op {
             case .beginsWith: return "\(subject) \(like) \(bind(Self.escapeLike(pattern) + "%"))"
             case .endsWith: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern)))"
@@ -427,18 +493,22 @@ struct QueryBuilder {
                 guard Self.balanced(pattern) else {
                     throw CommandError(.validation, "MATCHES: the regular expression's parentheses or brackets do not balance")
                 }
+                // A regular expression is not lowered (`\\D` is not `\\d`): ~* folds case.
                 return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(bind("^(?:" + pattern + ")$"))"
             }
         }
         let caseFold = c.caseInsensitive && kind == .string
         let accentFold = c.diacriticInsensitive && kind == .string
         var subject = lhs
+        if caseFold || accentFold { subject = "normalize(\(subject), NFC)" }
         if accentFold { subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))" }
-        if caseFold { subject = "lower(\(subject))" }
-        let fold = { (p: String) -> String in caseFold ? "lower(\(p))" : p }
+        if caseFold { subject = lower(subject) }
+        let unicode = model.unicodeCaseFolding
+        let fold = { (p: String) -> String in caseFold ? Self.lower(p, unicode: unicode) : p }
         func text(_ value: Value) throws(CommandError) -> String? {
-            guard accentFold, case .string(let s) = value else { return try plainText(value) }
-            return Diacritics.fold(s)
+            guard caseFold || accentFold, case .string(let s) = value else { return try plainText(value) }
+            let composed = s.precomposedStringWithCanonicalMapping
+            return accentFold ? Diacritics.fold(composed) : composed
         }
         switch c.op {
         case .in:
@@ -447,7 +517,7 @@ struct QueryBuilder {
             let nonNull = values.compactMap { $0 }
             let list = bind(SQL.arrayLiteral(nonNull.map { Optional($0) }))
             // lower() of the array's text form folds every element at once.
-            var sql = caseFold ? "\(subject) = ANY(lower(\(list))::text[])" : "\(subject) = ANY(\(list)::\(typeCast)[])"
+            var sql = caseFold ? "\(subject) = ANY(\(lower(list))::text[])" : "\(subject) = ANY(\(list)::\(typeCast)[])"
             if values.contains(where: { $0 == nil }) { sql = "(\(sql) OR \(lhs) IS NULL)" }
             return sql
         case .between:

@@ -86,7 +86,8 @@ extension Session {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
                 }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
-                if more { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }
+                // LIMIT 0 asks for no page: there is no position to go on from.
+                if more && count > 0 { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }
                 return (message, versions)
             }
             let allocated = view.allocated

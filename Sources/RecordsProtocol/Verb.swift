@@ -7,7 +7,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case insert = "INSERT", update = "UPDATE", delete = "DELETE", upsert = "UPSERT"
     case changes = "CHANGES", save = "SAVE", rollback = "ROLLBACK"
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
-    case get = "GET", find = "FIND", count = "COUNT", explain = "EXPLAIN"
+    case get = "GET", find = "FIND", count = "COUNT", aggregate = "AGGREGATE", explain = "EXPLAIN"
     case watch = "WATCH", unwatch = "UNWATCH", export = "EXPORT", `import` = "IMPORT"
     case starttls = "STARTTLS", auth = "AUTH", user = "USER"
 
@@ -145,6 +145,12 @@ public enum Verb: String, CaseIterable, Sendable {
             example: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10",
             role: .reader, access: .reads, batchable: true, barrier: false,
             completes: .entity, keywords: ["WHERE", "ORDER", "BY", "ASC", "DESC", "LIMIT", "OFFSET", "AFTER", "INCLUDE", "AND", "OR", "NOT", "IN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES", "nil"]),
+        .aggregate: VerbFacts(
+            syntax: "AGGREGATE entity fn(path) [AS name], ... [WHERE predicate] [GROUP BY path, ...] [HAVING fn(path) op value [AND ...]] [ORDER BY name [ASC|DESC], ...] [LIMIT n]",
+            summary: "count(), count(path), sum, avg, min and max over the matching records, per group, one JSON object a group; pending changes included",
+            example: "AGGREGATE employee count() avg(age) GROUP BY department.name HAVING count() > 1 ORDER BY avg_age DESC",
+            role: .reader, access: .reads, batchable: false, barrier: false,
+            completes: .entity, keywords: ["AS", "WHERE", "GROUP", "BY", "HAVING", "ORDER", "ASC", "DESC", "LIMIT", "AND", "OR", "NOT"]),
         .count: VerbFacts(
             syntax: "COUNT entity [WHERE predicate] [ESTIMATE]",
             summary: "how many records match; ESTIMATE asks the planner instead of counting",
@@ -152,11 +158,11 @@ public enum Verb: String, CaseIterable, Sendable {
             role: .reader, access: .reads, batchable: true, barrier: false,
             completes: .entity, keywords: ["WHERE", "ESTIMATE", "AND", "OR", "NOT", "IN", "nil"]),
         .explain: VerbFacts(
-            syntax: "EXPLAIN FIND ... | EXPLAIN COUNT ...",
-            summary: "the SQL and parameters a FIND or COUNT runs, and PostgreSQL's plan for it",
+            syntax: "EXPLAIN FIND ... | EXPLAIN COUNT ... | EXPLAIN AGGREGATE ...",
+            summary: "the SQL and parameters a FIND, COUNT or AGGREGATE runs, and PostgreSQL's plan for it",
             example: "EXPLAIN FIND employee WHERE department.name BEGINSWITH[c] \"sa\"",
             role: .reader, access: .reads, batchable: true, barrier: false,
-            completes: .verb, keywords: ["FIND", "COUNT"]),
+            completes: .verb, keywords: ["FIND", "COUNT", "AGGREGATE"]),
         .watch: VerbFacts(
             syntax: "WATCH entity [WHERE predicate]",
             summary: "push '! entity id inserted|updated|deleted' lines after every committed change, by anyone",

@@ -11,6 +11,7 @@ import Testing
         "IN", "BETWEEN", "[c]", "[d]", "[cd]", "nil", "true", "false", "42", "-7", "3.5", "1e3", "\"Sales\"",
         "\"a\\\"b\"", "'x'", "\"%_\"", "#ref", "TRUEPREDICATE", "@count", "\"\\u00e9\"", ";", "--", "$1", "\u{0}",
         "DROP", "TABLE", "'; --", "..", "department..name", "\u{202E}", "9999999999999999999999",
+        "gender", "manager.age", "reports.@avg.age", "reports.@max.first_name", "@sum", "@avg", "reports.@sum.first_name",
     ]
 
     private static let valid = [
@@ -18,9 +19,11 @@ import Testing
         "first_name BEGINSWITH[c] \"jo\" OR NOT age IN {1, 2, nil}",
         "ANY employees.age BETWEEN {20, 30}",
         "department.number >= 3 && (age == nil || first_name MATCHES \"J.*\")",
+        "age > department.number OR first_name ==[cd] manager.first_name",
+        "reports.@avg.age > 30 AND reports.@max.first_name BEGINSWITH[c] \"a\"",
     ]
 
-    private static let validEntities = ["employee", "employee", "department", "employee"]
+    private static let validEntities = ["employee", "employee", "department", "employee", "employee", "employee"]
 
     /// Checks one WHERE text; returns true when it compiled.
     @discardableResult
@@ -53,6 +56,30 @@ import Testing
             let count = 1 + Int(random.next() % 12)
             let text = (0..<count).map { _ in Self.fragments[Int(random.next() % UInt64(Self.fragments.count))] }.joined(separator: " ")
             if check("employee", text) { compiled += 1 }
+        }
+        #expect(compiled > 0)
+    }
+
+    /// AGGREGATE lines from random pieces: SQL with every value a parameter, or a clean error.
+    @Test func randomAggregates() {
+        let pieces = ["count()", "count(age)", "sum(age)", "avg(age)", "min(first_name)", "max(department.number)", "avg(first_name)",
+                      "sum(reports.@count)", "AS", "n", "x_1", "GROUP", "BY", "department.name", "gender", ",", "HAVING", "count()", ">", "2",
+                      "\"x\"", "ORDER", "DESC", "avg_age", "LIMIT", "3", "WHERE", "age", "> 30", "AND", "reports", "(", ")", "';--", "$1"]
+        var random = Generator(seed: 7)
+        var compiled = 0
+        for _ in 0..<3000 {
+            let count = 1 + Int(random.next() % 10)
+            let line = "AGGREGATE employee " + (0..<count).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined(separator: " ")
+            do {
+                guard case .aggregate(let request) = try CommandParser.parse(line) else { Issue.record("not an AGGREGATE: \(line)"); continue }
+                let query = try QueryBuilder.aggregate(request, model: SampleModel.model)
+                let highest = query.sql.split(separator: "$").dropFirst().compactMap { Int($0.prefix { $0.isNumber }) }.max() ?? 0
+                #expect(highest == query.parameters.count, "\(line)")
+                #expect(!query.sql.contains(";") && !query.sql.contains("--"), "\(line)")
+                compiled += 1
+            } catch {
+                #expect([.syntax, .unknown, .validation, .limit].contains(error.code), "\(line) -> \(error)")
+            }
         }
         #expect(compiled > 0)
     }

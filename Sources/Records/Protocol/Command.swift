@@ -101,6 +101,8 @@ public enum Command: Equatable, Sendable {
     case count(entity: String, predicate: Predicate?, estimate: Bool)
     /// EXPLAIN FIND / COUNT / GET: the SQL, its parameters, and PostgreSQL's plan.
     case explain(FetchRequest)
+    case aggregate(AggregateRequest)
+    case explainAggregate(AggregateRequest)
     case watch(entity: String, predicate: Predicate?)
     case unwatch(entity: String?)
     case export(FetchRequest)
@@ -138,6 +140,8 @@ public enum Command: Equatable, Sendable {
         case .discard: .discard
         case .get: .get
         case .find: .find
+        case .aggregate: .aggregate
+        case .explainAggregate: .explain
         case .count: .count
         case .explain: .explain
         case .watch: .watch

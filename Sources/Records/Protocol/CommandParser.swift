@@ -121,6 +121,8 @@ public enum CommandParser {
             return .get(entity: entity, id: id, include: try include(&t))
         case .find:
             return .find(try fetchRequest(&t))
+        case .aggregate:
+            return .aggregate(try aggregateRequest(&t))
         case .count:
             let entity = try t.name("an entity name")
             let predicate = try whereClause(&t)
@@ -153,7 +155,8 @@ public enum CommandParser {
                 }
                 return .explain(FetchRequest(entity: entity, predicate: predicate, limit: 0))
             }
-            throw t.error("expected FIND or COUNT after EXPLAIN")
+            if t.consumeWord("AGGREGATE") { return .explainAggregate(try aggregateRequest(&t)) }
+            throw t.error("expected FIND, COUNT or AGGREGATE after EXPLAIN")
         }
     }
 
@@ -235,7 +238,7 @@ public enum CommandParser {
     }
 
     /// `WHERE predicate`, when present.
-    private static func whereClause(_ t: inout TokenStream) throws(CommandError) -> Predicate? {
+    static func whereClause(_ t: inout TokenStream) throws(CommandError) -> Predicate? {
         guard t.consumeWord("WHERE") else { return nil }
         var parser = PredicateParser(tokens: t)
         let predicate = try parser.parse()

@@ -3,7 +3,7 @@
 struct QueryBuilder {
     let model: Model
     private(set) var parameters: [String?] = []
-    private var joins: [String] = []
+    var joins: [String] = []
     private var joinAliases: [String: String] = [:]
     private var aliasCount = 0
 
@@ -271,7 +271,7 @@ struct QueryBuilder {
     // MARK: - Key paths
 
     /// Where a key path leads: a value expression, or a to-many relationship with the rest of the path.
-    private enum Resolved {
+    enum Resolved {
         /// `type`: the column's SQL type, for casts of lists (an enum's `IN` compares with `mood[]`).
         case value(sql: String, kind: ValueKind, name: String, type: String)
         case toMany(Relationship, ownerAlias: String, rest: [String])
@@ -280,7 +280,7 @@ struct QueryBuilder {
 
     /// Walks to-one relationships with LEFT JOINs (shared per path prefix) until an attribute,
     /// a to-one key, `@count`, or a to-many relationship.
-    private mutating func resolve(_ components: [String], entity start: Entity, alias startAlias: String,
+    mutating func resolve(_ components: [String], entity start: Entity, alias startAlias: String,
                                   path: String, offset: Int, joinInto: inout [String]) throws(CommandError) -> Resolved {
         var entity = start
         var alias = startAlias
@@ -300,9 +300,22 @@ struct QueryBuilder {
             guard let target = model.entity(named: relationship.target) else { throw unknown(path, "missing entity", offset) }
             if relationship.isToMany {
                 let rest = Array(components[(index + 1)...])
+                let related = "FROM \(model.table(target)) AS c WHERE c.\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(relationship.referencedColumn))"
                 if rest.count == 1, rest[0].lowercased() == "@count" {
-                    let sub = "(SELECT count(*) FROM \(model.table(target)) AS c WHERE c.\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(relationship.referencedColumn)))"
-                    return .count(sql: sub)
+                    return .count(sql: "(SELECT count(*) \(related))")
+                }
+                // `employees.@avg.age`: NSExpression's collection operators, one subquery each.
+                if rest.count == 2, let function = ["@sum": "sum", "@avg": "avg", "@min": "min", "@max": "max"][rest[0].lowercased()] {
+                    guard let attribute = target.attribute(named: rest[1]) else {
+                        throw unknown(path, "\(target.name) has no attribute '\(rest[1])'", offset)
+                    }
+                    let numeric = [.decimal, .double].contains(attribute.kind) || { if case .integer = attribute.kind { true } else { false } }()
+                    if (function == "sum" || function == "avg") && !numeric {
+                        throw CommandError(.validation, "\(rest[0]) takes a number, and \(target.name).\(attribute.name) is not one")
+                    }
+                    let sql = "(SELECT \(function)(c.\(SQL.identifier(attribute.name))) \(related))"
+                    let kind: ValueKind = function == "sum" || function == "avg" ? (attribute.kind == .double ? .double : .decimal) : attribute.kind
+                    return .value(sql: sql, kind: kind, name: path, type: function == "sum" || function == "avg" ? "numeric" : attribute.sqlType)
                 }
                 return .toMany(relationship, ownerAlias: alias, rest: rest)
             }
@@ -342,7 +355,7 @@ struct QueryBuilder {
 
     // MARK: - Predicates
 
-    private mutating func compile(_ predicate: Predicate, entity: Entity, alias: String) throws(CommandError) -> String {
+    mutating func compile(_ predicate: Predicate, entity: Entity, alias: String) throws(CommandError) -> String {
         switch predicate {
         case .constant(let value): return value ? "TRUE" : "FALSE"
         // NSPredicate's two-valued logic: a comparison with nil is false, so NOT of it is true

@@ -151,6 +151,24 @@ extension Session {
         }
     }
 
+    /// AGGREGATE: one statement, run in the view of the unit's pending changes like every
+    /// read; a group's object a line.
+    func aggregate(_ request: AggregateRequest, model: Model) throws(CommandError) -> Step {
+        let query = try QueryBuilder.aggregate(request, model: model)
+        let snapshot = self.snapshot
+        return database(model) { context in
+            let (lines, view) = try context.withView(snapshot, model: model) { _ in
+                try context.retryingOnce {
+                    let result = try context.connection.query(query.sql, query.parameters)
+                    return (0..<result.rowCount).map { result.string($0, 0) ?? "{}" }
+                }
+            }
+            let allocated = view.allocated
+            let message = "\(lines.count) group\(lines.count == 1 ? "" : "s")"
+            return WorkResult(reply: .ok(message + view.note, lines: lines)) { session in session.unit.assign(allocated) }
+        }
+    }
+
     /// The top node's "Plan Rows" in `EXPLAIN (FORMAT JSON)`'s output.
     static func planRows(_ json: String) -> Int? {
         guard let data = json.data(using: .utf8),
@@ -183,7 +201,6 @@ extension Session {
     }
 
     func explain(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
-        try statisticsAllowed(request.entity, model: model, verb: "EXPLAIN")
         let sql: String
         let parameters: [String?]
         if request.limit == 0 && request.order.isEmpty && request.include.isEmpty {
@@ -192,6 +209,12 @@ extension Session {
             let select = try QueryBuilder.select(request, model: model)
             (sql, parameters) = (select.sql, select.parameters)
         }
+        return try explain(request.entity, sql: sql, parameters: parameters, model: model)
+    }
+
+    /// The SQL a read runs, its parameters, and PostgreSQL's plan for it.
+    func explain(_ entityName: String, sql: String, parameters: [String?], model: Model) throws(CommandError) -> Step {
+        try statisticsAllowed(entityName, model: model, verb: "EXPLAIN")
         let checksPolicies = role != .admin && model.entities.contains(where: \.hasRowSecurity)
         let json = jsonReplies
         return database(model) { context in

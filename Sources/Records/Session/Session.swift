@@ -400,6 +400,10 @@ public final class Session {
         case .find(let request): return try find(request, model: model)
         case .count(let entity, let predicate, let estimate): return try count(entity, predicate: predicate, estimate: estimate, model: model)
         case .explain(let request): return try explain(request, model: model)
+        case .aggregate(let request): return try aggregate(request, model: model)
+        case .explainAggregate(let request):
+            let query = try QueryBuilder.aggregate(request, model: model)
+            return try explain(request.entity, sql: query.sql, parameters: query.parameters, model: model)
         case .watch(let entity, let predicate): return try watch(entity, predicate: predicate, model: model)
         case .unwatch(let entity): return .reply(try unwatch(entity, model: model))
         case .export(let request): return try export(request, model: model)

@@ -1,0 +1,119 @@
+/// AGGREGATE as one SELECT: each group's object built by PostgreSQL (`json_build_object`, its
+/// keys bound as parameters), so numbers stay numbers and any text is escaped by the database.
+extension QueryBuilder {
+    static func aggregate(_ request: AggregateRequest, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
+        var builder = QueryBuilder(model: model)
+        let entity = try builder.entity(request.entity)
+        var condition = ""
+        if let predicate = request.predicate { condition = " WHERE " + (try builder.compile(predicate, entity: entity, alias: "t0")) }
+        // Groups: values of the record or through to-one relationships.
+        var groups: [(name: String, sql: String)] = []
+        for group in request.groups {
+            let sql = try builder.scalar(group.path, entity: entity, offset: group.offset, what: "group by")
+            groups.append((group.path, sql))
+        }
+        var terms: [(name: String, sql: String)] = []
+        for term in request.terms { terms.append((term.name, try builder.expression(term, entity: entity))) }
+        var having: [String] = []
+        for condition in request.having {
+            let sql = try builder.expression(condition.term, entity: entity)
+            having.append(try builder.comparison(sql, condition, entity: entity))
+        }
+        var order: [String] = []
+        for key in request.order {
+            guard let sql = groups.first(where: { $0.name.lowercased() == key.name.lowercased() })?.sql
+                    ?? terms.first(where: { $0.name == key.name })?.sql else {
+                throw CommandError(.unknown, "ORDER BY '\(key.name)': order by a GROUP BY key path or a function's name (\((groups.map(\.name) + terms.map(\.name)).joined(separator: ", ")))")
+            }
+            order.append(sql + (key.ascending ? " ASC" : " DESC"))
+        }
+        // Then by the groups, so the answer's order is stable.
+        order += groups.map { $0.sql + " ASC" }
+        var pairs: [String] = []
+        for (name, sql) in groups + terms { pairs.append("\(builder.bind(name))::text, \(sql)") }
+        var sql = "SELECT json_build_object(" + pairs.joined(separator: ", ") + ")::text"
+        sql += " FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined() + condition
+        if !groups.isEmpty { sql += " GROUP BY " + groups.map(\.sql).joined(separator: ", ") }
+        if !having.isEmpty { sql += " HAVING " + having.joined(separator: " AND ") }
+        if !order.isEmpty { sql += " ORDER BY " + order.joined(separator: ", ") }
+        if let limit = request.limit { sql += " LIMIT " + builder.bind(String(limit)) + "::bigint" }
+        return (sql, builder.parameters)
+    }
+
+    /// A key path to one value per record (no to-many on the way, but its @count, @avg ...).
+    private mutating func scalar(_ path: String, entity: Entity, offset: Int, what: String) throws(CommandError) -> String {
+        var outer = joins
+        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
+                                   path: path, offset: offset, joinInto: &outer)
+        joins = outer
+        switch resolved {
+        case .value(let sql, let kind, _, _):
+            guard kind != .json else { throw CommandError(.validation, "cannot \(what) '\(path)': json values do not compare") }
+            return sql
+        case .count(let sql): return sql
+        case .toMany: throw CommandError(.unknown, "cannot \(what) '\(path)': it leads through a to-many relationship (use @count, @sum, @avg, @min, @max)")
+        }
+    }
+
+    /// `avg(t0.age)`; sum and avg only of numbers.
+    private mutating func expression(_ term: AggregateRequest.Term, entity: Entity) throws(CommandError) -> String {
+        guard let path = term.path else { return "count(*)" }
+        var outer = joins
+        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
+                                   path: path, offset: term.offset, joinInto: &outer)
+        joins = outer
+        let sql: String, kind: ValueKind
+        switch resolved {
+        case .value(let s, let k, _, _): (sql, kind) = (s, k)
+        case .count(let s): (sql, kind) = (s, .integer(bits: 64))
+        case .toMany: throw CommandError(.unknown, "\(term.function.rawValue)(\(path)): it leads through a to-many relationship (use @count, @sum, @avg, @min, @max)")
+        }
+        switch term.function {
+        case .count: return "count(\(sql))"
+        case .sum, .avg:
+            switch kind {
+            // avg as float8, as NSExpression answers: numeric would print 35.0000000000000000.
+            case .integer, .decimal, .double: return term.function == .avg ? "avg(\(sql))::float8" : "sum(\(sql))"
+            default: throw CommandError(.validation, "\(term.function.rawValue)(\(path)) takes a number, and \(path) is not one")
+            }
+        case .min, .max:
+            guard kind != .json, kind != .boolean else { throw CommandError(.validation, "\(term.function.rawValue)(\(path)): its values do not order") }
+            return "\(term.function.rawValue)(\(sql))"
+        }
+    }
+
+    /// `HAVING avg(age) > 30`: the value a parameter, compared as a number (count, sum, avg)
+    /// or as the path's own type (min, max).
+    private mutating func comparison(_ sql: String, _ condition: AggregateRequest.Condition, entity: Entity) throws(CommandError) -> String {
+        let op: String
+        switch condition.op {
+        case .equal: op = "="
+        case .notEqual: op = "<>"
+        case .less, .lessOrEqual, .greater, .greaterOrEqual: op = condition.op.rawValue
+        default: throw CommandError(.syntax, "HAVING compares with == != < <= > >=")
+        }
+        let text: String
+        switch condition.value {
+        case .number(let n): text = n
+        case .string(let s): text = s
+        case .bool(let b): text = b ? "true" : "false"
+        case .null, .ref: throw CommandError(.validation, "HAVING compares with a value other than nil or a #ref")
+        }
+        switch condition.term.function {
+        case .count, .sum, .avg:
+            guard case .number = condition.value else { throw CommandError(.validation, "HAVING \(condition.term.function.rawValue)(...) compares with a number") }
+            return "\(sql) \(op) \(bind(text))::numeric"
+        case .min, .max:
+            // The same type as the values: compared as PostgreSQL compares the column.
+            return "\(sql) \(op) \(bind(text))::text::\(try minMaxType(condition.term, entity: entity))"
+        }
+    }
+
+    private func minMaxType(_ term: AggregateRequest.Term, entity: Entity) throws(CommandError) -> String {
+        var copy = self
+        var outer: [String] = []
+        guard let path = term.path, case .value(_, _, _, let type) = try copy.resolve(path.split(separator: ".").map(String.init), entity: entity, alias: "t0",
+                                                                                      path: path, offset: term.offset, joinInto: &outer) else { return "numeric" }
+        return type  // from the catalog (format_type), as GET's key filters cast
+    }
+}

@@ -140,11 +140,11 @@ public enum Verb: String, CaseIterable, Sendable {
             role: .reader, access: .reads, batchable: true, barrier: false,
             completes: .entity, keywords: ["INCLUDE"]),
         .find: VerbFacts(
-            syntax: "FIND entity [WHERE predicate] [ORDER BY key[[c]] [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel], ...]",
+            syntax: "FIND entity [SELECT [DISTINCT] path, ...] [WHERE predicate] [ORDER BY key[[c]] [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel] [ORDER BY attr [DESC]] [LIMIT n], ...]",
             summary: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page",
             example: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10",
             role: .reader, access: .reads, batchable: true, barrier: false,
-            completes: .entity, keywords: ["WHERE", "ORDER", "BY", "ASC", "DESC", "LIMIT", "OFFSET", "AFTER", "INCLUDE", "AND", "OR", "NOT", "IN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES", "nil"]),
+            completes: .entity, keywords: ["SELECT", "DISTINCT", "WHERE", "ORDER", "BY", "ASC", "DESC", "LIMIT", "OFFSET", "AFTER", "INCLUDE", "AND", "OR", "NOT", "IN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES", "nil"]),
         .aggregate: VerbFacts(
             syntax: "AGGREGATE entity fn(path) [AS name], ... [WHERE predicate] [GROUP BY path, ...] [HAVING fn(path) op value [AND ...]] [ORDER BY name [ASC|DESC], ...] [LIMIT n]",
             summary: "count(), count(path), sum, avg, min and max over the matching records, per group, one JSON object a group; pending changes included",

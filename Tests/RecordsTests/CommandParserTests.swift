@@ -44,7 +44,7 @@ import RecordsProtocol
         }
         #expect(pairs.map(\.name) == ["project", "employee"])
         #expect(pairs.map(\.value) == [.number("3"), .number("7")])
-        guard case .get(_, .fields(let unique), let include) = try CommandParser.parse(#"GET memo uid="m1" INCLUDE color"#) else {
+        guard case .get(_, .fields(let unique), let include, _) = try CommandParser.parse(#"GET memo uid="m1" INCLUDE color"#) else {
             Issue.record("not a get by fields"); return
         }
         #expect(unique.map(\.name) == ["uid"])

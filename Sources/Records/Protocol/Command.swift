@@ -51,6 +51,15 @@ public struct OrderKey: Equatable, Sendable {
     }
 }
 
+/// How one included to-many relationship's records come: ordered by one of their attributes,
+/// at most `limit` of them.
+public struct IncludeOrder: Equatable, Sendable {
+    public var key: String?
+    public var ascending = true
+    public var caseInsensitive = false
+    public var limit: Int?
+}
+
 public struct FetchRequest: Equatable, Sendable {
     public var entity: String
     public var predicate: Predicate?
@@ -58,8 +67,15 @@ public struct FetchRequest: Equatable, Sendable {
     public var limit: Int?
     public var offset: Int?
     public var include: [String] = []
+    /// `INCLUDE employees ORDER BY last_name LIMIT 5`: a to-many include's order and size, by
+    /// its path.
+    public var includeOrder: [String: IncludeOrder] = [:]
     /// A keyset cursor from the previous page's reply.
     public var after: String?
+    /// `SELECT [DISTINCT] path, ...`: only these values (key paths through to-one
+    /// relationships), each record's object keyed by the paths as typed.
+    public var select: [String] = []
+    public var distinct = false
 }
 
 /// USER subcommands (admin).
@@ -96,7 +112,7 @@ public enum Command: Equatable, Sendable {
     case nest
     case merge
     case discard
-    case get(entity: String, id: RecordAddress, include: [String])
+    case get(entity: String, id: RecordAddress, include: [String], includeOrder: [String: IncludeOrder] = [:])
     case find(FetchRequest)
     case count(entity: String, predicate: Predicate?, estimate: Bool)
     /// EXPLAIN FIND / COUNT / GET: the SQL, its parameters, and PostgreSQL's plan.

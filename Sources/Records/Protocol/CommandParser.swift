@@ -118,7 +118,8 @@ public enum CommandParser {
         case .get:
             let entity = try t.name("an entity name")
             let id = try address(&t)
-            return .get(entity: entity, id: id, include: try include(&t))
+            let (paths, orders) = try include(&t)
+            return .get(entity: entity, id: id, include: paths, includeOrder: orders)
         case .find:
             return .find(try fetchRequest(&t))
         case .aggregate:
@@ -137,7 +138,7 @@ public enum CommandParser {
         case .export:
             let request = try fetchRequest(&t)
             guard request.limit == nil, request.offset == nil, request.after == nil, request.include.isEmpty else {
-                throw CommandError(.syntax, "EXPORT takes WHERE and ORDER BY only")
+                throw CommandError(.syntax, "EXPORT takes WHERE, ORDER BY and SELECT only")
             }
             return .export(request)
         case .import:
@@ -165,6 +166,7 @@ public enum CommandParser {
 
     private static func fetchRequest(_ t: inout TokenStream) throws(CommandError) -> FetchRequest {
             var request = FetchRequest(entity: try t.name("an entity name"))
+            try selectClause(&t, into: &request)
             request.predicate = try whereClause(&t)
             if t.consumeWord("ORDER") {
                 guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
@@ -196,8 +198,24 @@ public enum CommandParser {
                 }
                 t.advance()
             }
-            request.include = try include(&t)
+            (request.include, request.includeOrder) = try include(&t)
+            if request.select.isEmpty { try selectClause(&t, into: &request) }
+            guard request.select.isEmpty || request.include.isEmpty else { throw CommandError(.syntax, "SELECT and INCLUDE do not go together") }
             return request
+    }
+
+    /// `SELECT [DISTINCT] path, ...`, right after the entity or last.
+    private static func selectClause(_ t: inout TokenStream, into request: inout FetchRequest) throws(CommandError) {
+        guard t.consumeWord("SELECT") else { return }
+        request.distinct = t.consumeWord("DISTINCT")
+        repeat {
+            guard request.select.count < maxOrderKeys else { throw CommandError(.limit, "SELECT takes at most \(maxOrderKeys) key paths") }
+            let offset = t.peek.offset
+            let path = try t.name("a key path to select")
+            try PredicateParser.checkPath(path, at: t.column(of: offset))
+            guard !request.select.contains(path) else { throw CommandError(.syntax, "'\(path)' is selected twice") }
+            request.select.append(path)
+        } while t.consumeSymbol(",")
     }
 
     /// AUTH and USER take raw words, as people type passwords: split on spaces, a
@@ -296,11 +314,29 @@ public enum CommandParser {
         return result
     }
 
-    private static func include(_ t: inout TokenStream) throws(CommandError) -> [String] {
-        guard t.consumeWord("INCLUDE") else { return [] }
+    /// `INCLUDE rel[.rel] [ORDER BY attr[[c]] [ASC|DESC]] [LIMIT n], ...`.
+    private static func include(_ t: inout TokenStream) throws(CommandError) -> ([String], [String: IncludeOrder]) {
+        guard t.consumeWord("INCLUDE") else { return ([], [:]) }
         var paths: [String] = []
-        repeat { paths.append(try t.name("a relationship to include")) } while t.consumeSymbol(",")
-        return paths
+        var orders: [String: IncludeOrder] = [:]
+        repeat {
+            let path = try t.name("a relationship to include")
+            paths.append(path)
+            var order = IncludeOrder()
+            if t.consumeWord("ORDER") {
+                guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
+                order.key = try t.name("an attribute of the included records")
+                if case .symbol(let options) = t.peek.kind, options.hasPrefix("[") {
+                    guard options == "[c]" else { throw t.error("ORDER BY takes [c] (case-insensitive), not \(options)") }
+                    order.caseInsensitive = true
+                    t.advance()
+                }
+                if t.consumeWord("DESC") { order.ascending = false } else { _ = t.consumeWord("ASC") }
+            }
+            if t.consumeWord("LIMIT") { order.limit = try t.integer("a limit") }
+            if order != IncludeOrder() { orders[path] = order }
+        } while t.consumeSymbol(",")
+        return (paths, orders)
     }
 
     /// ` (did you mean FIND?)` for a near miss.

@@ -2,28 +2,37 @@
 /// -> employees { department }. Every name is checked against the model.
 struct IncludeTree: Equatable {
     var children: [String: IncludeTree] = [:]
+    /// This relationship's records' order and number (a to-many include's).
+    var order: IncludeOrder?
 
     static let maxDepth = 4
 
-    static func parse(_ paths: [String], entity: Entity, model: Model) throws(CommandError) -> IncludeTree {
+    static func parse(_ paths: [String], orders: [String: IncludeOrder] = [:], entity: Entity, model: Model) throws(CommandError) -> IncludeTree {
         var tree = IncludeTree()
         for path in paths {
             let names = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             guard names.count <= maxDepth else {
                 throw CommandError(.limit, "INCLUDE \(path): at most \(maxDepth) levels")
             }
-            try tree.add(names[...], entity: entity, model: model, path: path)
+            try tree.add(names[...], order: orders[path], entity: entity, model: model, path: path)
         }
         return tree
     }
 
-    private mutating func add(_ names: ArraySlice<String>, entity: Entity, model: Model, path: String) throws(CommandError) {
+    private mutating func add(_ names: ArraySlice<String>, order: IncludeOrder?, entity: Entity, model: Model, path: String) throws(CommandError) {
         guard let first = names.first else { return }
         guard let relationship = entity.relationship(named: first), let target = model.entity(named: relationship.target) else {
             throw CommandError(.unknown, "cannot include '\(path)': \(entity.name) has no relationship '\(first)'")
         }
         var child = children[relationship.name] ?? IncludeTree()
-        try child.add(names.dropFirst(), entity: target, model: model, path: path)
+        if names.count == 1, let order {
+            guard relationship.isToMany else { throw CommandError(.syntax, "INCLUDE \(path): ORDER BY and LIMIT apply to a to-many relationship") }
+            if let key = order.key, target.attribute(named: key) == nil {
+                throw CommandError(.unknown, "INCLUDE \(path) ORDER BY \(key): \(target.name) has no attribute '\(key)'")
+            }
+            child.order = order
+        }
+        try child.add(names.dropFirst(), order: order, entity: target, model: model, path: path)
         children[relationship.name] = child
     }
 }

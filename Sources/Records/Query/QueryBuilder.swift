@@ -27,6 +27,9 @@ struct QueryBuilder {
         var fingerprint: String
         /// Everything from ` FROM` on: EXPORT puts its own column list in front.
         var body: String
+        /// A projection's values (`SELECT` paths) and whether they are DISTINCT: EXPORT's columns.
+        var projection: [(key: String, sql: String)] = []
+        var distinct = false
     }
 
     /// - Parameters:
@@ -49,18 +52,31 @@ struct QueryBuilder {
         for key in request.order {
             keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
         }
-        for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
+        var projection: [(key: String, sql: String, format: RowEncoder.Format)] = []
+        for path in request.select { projection.append(try builder.projected(path, entity: entity)) }
+        if request.distinct {
+            // DISTINCT orders by what it selects (a record's key would undo it): no cursor.
+            guard request.after == nil else { throw CommandError(.syntax, "SELECT DISTINCT pages with OFFSET, not AFTER") }
+            for key in request.order where !request.select.contains(where: { $0.lowercased() == key.path.lowercased() }) {
+                throw CommandError(.syntax, "with SELECT DISTINCT, ORDER BY takes selected key paths, not '\(key.path)'")
+            }
+            keys += projection.map { ($0.sql, true) }
+        } else {
+            for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
+        }
         // The whole query, its predicate's values included: a cursor fits only the FIND that gave it.
-        let fingerprint = Self.fingerprint(entity.name + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive)" }.joined(separator: ",")
+        let fingerprint = Self.fingerprint(entity.name + "|" + request.select.joined(separator: ",").lowercased() + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive)" }.joined(separator: ",")
                                            + "|" + (request.predicate?.canonical ?? ""))
         if let token = request.after {
             let values = try Cursor.decode(token, fingerprint: fingerprint, count: keys.count)
             conditions.append(builder.after(keys, values))
         }
-        let includes = try IncludeTree.parse(request.include, entity: entity, model: model)
-        let fields = builder.fields(entity, alias: "t0", includes: includes)
-        let paged = request.limit != nil
-        var sql = "SELECT " + fields.map(\.sql).joined(separator: ", ")
+        let includes = try IncludeTree.parse(request.include, orders: request.includeOrder, entity: entity, model: model)
+        let fields = projection.isEmpty ? builder.fields(entity, alias: "t0", includes: includes) : projection
+        let paged = request.limit != nil && !request.distinct
+        // A projection is not a record: no versions are tracked from it.
+        let versions = versions && projection.isEmpty
+        var sql = (request.distinct ? "SELECT DISTINCT " : "SELECT ") + fields.map(\.sql).joined(separator: ", ")
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
         if versions { sql += ", t0.xmin::text, " + entity.keyText(alias: "t0") }
         var body = " FROM \(model.table(entity)) AS t0"
@@ -75,7 +91,7 @@ struct QueryBuilder {
         if let offset = request.offset { body += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
         return Select(sql: sql + body, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
                       cursorColumns: paged ? keys.count : 0, versionColumns: versions ? 1 + entity.key.count : 0,
-                      fingerprint: fingerprint, body: body)
+                      fingerprint: fingerprint, body: body, projection: projection.map { ($0.key, $0.sql) }, distinct: request.distinct)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
@@ -207,6 +223,23 @@ struct QueryBuilder {
         return result
     }
 
+    /// A selected key path's value, keyed by the path as typed: binary as base64, arrays as
+    /// JSON arrays, as a record's fields print.
+    mutating func projected(_ path: String, entity: Entity) throws(CommandError) -> (key: String, sql: String, format: RowEncoder.Format) {
+        var outer = joins
+        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
+                                   path: path, offset: 0, joinInto: &outer)
+        joins = outer
+        switch resolved {
+        case .value(let sql, let kind, _, let type):
+            if kind == .binary { return (path, "translate(encode(\(sql), 'base64'), E'\\n', '')", .string) }
+            if type.hasSuffix("]") { return (path, "to_json(\(sql))", .raw) }
+            return (path, sql, RowEncoder.Format(kind))
+        case .count(let sql): return (path, sql, .number)
+        case .toMany: throw CommandError(.unknown, "cannot select '\(path)': it leads through a to-many relationship (INCLUDE it, or select its @count)")
+        }
+    }
+
     /// The kind of the column a to-one relationship references, which its values print as.
     func referencedKind(_ relationship: Relationship) -> ValueKind {
         guard let target = model.entity(named: relationship.target) else { return .other }
@@ -221,6 +254,20 @@ struct QueryBuilder {
         let fields = projection(target, alias: inner, includes: sub)
         if relationship.isToMany {
             let match = "\(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(relationship.referencedColumn))"
+            if let order = sub.order {
+                // Ordered by the asked attribute (then the key), at most `limit`: numbered in
+                // that order, aggregated by the numbers.
+                var keys = order.key.flatMap { target.attribute(named: $0) }.map { attribute -> [String] in
+                    let column = "\(inner).\(SQL.identifier(attribute.name))"
+                    return [(order.caseInsensitive && attribute.kind == .string ? lower(column) : column) + (order.ascending ? " ASC" : " DESC")]
+                } ?? []
+                keys += target.keyColumns.map { "\(inner).\(SQL.identifier($0)) ASC" }
+                let by = keys.joined(separator: ", ")
+                let limit = order.limit.map { " LIMIT " + bind(String($0)) + "::bigint" } ?? ""
+                return "(SELECT coalesce(json_agg(row_to_json(r.f) ORDER BY r.n), '[]'::json) FROM "
+                    + "(SELECT f, row_number() OVER (ORDER BY \(by)) AS n FROM \(model.table(target)) AS \(inner) CROSS JOIN LATERAL (SELECT \(fields)) AS f "
+                    + "WHERE \(match) ORDER BY \(by)\(limit)) AS r)"
+            }
             if let key = target.singleKey, target.attribute(named: key.name) != nil {
                 // Ordered by the related records' key, which the projection holds.
                 return "(SELECT coalesce(json_agg(row_to_json(r.*) ORDER BY r.\(SQL.identifier(key.name))), '[]'::json) FROM "
@@ -313,9 +360,12 @@ struct QueryBuilder {
                     if (function == "sum" || function == "avg") && !numeric {
                         throw CommandError(.validation, "\(rest[0]) takes a number, and \(target.name).\(attribute.name) is not one")
                     }
-                    let sql = "(SELECT \(function)(c.\(SQL.identifier(attribute.name))) \(related))"
-                    let kind: ValueKind = function == "sum" || function == "avg" ? (attribute.kind == .double ? .double : .decimal) : attribute.kind
-                    return .value(sql: sql, kind: kind, name: path, type: function == "sum" || function == "avg" ? "numeric" : attribute.sqlType)
+                    // @avg as float8, as NSExpression answers (numeric would print 35.0000000000000000).
+                    let cast = function == "avg" ? "::float8" : ""
+                    let sql = "(SELECT \(function)(c.\(SQL.identifier(attribute.name)))\(cast) \(related))"
+                    let kind: ValueKind = function == "avg" ? .double : function == "sum" ? (attribute.kind == .double ? .double : .decimal) : attribute.kind
+                    let type = function == "avg" ? "double precision" : function == "sum" ? "numeric" : attribute.sqlType
+                    return .value(sql: sql, kind: kind, name: path, type: type)
                 }
                 return .toMany(relationship, ownerAlias: alias, rest: rest)
             }

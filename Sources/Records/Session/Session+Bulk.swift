@@ -91,8 +91,12 @@ extension Session {
         // Generated columns are PostgreSQL's to compute: an IMPORT of the file computes them again.
         let columns = entity.columns.map(\.column).filter { entity.attribute(named: $0)?.isGenerated != true }
         let select = try QueryBuilder.select(request, model: model)
-        // The same rows as the FIND, with the table's own columns in front of its body.
-        let query = "SELECT " + columns.map { "t0.\(SQL.identifier($0))" }.joined(separator: ", ") + select.body
+        // The same rows as the FIND, with the table's own columns in front of its body (or the
+        // selected key paths, each column named by its path).
+        let list = select.projection.isEmpty ? columns.map { "t0.\(SQL.identifier($0))" }
+            : select.projection.map { "\($0.sql) AS \(SQL.identifier($0.key))" }
+        let query = (select.distinct ? "SELECT DISTINCT " : "SELECT ") + list.joined(separator: ", ") + select.body
+        let header = select.projection.isEmpty ? columns : select.projection.map(\.key)
         let snapshot = self.snapshot
         let timeout = context.work.bulkTimeout
         let stall = context.work.replyStall
@@ -104,7 +108,7 @@ extension Session {
                     + ") TO STDOUT WITH (FORMAT csv)"
                 if view.began { try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)]) }
                 var batch = StreamBatch(to: context.sink)
-                CSV.appendLine(columns.map { Array($0.utf8) }, to: &batch.bytes)
+                CSV.appendLine(header.map { Array($0.utf8) }, to: &batch.bytes)
                 let count = try connection.copyOut(sql) { record in
                     CSV.appendRecord(record, to: &batch.bytes)
                     return batch.sendIfFull()

@@ -4,10 +4,11 @@ import Postgres
 // MARK: - GET, FIND, COUNT, EXPLAIN
 
 extension Session {
-    func get(_ entityName: String, address: RecordAddress, include: [String], model: Model) throws(CommandError) -> Step {
+    func get(_ entityName: String, address: RecordAddress, include: [String], includeOrder: [String: IncludeOrder] = [:],
+             model: Model) throws(CommandError) -> Step {
         let entity = try entity(entityName, model)
         let target = try target(address, in: entity, model: model)
-        let request = FetchRequest(entity: entity.name, include: include)
+        let request = { var r = FetchRequest(entity: entity.name, include: include); r.includeOrder = includeOrder; return r }()
         _ = try QueryBuilder.select(request, model: model)  // names checked before any I/O
         let snapshot = self.snapshot
         return database(model) { context in

@@ -396,7 +396,7 @@ public final class Session {
         case .discard:
             guard unit.discard() else { throw CommandError(.validation, "no nested scratchpad to discard: NEST opens one") }
             return .reply(.ok("discarded (depth \(unit.depth), \(unit.current.count) pending)"))
-        case .get(let entity, let id, let include): return try get(entity, address: id, include: include, model: model)
+        case .get(let entity, let id, let include, let orders): return try get(entity, address: id, include: include, includeOrder: orders, model: model)
         case .find(let request): return try find(request, model: model)
         case .count(let entity, let predicate, let estimate): return try count(entity, predicate: predicate, estimate: estimate, model: model)
         case .explain(let request): return try explain(request, model: model)

@@ -308,6 +308,12 @@ import Testing
         #expect(try c.send("AGGREGATE department count() GROUP BY employees.age").status.hasPrefix("-ERR UNKNOWN"))
         #expect(try c.send("AGGREGATE employee count() ORDER BY nothing").status.hasPrefix("-ERR UNKNOWN"))
         #expect(try c.send("AGGREGATE employee avg()").status.hasPrefix("-ERR SYNTAX"))
+        // SUBQUERY: departments with at least two employees over 30.
+        #expect(try ids(c, "FIND department WHERE SUBQUERY(employees, $e, $e.age > 30 AND $e.gender == 1).@count >= 1 ORDER BY id")
+                == (try rows("SELECT d.id FROM department d WHERE (SELECT count(*) FROM employee e WHERE e.department_id = d.id AND e.age > 30 AND e.gender = 1) >= 1 ORDER BY d.id")).map { Int($0[0]!)! })
+        #expect(try ids(c, "FIND department WHERE SUBQUERY(employees, $e, $e.age > $e.department.number).@count == 2 ORDER BY id")
+                == (try rows("SELECT d.id FROM department d WHERE (SELECT count(*) FROM employee e WHERE e.department_id = d.id AND e.age > d.number) = 2 ORDER BY d.id")).map { Int($0[0]!)! })
+        #expect(try c.send("FIND department WHERE SUBQUERY(employees, $e, age > 30).@count > 0").status.hasPrefix("-ERR SYNTAX"))
         let plan = try c.send("EXPLAIN AGGREGATE employee count() GROUP BY gender")
         #expect(plan.ok && plan.lines.first?.hasPrefix("sql: SELECT json_build_object(") == true, "\(plan)")
     }

@@ -12,6 +12,7 @@ import Testing
         "\"a\\\"b\"", "'x'", "\"%_\"", "#ref", "TRUEPREDICATE", "@count", "\"\\u00e9\"", ";", "--", "$1", "\u{0}",
         "DROP", "TABLE", "'; --", "..", "department..name", "\u{202E}", "9999999999999999999999",
         "gender", "manager.age", "reports.@avg.age", "reports.@max.first_name", "@sum", "@avg", "reports.@sum.first_name",
+        "SUBQUERY(", "SUBQUERY", "reports", "$e", "$e.age", "$e.manager.age", ").@count", ".@count", "$", "$1e",
     ]
 
     private static let valid = [
@@ -21,9 +22,10 @@ import Testing
         "department.number >= 3 && (age == nil || first_name MATCHES \"J.*\")",
         "age > department.number OR first_name ==[cd] manager.first_name",
         "reports.@avg.age > 30 AND reports.@max.first_name BEGINSWITH[c] \"a\"",
+        "SUBQUERY(reports, $r, $r.age > 30 AND NOT $r.first_name BEGINSWITH[c] \"a\").@count > 1",
     ]
 
-    private static let validEntities = ["employee", "employee", "department", "employee", "employee", "employee"]
+    private static let validEntities = ["employee", "employee", "department", "employee", "employee", "employee", "employee"]
 
     /// Checks one WHERE text; returns true when it compiled.
     @discardableResult

@@ -16,7 +16,16 @@ import Testing
         case .and(let operands): return "(" + operands.map(keys).joined(separator: " & ") + ")"
         case .or(let operands): return "(" + operands.map(keys).joined(separator: " | ") + ")"
         case .comparison(let c): return c.keyPath
+        case .subquery(let s): return "SUBQUERY(\(s.collection), \(s.variable), \(keys(s.predicate)))\(s.op.rawValue)\(s.count)"
         }
+    }
+
+    @Test func subqueries() throws {
+        #expect(keys(try predicate("SUBQUERY(employees, $e, $e.age > 30 AND $e.gender == 1).@count > 2 OR name == \"x\""))
+                == "(SUBQUERY(employees, $e, ($e.age & $e.gender))>2 | name)")
+        #expect(throws: CommandError.self) { try predicate("SUBQUERY(employees, e, e.age > 30).@count > 2") }
+        #expect(throws: CommandError.self) { try predicate("SUBQUERY(employees, $e, $e.age > 30) > 2") }
+        #expect(throws: CommandError.self) { try predicate("SUBQUERY(employees, $e, $e.age > 30).@count > \"x\"") }
     }
 
     @Test func andBindsTighterThanOr() throws {

@@ -108,4 +108,12 @@ import Testing
         #expect(condition.contains("normalize(t0.\"first_name\", NFC)") && condition.hasPrefix("lower(translate("), "\(condition)")
         #expect(parameters.last == "Renee")
     }
+
+    @Test func subqueriesCountTheirOwnMatches() throws {
+        let (condition, parameters) = try whereClause(#"FIND department WHERE SUBQUERY(employees, $e, $e.age > 30 AND $e.manager.first_name == "A").@count >= 2"#)
+        #expect(condition.hasPrefix("(SELECT count(*) FROM ") && condition.contains("LEFT JOIN") && condition.hasSuffix(">= $3::bigint"), "\(condition)")
+        #expect(parameters == ["30", "A", "2"])
+        #expect(throws: CommandError.self) { try whereClause("FIND department WHERE SUBQUERY(employees, $e, age > 30).@count > 0") }
+        #expect(throws: CommandError.self) { try whereClause("FIND department WHERE SUBQUERY(name, $e, $e.age > 30).@count > 0") }
+    }
 }

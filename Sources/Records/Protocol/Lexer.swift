@@ -110,7 +110,18 @@ public struct Lexer {
             if position + 1 < bytes.count, Lexer.isDigit(bytes[position + 1]) {
                 return Token(kind: .number(try readNumber()), offset: start)
             }
+            // `SUBQUERY(...).@count`: the operator after the parenthesis.
+            if position + 1 < bytes.count, bytes[position + 1] == UInt8(ascii: "@") {
+                position += 1
+                return Token(kind: .word("." + readWhile { Lexer.isNameByte($0) || $0 == UInt8(ascii: "@") }), offset: start)
+            }
             throw error("unexpected '.'", at: start)
+        case UInt8(ascii: "$"):
+            // A SUBQUERY's variable and key paths through it: `$e`, `$e.age`.
+            position += 1
+            let rest = readWhile { Lexer.isNameByte($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") }
+            guard let first = rest.utf8.first, Lexer.isNameStart(first) else { throw error("expected a variable's name after '$'", at: start) }
+            return Token(kind: .word("$" + rest), offset: start)
         case UInt8(ascii: "["):
             guard let close = bytes[position...].firstIndex(of: UInt8(ascii: "]")),
                   close - position <= 4 else { throw error("expected a modifier such as [c]", at: start) }

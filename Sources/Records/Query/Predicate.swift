@@ -7,6 +7,19 @@ public indirect enum Predicate: Equatable, Sendable {
     case and([Predicate])
     case or([Predicate])
     case comparison(Comparison)
+    /// `SUBQUERY(employees, $e, $e.age > 30 AND $e.gender == 1).@count > 2`.
+    case subquery(Subquery)
+}
+
+/// NSPredicate's SUBQUERY: the records of a to-many key path that match a predicate of their
+/// own (its key paths start with the variable), counted and compared.
+public struct Subquery: Equatable, Sendable {
+    public var collection: String
+    public var variable: String
+    public var predicate: Predicate
+    public var op: Comparison.Operator
+    public var count: Int
+    public var offset: Int
 }
 
 public struct Comparison: Equatable, Sendable {
@@ -52,6 +65,8 @@ extension Predicate {
         case .not(let inner): "NOT(" + inner.canonical + ")"
         case .and(let operands): "AND(" + operands.map(\.canonical).joined(separator: ",") + ")"
         case .or(let operands): "OR(" + operands.map(\.canonical).joined(separator: ",") + ")"
+        case .subquery(let s):
+            "SUBQUERY(" + [s.collection.lowercased(), s.variable, s.predicate.canonical, s.op.rawValue, String(s.count)].joined(separator: "\u{1}") + ")"
         case .comparison(let c):
             [c.quantifier?.rawValue ?? "", c.keyPath.lowercased(), c.op.rawValue, (c.caseInsensitive ? "c" : "") + (c.diacriticInsensitive ? "d" : ""),
              c.values.map { String(reflecting: $0) }.joined(separator: ","), c.rightKeyPath.map { "@" + $0.lowercased() } ?? ""].joined(separator: "\u{1}")

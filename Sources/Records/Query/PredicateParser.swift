@@ -62,6 +62,45 @@ struct PredicateParser {
         return .not(primary)
     }
 
+    /// `SUBQUERY(collection, $v, predicate).@count op n`.
+    private mutating func parseSubquery() throws(CommandError) -> Predicate {
+        let offset = tokens.peek.offset
+        guard depth < Self.maxDepth else {
+            throw CommandError(.limit, "at \(tokens.column(of: offset)): SUBQUERY nests deeper than \(Self.maxDepth) levels")
+        }
+        tokens.advance()
+        tokens.advance()
+        let collectionToken = tokens.peek
+        guard case .word(let collection) = collectionToken.kind, !collection.hasPrefix("$") else { throw tokens.error("expected a to-many key path in SUBQUERY") }
+        try Self.checkPath(collection, at: tokens.column(of: collectionToken.offset))
+        tokens.advance()
+        try tokens.expectSymbol(",", "expected ',' after the SUBQUERY's collection")
+        guard case .word(let variable) = tokens.peek.kind, variable.hasPrefix("$"), !variable.contains(".") else {
+            throw tokens.error("expected a variable such as $e in SUBQUERY")
+        }
+        tokens.advance()
+        try tokens.expectSymbol(",", "expected ',' after the SUBQUERY's variable")
+        depth += 1
+        let inner = try parseOr()
+        depth -= 1
+        try tokens.expectSymbol(")", "expected ')' to close the SUBQUERY")
+        guard tokens.peek.isWord(".@COUNT") else { throw tokens.error("expected .@count after SUBQUERY(...)") }
+        tokens.advance()
+        let op: Comparison.Operator
+        switch tokens.peek.kind {
+        case .symbol("=="), .symbol("="): op = .equal
+        case .symbol("!="), .symbol("<>"): op = .notEqual
+        case .symbol("<"): op = .less
+        case .symbol("<="), .symbol("=<"): op = .lessOrEqual
+        case .symbol(">"): op = .greater
+        case .symbol(">="), .symbol("=>"): op = .greaterOrEqual
+        default: throw tokens.error("expected a comparison after SUBQUERY(...).@count")
+        }
+        tokens.advance()
+        let count = try tokens.integer("a count")
+        return .subquery(Subquery(collection: collection, variable: variable, predicate: inner, op: op, count: count, offset: offset))
+    }
+
     private mutating func parsePrimary() throws(CommandError) -> Predicate {
         if tokens.peek.isSymbol("(") {
             guard depth < Self.maxDepth else {
@@ -74,6 +113,7 @@ struct PredicateParser {
             try tokens.expectSymbol(")", "expected ')'")
             return inner
         }
+        if tokens.peek.isWord("SUBQUERY"), tokens.peek(1).isSymbol("(") { return try parseSubquery() }
         if tokens.peek.isWord("TRUEPREDICATE") { tokens.advance(); return .constant(true) }
         if tokens.peek.isWord("FALSEPREDICATE") { tokens.advance(); return .constant(false) }
 

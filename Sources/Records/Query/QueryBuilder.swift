@@ -419,6 +419,60 @@ struct QueryBuilder {
             if case .and = predicate { joiner = " AND " } else { joiner = " OR " }
             return "(" + parts.joined(separator: joiner) + ")"
         case .comparison(let comparison): return try compile(comparison, entity: entity, alias: alias)
+        case .subquery(let subquery): return try compile(subquery, entity: entity, alias: alias)
+        }
+    }
+
+    /// `(SELECT count(*) FROM target WHERE <its key> AND <its predicate>) op n`, the inner
+    /// predicate's key paths taken from the variable on, with joins of its own.
+    private mutating func compile(_ s: Subquery, entity: Entity, alias: String) throws(CommandError) -> String {
+        var outer = joins
+        let resolved = try resolve(s.collection.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: alias,
+                                   path: s.collection, offset: s.offset, joinInto: &outer)
+        joins = outer
+        guard case .toMany(let relationship, let ownerAlias, let rest) = resolved, rest.isEmpty,
+              let target = model.entity(named: relationship.target) else {
+            throw CommandError(.unknown, "SUBQUERY(\(s.collection), ...): the collection must be a to-many relationship")
+        }
+        let inner = try Self.relative(s.predicate, to: s.variable)
+        let saved = (joins, joinAliases)
+        joins = []
+        joinAliases = [:]
+        let sub = nextAlias()
+        let test: String
+        do {
+            test = try compile(inner, entity: target, alias: sub)
+        } catch {
+            (joins, joinAliases) = saved
+            throw error
+        }
+        let innerJoins = joins
+        (joins, joinAliases) = saved
+        let op = s.op == .equal ? "=" : s.op == .notEqual ? "<>" : s.op.rawValue
+        return "(SELECT count(*) FROM \(model.table(target)) AS \(sub)" + innerJoins.map { " " + $0 }.joined()
+            + " WHERE \(sub).\(SQL.identifier(relationship.column)) = \(ownerAlias).\(SQL.identifier(relationship.referencedColumn)) AND (\(test))) \(op) \(bind(String(s.count)))::bigint"
+    }
+
+    /// A SUBQUERY's predicate with its variable taken off every key path (`$e.age` -> `age`).
+    static func relative(_ predicate: Predicate, to variable: String) throws(CommandError) -> Predicate {
+        func strip(_ path: String) throws(CommandError) -> String {
+            guard path.hasPrefix(variable + "."), path.count > variable.count + 1 else {
+                throw CommandError(.syntax, "inside SUBQUERY, key paths start with \(variable). (\(variable).age), not '\(path)'")
+            }
+            return String(path.dropFirst(variable.count + 1))
+        }
+        switch predicate {
+        case .constant: return predicate
+        case .not(let inner): return .not(try relative(inner, to: variable))
+        case .and(let operands): return .and(try operands.map { (p: Predicate) throws(CommandError) -> Predicate in try relative(p, to: variable) })
+        case .or(let operands): return .or(try operands.map { (p: Predicate) throws(CommandError) -> Predicate in try relative(p, to: variable) })
+        case .comparison(var c):
+            c.keyPath = try strip(c.keyPath)
+            if let right = c.rightKeyPath { c.rightKeyPath = try strip(right) }
+            return .comparison(c)
+        case .subquery(var s):
+            s.collection = try strip(s.collection)
+            return .subquery(s)
         }
     }
 

@@ -47,6 +47,22 @@ import Testing
                 "PING \(payload)",
                 "EXPORT game WHERE name == \(quoted)",
                 "EXPORT game WHERE name BEGINSWITH \(quoted) ORDER BY \(payload)",
+                // The query forms of issue #21.
+                "AGGREGATE game count() GROUP BY \(payload)",
+                "AGGREGATE game max(\(payload))",
+                "AGGREGATE game count() AS \(payload)",
+                "AGGREGATE game count() HAVING count() > \(quoted)",
+                "AGGREGATE game min(name) GROUP BY id HAVING min(name) > \(quoted)",
+                "AGGREGATE game count() ORDER BY \(payload)",
+                "FIND game SELECT \(payload)",
+                "FIND game SELECT DISTINCT name WHERE name == \(quoted)",
+                "EXPORT game SELECT \(payload)",
+                "FIND game WHERE name == \(payload)",
+                "FIND game ORDER BY name[c], \(payload)",
+                "FIND department WHERE SUBQUERY(employees, $e, $e.last_name == \(quoted)).@count > 0",
+                "FIND department WHERE SUBQUERY(\(payload), $e, $e.age > 1).@count > 0",
+                "FIND department INCLUDE employees ORDER BY \(payload) LIMIT 1",
+                "EXPLAIN AGGREGATE game count() GROUP BY \(payload)",
             ]
             for line in lines {
                 let reply = try client.send(line)
@@ -56,7 +72,7 @@ import Testing
             }
             try client.ok("ROLLBACK")
         }
-        #expect(sent == Self.payloads.count * 24)
+        #expect(sent == Self.payloads.count * 39)
         // Nothing beyond the data itself: same tables, same rows, no new roles.
         #expect(try db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").string(0, 0) == "11")
         #expect(try db.query("SELECT string_agg(name, ',') FROM game").string(0, 0) == "Go")

@@ -224,6 +224,12 @@ import Testing
             "FIND employee WHERE last_name == \"\\u0000\"",
             "FIND employee WHERE age == 99999999999999999999999999",
             "FIND employee WHERE last_name ==[c] \"\\\\\" OR 1=1\"",
+            "FIND employee WHERE last_name == first_name; DROP TABLE employee",
+            "FIND employee SELECT \"last_name\" AS x FROM employee",
+            "AGGREGATE employee count() AS \"x; DROP TABLE employee\"",
+            "AGGREGATE employee count() GROUP BY (SELECT 1)",
+            "AGGREGATE employee sum(age) HAVING sum(age) > \"1 OR 1=1\"",
+            "FIND department WHERE SUBQUERY(employees, $e, $e.age > 1) OR 1=1).@count > 0",
         ]
         for line in hostile {
             let reply = try c.send(line)

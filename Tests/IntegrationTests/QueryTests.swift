@@ -397,6 +397,11 @@ import Testing
         // ORDER BY [c]: amy among the capitals, not after them.
         let byCase = try ids(c, "FIND employee WHERE gender == 2 ORDER BY first_name[c]")
         #expect(byCase == (try sql("SELECT id FROM employee WHERE gender = 2 ORDER BY lower(first_name), id")), "\(byCase)")
+        // A collation of the database's, by name (ICU's here).
+        #expect(try ids(c, #"FIND employee ORDER BY first_name COLLATE "sv-x-icu" DESC"#)
+                == (try sql(#"SELECT id FROM employee ORDER BY first_name COLLATE "sv-x-icu" DESC, id"#)))
+        #expect(try c.send(#"FIND employee ORDER BY first_name COLLATE "no-such""#).status.hasPrefix("-ERR UNKNOWN unknown collation 'no-such'"))
+        #expect(try c.send(#"FIND employee ORDER BY age COLLATE "sv-x-icu""#).status.hasPrefix("-ERR VALIDATION"))
         // A cursor fits only the query that gave it, values included.
         let page = try c.send("FIND memo WHERE color.number >= 3 ORDER BY lastmodified DESC LIMIT 1")
         let cursor = try #require(page.status.range(of: "AFTER ").map { String(page.status[$0.upperBound...]) })

@@ -252,14 +252,17 @@ public final class Model: Sendable {
     /// The database has ICU's root collation (`und-x-icu`): case folding ([c]) then lowers
     /// every script's letters, not only ASCII's as a C-locale database's lower() does.
     public let unicodeCaseFolding: Bool
+    /// The database's collations, by name: what `ORDER BY key COLLATE "name"` may ask for.
+    public let collations: Set<String>
     private let index: [String: Int]
 
     private let exact: [String: Int]
     private let referencing: [String: [ForeignKey]]
 
-    public init(schema: String, entities: [Entity], unserved: [UnservedTable], unicodeCaseFolding: Bool = false) {
+    public init(schema: String, entities: [Entity], unserved: [UnservedTable], unicodeCaseFolding: Bool = false, collations: Set<String> = []) {
         self.schema = schema
         self.unicodeCaseFolding = unicodeCaseFolding
+        self.collations = collations
         self.entities = entities.sorted { $0.name < $1.name }
         self.unserved = unserved
         var index: [String: Int] = [:]

@@ -201,8 +201,12 @@ public enum ModelReflector {
                 }
             }
         }
-        let icu = try connection.query("SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu')")
-        return Model(schema: schema, entities: Array(entities.values), unserved: unserved, unicodeCaseFolding: icu.string(0, 0) == "t")
+        // Collations usable with the database's encoding (ICU's where PostgreSQL has ICU).
+        let collationRows = try connection.query(
+            "SELECT collname FROM pg_collation WHERE collencoding IN (-1, (SELECT encoding FROM pg_database WHERE datname = current_database()))")
+        let collations = Set((0..<collationRows.rowCount).compactMap { collationRows.string($0, 0) })
+        return Model(schema: schema, entities: Array(entities.values), unserved: unserved,
+                     unicodeCaseFolding: collations.contains("und-x-icu"), collations: collations)
     }
 
     /// `department_id` -> `department`.

@@ -42,6 +42,8 @@ public struct OrderKey: Equatable, Sendable {
     public var offset: Int
     /// `ORDER BY name[c]`: letters compared without case (text keys).
     public var caseInsensitive = false
+    /// `ORDER BY name COLLATE "de-x-icu"`: a collation of the database's (text keys).
+    public var collation: String?
 
     public init(path: String, ascending: Bool, offset: Int, caseInsensitive: Bool = false) {
         self.path = path

@@ -183,9 +183,13 @@ public enum CommandParser {
                         caseInsensitive = true
                         t.advance()
                     }
+                    var collation: String?
+                    if t.consumeWord("COLLATE") { collation = try t.name("a collation's name (\"de-x-icu\")") }
                     var ascending = true
                     if t.consumeWord("DESC") { ascending = false } else { _ = t.consumeWord("ASC") }
-                    request.order.append(OrderKey(path: path, ascending: ascending, offset: offset, caseInsensitive: caseInsensitive))
+                    var key = OrderKey(path: path, ascending: ascending, offset: offset, caseInsensitive: caseInsensitive)
+                    key.collation = collation
+                    request.order.append(key)
                 } while t.consumeSymbol(",")
             }
             if t.consumeWord("LIMIT") { request.limit = try t.integer("a limit") }

@@ -65,7 +65,7 @@ struct QueryBuilder {
             for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
         }
         // The whole query, its predicate's values included: a cursor fits only the FIND that gave it.
-        let fingerprint = Self.fingerprint(entity.name + "|" + request.select.joined(separator: ",").lowercased() + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive)" }.joined(separator: ",")
+        let fingerprint = Self.fingerprint(entity.name + "|" + request.select.joined(separator: ",").lowercased() + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive) \($0.collation ?? "")" }.joined(separator: ",")
                                            + "|" + (request.predicate?.canonical ?? ""))
         if let token = request.after {
             let values = try Cursor.decode(token, fingerprint: fingerprint, count: keys.count)
@@ -397,7 +397,17 @@ struct QueryBuilder {
                                    path: key.path, offset: key.offset, joinInto: &outer)
         joins = outer
         switch resolved {
-        case .value(let sql, let kind, _, _): return key.caseInsensitive && kind == .string ? "lower(\(sql))" : sql
+        case .value(let sql, let kind, _, _):
+            var expression = key.caseInsensitive && kind == .string ? lower(sql) : sql
+            if let collation = key.collation {
+                guard kind == .string else { throw CommandError(.validation, "COLLATE orders text, and '\(key.path)' is not text") }
+                guard model.collations.contains(collation) else {
+                    let icu = model.collations.contains("und-x-icu") ? " (ICU's are named like \"de-x-icu\", \"sv-x-icu\")" : " (this PostgreSQL has no ICU collations)"
+                    throw CommandError(.unknown, "unknown collation '\(collation)'\(icu)")
+                }
+                expression = "(\(expression)) COLLATE \(SQL.identifier(collation))"
+            }
+            return expression
         case .count(let sql): return sql
         case .toMany: throw CommandError(.unknown, "cannot order by '\(key.path)': it leads through a to-many relationship (use @count)")
         }

@@ -140,7 +140,7 @@ public enum Verb: String, CaseIterable, Sendable {
             role: .reader, access: .reads, batchable: true, barrier: false,
             completes: .entity, keywords: ["INCLUDE"]),
         .find: VerbFacts(
-            syntax: "FIND entity [SELECT [DISTINCT] path, ...] [WHERE predicate] [ORDER BY key[[c]] [COLLATE "name"] [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel] [ORDER BY attr [DESC]] [LIMIT n], ...]",
+            syntax: "FIND entity [SELECT [DISTINCT] path, ...] [WHERE predicate] [ORDER BY key[[c]] [COLLATE \"name\"] [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel] [ORDER BY attr [DESC]] [LIMIT n], ...]",
             summary: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page",
             example: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10",
             role: .reader, access: .reads, batchable: true, barrier: false,
@@ -176,7 +176,7 @@ public enum Verb: String, CaseIterable, Sendable {
             role: .reader, access: .session, batchable: false, barrier: false,
             completes: .entity, keywords: []),
         .export: VerbFacts(
-            syntax: "EXPORT entity [WHERE predicate] [ORDER BY key[[c]] [COLLATE "name"] [ASC|DESC], ...]",
+            syntax: "EXPORT entity [WHERE predicate] [ORDER BY key[[c]] [COLLATE \"name\"] [ASC|DESC], ...]",
             summary: "the records as CSV with a header line; lines starting with . + - ! get one more . in front",
             example: "EXPORT employee WHERE age > 30 ORDER BY id",
             role: .reader, access: .reads, batchable: false, barrier: false,

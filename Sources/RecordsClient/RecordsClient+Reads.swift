@@ -108,3 +108,22 @@ extension RecordsClient {
         return " INCLUDE " + include.joined(separator: ", ")
     }
 }
+
+extension RecordsClient {
+    /// AGGREGATE, each group decoded into `T` (snake_case names to camelCase properties; name
+    /// a group's key path with a property by `AS` on functions, or read it as `department.name`
+    /// through `CodingKeys`). `functions` are `count()`, `sum(path)`, `avg(path)`, `min(path)`,
+    /// `max(path)`, each with an optional `AS name`.
+    public func aggregate<T: Decodable>(_ type: T.Type, _ entity: String, _ functions: [String], groupBy: [String] = [],
+                                        where predicate: String? = nil, _ arguments: any RecordsLiteral...) async throws -> [T] {
+        guard !functions.isEmpty else { throw RecordsError.invalidRequest("AGGREGATE needs a function: count(), avg(age) ...") }
+        for function in functions where function.range(of: #"^(count|sum|avg|min|max)\([A-Za-z0-9_.@]*\)( AS [A-Za-z_][A-Za-z0-9_]*)?$"#, options: .regularExpression) == nil {
+            throw RecordsError.invalidRequest("'\(function)' is not an aggregate function such as count() or avg(age) AS mean")
+        }
+        for path in groupBy where !RequestFormat.isKeyPath(path) { throw RecordsError.invalidRequest("GROUP BY takes key paths, not '\(path)'") }
+        var line = "AGGREGATE \(try Self.name(entity)) " + functions.joined(separator: ", ")
+        line += try Self.whereClause(predicate, arguments)
+        if !groupBy.isEmpty { line += " GROUP BY " + groupBy.joined(separator: ", ") }
+        return try await request(line).lines.map { try RecordDecoding.decode(T.self, $0) }
+    }
+}

@@ -154,6 +154,12 @@ import Testing
         let importer = try await RecordsClient.connect("records://127.0.0.1:\(target.port)")
         #expect(try await importer.importCSV("game", lines: lines) == "imported 3 records")
         #expect(try await importer.count("game", where: "name IN %@", [".dot", "+plus"]) == 2)
+        // AGGREGATE decoded into a struct of the caller's.
+        struct PerGender: Decodable, Equatable { var gender: Int; var n: Int; var oldest: Int? }
+        try await mine.insert("employee", ["first_name": "C", "last_name": "D", "gender": 2, "age": 50])
+        try await mine.save()
+        let groups = try await mine.aggregate(PerGender.self, "employee", ["count() AS n", "max(age) AS oldest"], groupBy: ["gender"], where: "age > %@", 0)
+        #expect(groups == [PerGender(gender: 2, n: 1, oldest: 50)], "\(groups)")
         await mine.close()
         await theirs.close()
         await importer.close()

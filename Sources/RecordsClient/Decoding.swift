@@ -50,6 +50,9 @@ enum RecordDecoding {
         }
         if base.count == 10 {
             formatter.formatOptions = [.withFullDate]
+        } else if base.count == 19 {
+            // A timestamp without time zone (`2024-05-31T14:30:00`): read as UTC.
+            base += "Z"
         }
         return formatter.date(from: base).map { $0.addingTimeInterval(fraction) }
     }

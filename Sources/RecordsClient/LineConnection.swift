@@ -61,17 +61,25 @@ public final class LineConnection {
         self.host = host
         self.port = port
         fd = try Self.connect(host: host, port: port, options: options)
-        if let seconds = options.receiveTimeout {
-            var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        }
+        // Until the session is set up (TLS, banner), a server that accepts and says nothing
+        // is given the connect timeout, not forever.
+        Self.setReceiveTimeout(fd, options.connectTimeout ?? options.receiveTimeout)
         let serverName = options.serverName ?? host
         if case .direct(let caFile) = options.security { try secure(caFile: caFile, serverName: serverName) }
-        guard options.readBanner else { return }
-        guard let line = try readLine() else { throw .connection("\(host):\(port): the server closed the connection") }
-        if line.hasPrefix("-ERR") { throw .connection("\(host):\(port) refused the session: \(line.dropFirst(5))") }
-        banner = line
-        if case .startTLS(let caFile) = options.security { try startTLS(caFile: caFile, serverName: serverName) }
+        if options.readBanner {
+            guard let line = try readLine() else { throw .connection("\(host):\(port): the server closed the connection") }
+            if line.hasPrefix("-ERR") { throw .connection("\(host):\(port) refused the session: \(line.dropFirst(5))") }
+            banner = line
+            if case .startTLS(let caFile) = options.security { try startTLS(caFile: caFile, serverName: serverName) }
+        }
+        Self.setReceiveTimeout(fd, options.receiveTimeout)
+    }
+
+    /// SO_RCVTIMEO: a read that waits longer fails (nil: waits forever).
+    private static func setReceiveTimeout(_ fd: Int32, _ seconds: Double?) {
+        let seconds = seconds ?? 0
+        var tv = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - seconds.rounded(.down)) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
     deinit { close() }
@@ -79,6 +87,7 @@ public final class LineConnection {
     // MARK: - Connecting
 
     private static func connect(host: String, port: Int, options: Options) throws(RecordsError) -> Int32 {
+        guard (1...65535).contains(port) else { throw .invalidRequest("a port is 1 to 65535, not \(port)") }
         var hints = addrinfo()
         hints.ai_family = options.source == nil ? AF_UNSPEC : AF_INET
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -204,7 +213,7 @@ public final class LineConnection {
                     switch tls.read(into: raw) {
                     case .bytes(let count): return count
                     case .closed: return 0
-                    default: return errno == EINTR ? -1 : 0
+                    default: return errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK ? -1 : 0
                     }
                 }
                 return recv(fd, raw.baseAddress, raw.count, 0)
@@ -236,6 +245,26 @@ public final class LineConnection {
                 switch event {
                 case .reply(let reply): return reply
                 case .pushed(let line): if let onPushed { onPushed(line) } else { pushed.append(line) }
+                }
+            }
+            guard try fill() else { throw .connection("the server closed the connection") }
+        }
+    }
+
+    /// One line of a reply at a time (a pull-driven stream): the next data line, or the reply's
+    /// status once its data ended; pushed lines go to `onPushed` (or `pushed`).
+    public enum Piece: Sendable, Equatable {
+        case data(String)
+        case end(WireReply)
+    }
+
+    public func nextPiece(dotStuffed: Bool = false) throws(RecordsError) -> Piece {
+        while true {
+            while let piece = reader.nextPiece(dotStuffed: dotStuffed) {
+                switch piece {
+                case .data(let line): return .data(line)
+                case .reply(let reply): return .end(reply)
+                case .pushed(let text): if let onPushed { onPushed(text) } else { pushed.append(text) }
                 }
             }
             guard try fill() else { throw .connection("the server closed the connection") }

@@ -41,9 +41,10 @@ extension UUID: RecordsLiteral {
 extension Date: RecordsLiteral {
     /// ISO 8601 in UTC with microseconds, as PostgreSQL keeps timestamps.
     public func recordsLiteral() throws(RecordsError) -> String {
-        let seconds = timeIntervalSince1970.rounded(.down)
-        let micros = Int(((timeIntervalSince1970 - seconds) * 1_000_000).rounded())
-        var time = time_t(seconds)
+        // Whole microseconds first, then split: rounding the fraction alone could give 1,000,000.
+        let total = Int64((timeIntervalSince1970 * 1_000_000).rounded())
+        let (whole, micros) = (total >= 0 ? total / 1_000_000 : (total - 999_999) / 1_000_000, Int(((total % 1_000_000) + 1_000_000) % 1_000_000))
+        var time = time_t(whole)
         var parts = tm()
         gmtime_r(&time, &parts)
         let text = String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%06dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
@@ -90,7 +91,31 @@ public enum RequestFormat {
         var out = ""
         var rest = arguments[...]
         var chars = format.makeIterator()
+        var quote: Character?  // inside a string the format itself holds
+        var escaped = false
         while let c = chars.next() {
+            if let open = quote {
+                // A placeholder in quotes would be text to NSPredicate, and here a way to break
+                // out of the string: refused.
+                if c == "%" {
+                    guard chars.next() == "%" else {
+                        throw .invalidRequest("'\(format)': %@ and %K go without quotes (the library quotes values)")
+                    }
+                    out.append("%")
+                    continue
+                }
+                let wasEscaped = escaped
+                escaped = c == "\\" && !wasEscaped
+                if c == open && !wasEscaped { quote = nil }
+                out.append(c)
+                continue
+            }
+            if c == "\"" || c == "'" {
+                quote = c
+                escaped = false
+                out.append(c)
+                continue
+            }
             guard c == "%" else { out.append(c); continue }
             switch chars.next() {
             case "@":

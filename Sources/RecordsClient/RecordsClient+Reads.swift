@@ -39,7 +39,8 @@ extension RecordsClient {
     /// (keyset paging: stable while others insert).
     public func pages<T: RecordsEntity>(_ type: T.Type, where predicate: String? = nil, _ arguments: any RecordsLiteral...,
                                         orderBy: [String] = [], pageSize: Int = 500, include: [String] = []) -> AsyncThrowingStream<[T], Error> {
-        let options = FindOptions(orderBy: orderBy, limit: pageSize, include: include)
+        // A page holds at least one record (LIMIT 0 has no next page to go on from).
+        let options = FindOptions(orderBy: orderBy, limit: max(1, pageSize), include: include)
         return AsyncThrowingStream { continuation in
             let task = Task {
                 do {

@@ -165,9 +165,14 @@ extension RecordsClient {
                 guard let connection else { return continuation.finish() }
                 do throws(RecordsError) {
                     while let line = try connection.readPushed() {
-                        if let event = ChangeEvent(line: line) { continuation.yield(event) }
+                        if let event = ChangeEvent(line: line) {
+                            continuation.yield(event)
+                        } else if line.hasPrefix("shutdown") || line.hasPrefix("signed-out") {
+                            // The feed ends here: said, not a quiet end.
+                            throw .connection("the server ended the watch: \(line)")
+                        }
                     }
-                    continuation.finish()
+                    throw .connection("the server closed the connection")
                 } catch {
                     continuation.finish(throwing: error)
                 }

@@ -16,9 +16,10 @@ public struct RecordsURL: Sendable, Equatable {
     public static let defaultPort = 7878
 
     public init(_ url: String) throws(RecordsError) {
-        guard let parsed = URLComponents(string: url), let scheme = parsed.scheme else {
+        guard let parsed = URLComponents(string: url), let given = parsed.scheme else {
             throw .invalidRequest("'\(url)' is not a URL like records://user@host:7878")
         }
+        let scheme = given.lowercased()
         guard scheme == "records" || scheme == "recordss" else {
             throw .invalidRequest("the scheme is records:// or recordss://, not \(scheme)://")
         }
@@ -26,9 +27,13 @@ public struct RecordsURL: Sendable, Equatable {
             if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             self.host = host
         }
-        port = parsed.port
-        if let user = parsed.user, !user.isEmpty { self.user = user.removingPercentEncoding ?? user }
-        password = parsed.password.map { $0.removingPercentEncoding ?? $0 }
+        if let port = parsed.port {
+            guard (1...65535).contains(port) else { throw .invalidRequest("'\(url)': a port is 1 to 65535, not \(port)") }
+            self.port = port
+        }
+        // URLComponents has decoded them once already (`%2541` is `%41`, not `A`).
+        if let user = parsed.user, !user.isEmpty { self.user = user }
+        password = parsed.password
         if scheme == "recordss" {
             tls = .direct
         } else if parsed.queryItems?.contains(where: { $0.name == "tls" && $0.value == "require" }) == true {

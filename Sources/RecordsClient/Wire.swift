@@ -118,16 +118,32 @@ public struct ReplyReader: Sendable {
     /// they come when it is given (a stream), else kept for the reply. An EXPORT's lines are
     /// `dotStuffed` (CSV, a leading `.` taken off) rather than space-escaped.
     public mutating func next(dotStuffed: Bool = false, onLine: ((String) -> Void)? = nil) -> Event? {
-        while let line = nextLine() {
-            if line.hasPrefix("+OK") || line.hasPrefix("-ERR") {
+        while let piece = nextPiece(dotStuffed: dotStuffed) {
+            switch piece {
+            case .data(let data): if let onLine { onLine(data) } else { lines.append(data) }
+            case .reply(let reply):
                 defer { lines.removeAll() }
-                return .reply(WireReply(lines: lines, status: line))
+                return .reply(WireReply(lines: lines, status: reply.status))
+            case .pushed(let line): return .pushed(line)
             }
-            if line.hasPrefix("!") { return .pushed(String(line.dropFirst(line.hasPrefix("! ") ? 2 : 1))) }
-            let data = dotStuffed ? Self.unstuffed(line) : Self.unescaped(line)
-            if let onLine { onLine(data) } else { lines.append(data) }
         }
         return nil
+    }
+
+    /// One line of what the bytes hold, classified: a data line (given back, not kept), a
+    /// reply's status line (its `lines` empty: the caller kept or streamed the data), or a
+    /// pushed line.
+    public enum Piece: Sendable, Equatable {
+        case data(String)
+        case reply(WireReply)
+        case pushed(String)
+    }
+
+    public mutating func nextPiece(dotStuffed: Bool = false) -> Piece? {
+        guard let line = nextLine() else { return nil }
+        if line.hasPrefix("+OK") || line.hasPrefix("-ERR") { return .reply(WireReply(lines: [], status: line)) }
+        if line.hasPrefix("!") { return .pushed(String(line.dropFirst(line.hasPrefix("! ") ? 2 : 1))) }
+        return .data(dotStuffed ? Self.unstuffed(line) : Self.unescaped(line))
     }
 
     /// A data line as the server meant it: one that began with `+`, `-` or `!` was sent with a

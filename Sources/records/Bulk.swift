@@ -43,27 +43,37 @@ struct Bulk {
         var carry = Data()
         var rows = -1
         var sent = 0
-        while true {
+        var records = CSVRecords()
+        /// Sends whole lines; false when they are not UTF-8 (the import is then abandoned).
+        func send(_ bytes: Data) throws -> Bool {
+            guard let lines = Lines.split(bytes) else { return false }
+            var out = ""
+            for line in lines {
+                out += CSVRecords.stuffed(records.take(line)) + "\n"
+                rows += 1
+            }
+            try connection.write(out)
+            return true
+        }
+        var valid = true
+        while valid {
             let chunk = handle.readData(ofLength: 1 << 20)
             if chunk.isEmpty { break }
             carry.append(chunk)
             guard let last = carry.lastIndex(of: 10) else { continue }
-            let complete = carry[carry.startIndex...last]
+            let complete = carry[carry.startIndex..<last]
+            valid = try send(complete)
             carry = Data(carry[(last + 1)...])
-            var out = ""
-            for line in String(decoding: complete, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast() {
-                let text = line.hasSuffix("\r") ? String(line.dropLast()) : String(line)
-                out += (text.hasPrefix(".") ? "." : "") + text + "\n"
-                rows += 1
-            }
-            try connection.write(out)
-            sent += complete.count
+            sent += complete.count + 1
             progress.show(rows: rows, bytes: sent)
         }
-        if !carry.isEmpty {
-            let text = String(decoding: carry, as: UTF8.self)
-            try connection.write((text.hasPrefix(".") ? "." : "") + text + "\n")
-            rows += 1
+        if valid && !carry.isEmpty { valid = try send(carry) }
+        guard valid else {
+            // The COPY is under way: leaving aborts it, so nothing is imported.
+            connection.close()
+            progress.finish(rows: max(rows, 0), bytes: sent)
+            printer.note("records: \(path) is not UTF-8 text (after line \(max(rows, 0) + 1)): nothing was imported")
+            return 1
         }
         try connection.write(".\n")
         let reply = try connection.readReply()

@@ -1,5 +1,6 @@
 import Foundation
 import RecordsClient
+import RecordsProtocol
 
 struct UsageError: Error, CustomStringConvertible { var description: String }
 
@@ -22,6 +23,8 @@ struct CLIOptions {
     var host = "localhost"
     var port = 7878
     var user: String?
+    /// From a URL (`records://alice:secret@host`), when it holds one.
+    var password: String?
     var format: Format?
     var mode = Mode.shell
     var keepGoing = false
@@ -30,6 +33,9 @@ struct CLIOptions {
     var tlsCA: String?
     /// Seconds to wait for the connection (an unreachable host otherwise waits for the system).
     var connectTimeout: Double? = 10
+    /// json and csv ask the server for JSON replies (FORMAT JSON), again after each sign-in.
+    var asksForJSON: Bool { format == .json || format == .csv }
+
     /// `-c` commands run this many times, `interval` seconds apart (redis-cli's -r and -i).
     var repeatCount = 1
     var interval = 0.0
@@ -92,7 +98,10 @@ struct CLIOptions {
         }
         if let host = parsed.host { self.host = host }
         if let port = parsed.port { self.port = port }
-        if let user = parsed.user { self.user = user }
+        if let user = parsed.user {
+            self.user = user
+            password = parsed.password  // a URL's password is the user's (else asked, or from the environment)
+        }
         if parsed.tls != .off { tls = parsed.tls }
     }
 
@@ -103,8 +112,10 @@ struct CLIOptions {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return CLIOptions() }
         var arguments: [String] = []
         for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            var line = raw.trimmingCharacters(in: .whitespaces)
             if line.isEmpty || line.hasPrefix("#") { continue }
+            // `port = 7878  # a comment`: a # after white space starts a comment.
+            if let comment = line.range(of: #"\s#"#, options: .regularExpression) { line = line[..<comment.lowerBound].trimmingCharacters(in: .whitespaces) }
             guard let equals = line.firstIndex(of: "=") else { throw UsageError(description: "\(path) line \(number + 1): expected key = value") }
             let key = line[..<equals].trimmingCharacters(in: .whitespaces), value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
             switch (key, value) {
@@ -160,7 +171,15 @@ struct CLIOptions {
                 guard let port = Int(text), (1...65535).contains(port) else { throw UsageError(description: "--port takes a number from 1 to 65535, not '\(text)'") }
                 options.port = port
             case "-u", "--user": options.user = try value(argument)
-            case "-c", "--command": commands.append(try value(argument))
+            case "-c", "--command":
+                let command = try value(argument)
+                guard !command.contains(where: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }) else {
+                    throw UsageError(description: "-c takes one line; give each command its own -c (or use a script)")
+                }
+                guard Verb.of(command) != .import else {
+                    throw UsageError(description: "IMPORT reads CSV lines after it: use `records import ENTITY FILE.csv`, or a script with its data and a '.' line")
+                }
+                commands.append(command)
             case "-f", "--file": script = try value(argument)
             case "--where": predicate = try value(argument)
             case "--continue": options.keepGoing = true

@@ -60,7 +60,9 @@ struct Printer {
             streamed += 1
             if format == .json { return print(line) }
             let record = JSONObject.parse(line)
-            if header == nil {
+            // Records of another shape (CHANGES' inserts and updates) start a header of their
+            // own: no column is dropped.
+            if header != record.map(\.key) {
                 header = record.map(\.key)
                 print(header!.map(Self.csvField).joined(separator: ","))
             }
@@ -106,7 +108,11 @@ struct Printer {
 
     /// A cell's text on one line: line breaks, tabs and other control characters escaped.
     static func oneLine(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
+        // Control characters, and the bidirectional overrides that would reorder the row.
+        func hidden(_ scalar: Unicode.Scalar) -> Bool {
+            scalar.value < 0x20 || scalar.value == 0x7F || (0x202A...0x202E).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value)
+        }
+        guard text.unicodeScalars.contains(where: hidden) else { return text }
         var out = ""
         for scalar in text.unicodeScalars {
             switch scalar {
@@ -114,7 +120,13 @@ struct Printer {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if scalar.value < 0x20 || scalar.value == 0x7F { out += String(format: "\\x%02x", scalar.value) } else { out.unicodeScalars.append(scalar) }
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    out += String(format: "\\x%02x", scalar.value)
+                } else if hidden(scalar) {
+                    out += String(format: "\\u{%04x}", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
             }
         }
         return out
@@ -156,11 +168,14 @@ struct Printer {
     }
 
     private func csv(_ records: [[(key: String, value: JSONObject.Value)]]) {
-        guard let first = records.first else { return }
-        let keys = first.map(\.key)
-        print(keys.map(Self.csvField).joined(separator: ","))
+        var keys: [String]?
         for record in records {
-            print(keys.map { key in
+            // A record of another shape starts a header of its own: no column is dropped.
+            if keys != record.map(\.key) {
+                keys = record.map(\.key)
+                print(keys!.map(Self.csvField).joined(separator: ","))
+            }
+            print(keys!.map { key in
                 guard let value = record.first(where: { $0.key == key })?.value, value != .null else { return "" }
                 return Self.csvField(value.display)
             }.joined(separator: ","))

@@ -99,7 +99,12 @@ final class Shell {
         }
         var entities: [String] = []
         if let reply = try? connection.send("ENTITIES"), reply.isOK {
-            entities = reply.lines.compactMap { $0.split(separator: " ").first.map(String.init) }
+            // Text (`employee 5 2`) or, under FORMAT JSON, objects with a name.
+            entities = reply.lines.compactMap { line in
+                guard line.hasPrefix("{") else { return line.split(separator: " ").first.map(String.init) }
+                guard case .string(let name)? = JSONObject.parse(line).first(where: { $0.key == "name" })?.value else { return nil }
+                return name
+            }
         }
         var attributes: [String: [String]] = [:]
         connection.onPushed = { line in print("! " + line) }
@@ -183,10 +188,11 @@ final class Shell {
             // IMPORT's data is typed (or pasted) after it, until a line holding only `.`.
             if Verb.of(line) == .import {
                 guard let data = readData() else {
-                    printer.note("^C: IMPORT not sent")
+                    printer.note("IMPORT not sent")
                     continue
                 }
-                request += "\n" + data.joined(separator: "\n") + "\n."
+                // As typed: a line starting with `.` gets the protocol's one more `.` in front.
+                request += "\n" + data.map(CSVRecords.stuffed).joined(separator: "\n") + "\n."
             }
             let started = Date()
             guard let reply = try? connection.send(request) else {
@@ -203,6 +209,8 @@ final class Shell {
             } else {
                 printer.reply(reply, elapsed: Date().timeIntervalSince(started))
             }
+            // `--format json|csv`: FORMAT is refused before sign-in, so asked again after it.
+            if reply.isOK && Verb.of(line) == .auth && options.asksForJSON { _ = try? connection.send("FORMAT JSON") }
             pending = (try? Self.pendingCount(on: connection)) ?? pending
             // Learn attribute names for completion from DESCRIBE-able entities mentioned.
             let words = line.split(separator: " ")

@@ -34,7 +34,7 @@ let connection: LineConnection
 do {
     var password: String?
     if let user = options.user {
-        password = try passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
+        password = try options.password ?? passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
             ?? askPassword("password for \(user)@\(options.host): ")
     }
     connector = Connector(options: options, password: password)
@@ -53,7 +53,11 @@ do {
         if options.repeatCount != 1 { clibedit_catch_sigint() }
         var round = 0
         repeat {
-            if round > 0 && options.interval > 0 { usleep(UInt32(min(options.interval, 86400) * 1_000_000)) }
+            if round > 0 && options.interval > 0 {
+                // A Ctrl-C ends the wait early (nanosleep returns on the signal).
+                var wait = timespec(tv_sec: Int(options.interval), tv_nsec: Int((options.interval - options.interval.rounded(.down)) * 1e9))
+                _ = nanosleep(&wait, nil)
+            }
             if clibedit_take_sigint() != 0 { break }
             for command in commands {
                 let started = Date()
@@ -70,17 +74,17 @@ do {
         }
         exit(0)
     case .script(let path):
-        let text: String
+        let data: Data
         if let path {
-            guard let contents = try? String(contentsOfFile: path, encoding: .utf8) else { throw UsageError(description: "cannot read \(path)") }
-            text = contents
+            guard let contents = FileManager.default.contents(atPath: path) else { throw UsageError(description: "cannot read \(path)") }
+            data = contents
         } else {
-            text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            data = FileHandle.standardInput.readDataToEndOfFile()
         }
-        var lines = text.components(separatedBy: "\n")
+        guard var lines = Lines.split(data) else { throw UsageError(description: "\(path ?? "stdin") is not UTF-8 text") }
         if lines.last == "" { lines.removeLast() }
-        exit(try ScriptRunner(connection: connection, printer: printer, keepGoing: options.keepGoing)
-            .run(lines: lines.map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }, name: path ?? "stdin"))
+        exit(try ScriptRunner(connection: connection, printer: printer, keepGoing: options.keepGoing, jsonReplies: options.asksForJSON)
+            .run(lines: lines, name: path ?? "stdin"))
     case .export(let entity, let predicate):
         exit(try Bulk(connection: connection, printer: printer).export(entity: entity, predicate: predicate))
     case .importFile(let entity, let path):

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import Testing
 
@@ -334,5 +337,74 @@ import Testing
         #expect(out.contains("reconnected to localhost:\(server.port): a new session, with no pending changes and no WATCH\nlocalhost [0]> "), "\(out)")
         #expect(out.hasSuffix("exit 0\n"), "\(out)")
         #expect(try server.database().query("SELECT string_agg(name, ',') FROM game WHERE name IN ('Lost', 'After')").string(0, 0) == "After")
+    }
+
+    /// What a user trying the CLI found (each failed before): CRLF scripts and files, `-c` with
+    /// a line break, typed IMPORT data starting with `.`, scripts leaving changes, IMPORT without
+    /// its `.`, text that is not UTF-8, ports beyond 65535, --format json after AUTH, a URL's
+    /// password, CSV of records of two shapes.
+    @Test func scriptsAndFilesAsAUserFoundThem() throws {
+        let server = try seeded()
+        let port = String(server.port)
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("records-cli-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        func names() throws -> String { try server.database().query("SELECT coalesce(string_agg(name, '|' ORDER BY name), '') FROM game").string(0, 0)! }
+        let before = try names()
+        // A CRLF script stops at its first failure: the SAVE after it never runs.
+        try "INSERT game nme=\"bad\"\r\nINSERT game name=\"CRLFsaved\"\r\nSAVE\r\n".write(toFile: directory + "/crlf.rec", atomically: true, encoding: .utf8)
+        let crlf = try records(["-p", port, "-f", directory + "/crlf.rec"])
+        #expect(crlf.status == 1 && crlf.error.contains("stopped at \(directory)/crlf.rec line 1: INSERT game nme=\"bad\"\n"), "\(crlf)")
+        #expect(try names() == before)
+        let piped = try records(["-p", port], input: "PING a\r\nPING b\r\n")
+        #expect(piped.output == "a\nb\n", "\(piped)")
+        // -c is one line; IMPORT needs its data.
+        #expect(try records(["-p", port, "-c", "PING\nINSERT game name=\"smuggled\""]).status == 2)
+        #expect(try records(["-p", port, "-c", "IMPORT game"]).status == 2)
+        // A script's IMPORT data is taken as written (a leading `.` kept), and must end with `.`.
+        let imported = try records(["-p", port], input: "IMPORT game\nname\n.dotted\n..two\n.\nSAVE\n")
+        #expect(imported.status == 0, "\(imported)")
+        let unterminated = try records(["-p", port], input: "IMPORT game\nname\nNever\n")
+        #expect(unterminated.status == 1 && unterminated.error.contains("has no line holding only '.'"), "\(unterminated)")
+        // A script that leaves changes says so and fails, as -c does.
+        let left = try records(["-p", port], input: "INSERT game name=\"left\"\n")
+        #expect(left.status == 1 && left.error.contains("1 pending change(s) not saved"), "\(left)")
+        // records import: a CRLF file (a quoted field's CRLF kept), and a file that is not UTF-8.
+        try Data("name\r\nCRLF1\r\n\"multi\r\nline\"\r\n".utf8).write(to: URL(fileURLWithPath: directory + "/g.csv"))
+        #expect(try records(["-p", port, "import", "game", directory + "/g.csv"]).status == 0)
+        try Data([UInt8]("name\ncaf".utf8) + [0xE9, 10]).write(to: URL(fileURLWithPath: directory + "/latin1.csv"))
+        let latin1 = try records(["-p", port, "import", "game", directory + "/latin1.csv"])
+        #expect(latin1.status == 1 && latin1.error.contains("is not UTF-8"), "\(latin1)")
+        let after = try names()
+        for name in [".dotted", "..two", "CRLF1", "multi\r\nline"] { #expect(after.split(separator: "|").contains(Substring(name)), "\(name) in \(after)") }
+        #expect(try server.database().query("SELECT count(*) FROM game WHERE name LIKE 'caf%'").string(0, 0) == "0")
+        // Ports beyond 65535 do not wrap around.
+        #expect(try records(["records://127.0.0.1:\(server.port + 65536)", "-c", "PING"]).status == 2)
+        // CSV of records of two shapes: each shape has its header.
+        let shapes = try records(["-p", port, "--format", "csv", "-c", "INSERT game name=\"Zz\"", "-c", "UPDATE department 1 number=41", "-c", "CHANGES", "-c", "ROLLBACK"])
+        #expect(shapes.output.contains("op,ref,entity,values\n") && shapes.output.contains("op,entity,key,changes\n"), "\(shapes)")
+        // --format json after a sign-in in a script; a URL's password.
+        let setup = try server.client()
+        try setup.ok(#"USER ADD carol writer "abc%41xyz""#)
+        let signedIn = try records(["-p", port, "--format", "json"], input: "AUTH carol \"abc%41xyz\"\nDESCRIBE game\n")
+        #expect(signedIn.output.contains(#"{"name":"game","key":["id"]"#), "\(signedIn)")
+        let byURL = try records(["records://carol:abc%2541xyz@127.0.0.1:\(port)", "-c", "PING viaurl"])
+        #expect(byURL.status == 0 && byURL.output == "viaurl\n", "\(byURL)")
+    }
+
+    /// A server that accepts and never speaks: the connect timeout bounds the wait for its banner.
+    @Test func aSilentServerDoesNotHangTheCLI() throws {
+        let silent = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(silent) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(silent, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        listen(silent, 4)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(silent, $0, &length) } }
+        let port = String(UInt16(bigEndian: address.sin_port))
+        let run = try records(["-p", port, "--connect-timeout", "1", "-c", "PING"])
+        #expect(run.status == 3 && run.error.contains("no reply from the server in time"), "\(run)")
     }
 }

@@ -183,4 +183,39 @@ import Testing
         await direct.close()
         await upgraded.close()
     }
+
+    /// What a user of the library found (each failed before): a refused IMPORT line keeps the
+    /// session and its changes, a watch whose server goes away ends with an error, and an
+    /// EXPORT read slowly is read as it is asked for.
+    @Test func failuresAsAUserFoundThem() async throws {
+        let server = try TestServer()
+        let url = "records://127.0.0.1:\(server.port)"
+        let client = try await RecordsClient.connect(url)
+        try await client.insert("game", ["name": "kept"])
+        do {
+            try await client.importCSV("game", lines: ["name", "a\nb"])
+            Issue.record("a line with a line break was sent")
+        } catch RecordsError.invalidRequest(let reason) {
+            #expect(reason.contains("nothing was sent"), "\(reason)")
+        }
+        #expect(try await client.pendingCount() == (1, 0))
+        try await client.save()
+        try server.database().execute("INSERT INTO game (name) SELECT 'g' || i FROM generate_series(1, 20000) i")
+        var iterator = try client.export("game").makeAsyncIterator()
+        #expect(try await iterator.next() == "id,name")
+        var read = 1
+        while try await iterator.next() != nil { read += 1 }
+        #expect(read == 20002)
+        #expect(try await client.count("game") == 20001)
+        // The watch's server stops: the stream ends with an error, not quietly.
+        let events = try await RecordsClient.watch(url, "game")
+        _ = server.stop()
+        do {
+            for try await _ in events {}
+            Issue.record("the watch ended quietly")
+        } catch RecordsError.connection(let reason) {
+            #expect(reason.contains("shutdown") || reason.contains("closed"), "\(reason)")
+        }
+        await client.close()
+    }
 }

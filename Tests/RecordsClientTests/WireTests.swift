@@ -44,4 +44,23 @@ import Testing
         #expect(RecordsClient.nextCursor("2 records; next page: AFTER c6264") == "c6264")
         #expect(RecordsClient.nextCursor("2 records") == nil)
     }
+
+    /// What a user of the library found (each failed before).
+    @Test func literalsURLsAndTimestampsAsAUserFoundThem() throws {
+        // A fraction that rounds up to a whole second carries into the seconds.
+        #expect(try Date(timeIntervalSince1970: 1717165800.9999996).recordsLiteral() == "\"2024-05-31T14:30:01.000000Z\"")
+        #expect(try Date(timeIntervalSince1970: -0.5).recordsLiteral() == "\"1969-12-31T23:59:59.500000Z\"")
+        // A placeholder inside quotes would break out of the string: refused; %% stays a percent.
+        #expect(throws: RecordsError.self) { try RequestFormat.format("name == '%@'", ["x' OR name != 'y"]) }
+        #expect(throws: RecordsError.self) { try RequestFormat.format("name == \"%@\"", ["x"]) }
+        #expect(try RequestFormat.format("name == \"50%%\" AND age > %@", [3]) == "name == \"50%\" AND age > 3")
+        #expect(try RequestFormat.format(#"name == "a\"%%" AND id == %@"#, [1]) == #"name == "a\"%" AND id == 1"#)
+        // The URL's user and password are decoded once; ports beyond 65535 are refused.
+        let url = try RecordsURL("records://carol:abc%2541xyz@127.0.0.1:7878")
+        #expect(url.user == "carol" && url.password == "abc%41xyz")
+        #expect(throws: RecordsError.self) { try RecordsURL("records://127.0.0.1:92637") }
+        #expect(try RecordsURL("RECORDS://127.0.0.1").tls == .off)
+        // A timestamp without time zone reads as UTC.
+        #expect(RecordDecoding.parseTimestamp("2024-05-31T14:30:00") == Date(timeIntervalSince1970: 1717165800))
+    }
 }

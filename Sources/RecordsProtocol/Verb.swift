@@ -141,7 +141,7 @@ public enum Verb: String, CaseIterable, Sendable {
             completes: .entity, keywords: ["INCLUDE"]),
         .find: VerbFacts(
             syntax: "FIND entity [SELECT [DISTINCT] path, ...] [WHERE predicate] [ORDER BY key[[c]] [COLLATE \"name\"] [ASC|DESC], ...] [LIMIT n] [OFFSET n | AFTER cursor] [INCLUDE rel[.rel] [ORDER BY attr [DESC]] [LIMIT n], ...]",
-            summary: "records matching a predicate, one JSON object a line; with LIMIT, a cursor for the next page",
+            summary: "records matching a predicate (== != < <= > >= BEGINSWITH ENDSWITH CONTAINS LIKE MATCHES IN BETWEEN, [c] [d], field to field, ANY ALL NONE, @count @sum @avg @min @max, SUBQUERY), one JSON object a line; with LIMIT, a cursor for the next page; SELECT: only some values",
             example: "FIND employee WHERE age > 30 AND department.name == \"Sales\" ORDER BY last_name LIMIT 10",
             role: .reader, access: .reads, batchable: true, barrier: false,
             completes: .entity, keywords: ["SELECT", "DISTINCT", "WHERE", "ORDER", "BY", "ASC", "DESC", "LIMIT", "OFFSET", "AFTER", "INCLUDE", "AND", "OR", "NOT", "IN", "BEGINSWITH", "ENDSWITH", "CONTAINS", "LIKE", "MATCHES", "nil"]),

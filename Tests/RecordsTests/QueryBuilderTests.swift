@@ -36,7 +36,7 @@ import Testing
 
     @Test func stringOperatorsEscapeTheirInput() throws {
         let (condition, parameters) = try whereClause(#"FIND employee WHERE first_name CONTAINS[c] "50%_off""#)
-        #expect(condition == #"lower(normalize(t0."first_name", NFC)) LIKE $1"#)
+        #expect(condition == #"lower(normalize(t0."first_name", NFC)) LIKE lower($1)"#)
         #expect(parameters == [#"%50\%\_off%"#])
         let like = try whereClause(#"FIND employee WHERE first_name LIKE "J*n?""#)
         #expect(like.1 == ["J%n_"])

@@ -168,6 +168,7 @@ public enum CommandParser {
             var request = FetchRequest(entity: try t.name("an entity name"))
             try selectClause(&t, into: &request)
             request.predicate = try whereClause(&t)
+            if request.select.isEmpty { try selectClause(&t, into: &request) }
             if t.consumeWord("ORDER") {
                 guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
                 repeat {
@@ -217,7 +218,7 @@ public enum CommandParser {
             let offset = t.peek.offset
             let path = try t.name("a key path to select")
             try PredicateParser.checkPath(path, at: t.column(of: offset))
-            guard !request.select.contains(path) else { throw CommandError(.syntax, "'\(path)' is selected twice") }
+            guard !request.select.contains(where: { $0.lowercased() == path.lowercased() }) else { throw CommandError(.syntax, "'\(path)' is selected twice") }
             request.select.append(path)
         } while t.consumeSymbol(",")
     }

@@ -71,7 +71,10 @@ struct PredicateParser {
         tokens.advance()
         tokens.advance()
         let collectionToken = tokens.peek
-        guard case .word(let collection) = collectionToken.kind, !collection.hasPrefix("$") else { throw tokens.error("expected a to-many key path in SUBQUERY") }
+        // Nested in another, the collection goes through the outer variable (`$e.reports`).
+        guard case .word(let collection) = collectionToken.kind, !collection.hasPrefix("$") || collection.contains(".") else {
+            throw tokens.error("expected a to-many key path in SUBQUERY")
+        }
         try Self.checkPath(collection, at: tokens.column(of: collectionToken.offset))
         tokens.advance()
         try tokens.expectSymbol(",", "expected ',' after the SUBQUERY's collection")

@@ -7,10 +7,16 @@ extension QueryBuilder {
         var condition = ""
         if let predicate = request.predicate { condition = " WHERE " + (try builder.compile(predicate, entity: entity, alias: "t0")) }
         // Groups: values of the record or through to-one relationships.
-        var groups: [(name: String, sql: String)] = []
+        // Each name once in a group's object, whatever its case (JSON keys must not repeat).
+        var names: Set<String> = []
+        for name in request.groups.map(\.path) + request.terms.map(\.name) where !names.insert(name.lowercased()).inserted {
+            throw CommandError(.syntax, "'\(name)' would be a key twice in each group's object: group by it once, and name functions apart with AS")
+        }
+        var groups: [(name: String, sql: String, shown: String)] = []
         for group in request.groups {
-            let sql = try builder.scalar(group.path, entity: entity, offset: group.offset, what: "group by")
-            groups.append((group.path, sql))
+            let (sql, kind) = try builder.scalar(group.path, entity: entity, offset: group.offset, what: "group by")
+            // Grouped by the value; shown as FIND shows it (binary as base64).
+            groups.append((group.path, sql, kind == .binary ? "translate(encode(\(sql), 'base64'), E'\\n', '')" : sql))
         }
         var terms: [(name: String, sql: String)] = []
         for term in request.terms { terms.append((term.name, try builder.expression(term, entity: entity))) }
@@ -22,7 +28,7 @@ extension QueryBuilder {
         var order: [String] = []
         for key in request.order {
             guard let sql = groups.first(where: { $0.name.lowercased() == key.name.lowercased() })?.sql
-                    ?? terms.first(where: { $0.name == key.name })?.sql else {
+                    ?? terms.first(where: { $0.name.lowercased() == key.name.lowercased() })?.sql else {
                 throw CommandError(.unknown, "ORDER BY '\(key.name)': order by a GROUP BY key path or a function's name (\((groups.map(\.name) + terms.map(\.name)).joined(separator: ", ")))")
             }
             order.append(sql + (key.ascending ? " ASC" : " DESC"))
@@ -30,7 +36,7 @@ extension QueryBuilder {
         // Then by the groups, so the answer's order is stable.
         order += groups.map { $0.sql + " ASC" }
         var pairs: [String] = []
-        for (name, sql) in groups + terms { pairs.append("\(builder.bind(name))::text, \(sql)") }
+        for (name, sql) in groups.map({ ($0.name, $0.shown) }) + terms { pairs.append("\(builder.bind(name))::text, \(sql)") }
         var sql = "SELECT json_build_object(" + pairs.joined(separator: ", ") + ")::text"
         sql += " FROM \(model.table(entity)) AS t0" + builder.joins.map { " " + $0 }.joined() + condition
         if !groups.isEmpty { sql += " GROUP BY " + groups.map(\.sql).joined(separator: ", ") }
@@ -41,7 +47,7 @@ extension QueryBuilder {
     }
 
     /// A key path to one value per record (no to-many on the way, but its @count, @avg ...).
-    private mutating func scalar(_ path: String, entity: Entity, offset: Int, what: String) throws(CommandError) -> String {
+    private mutating func scalar(_ path: String, entity: Entity, offset: Int, what: String) throws(CommandError) -> (sql: String, kind: ValueKind) {
         var outer = joins
         let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
                                    path: path, offset: offset, joinInto: &outer)
@@ -49,8 +55,8 @@ extension QueryBuilder {
         switch resolved {
         case .value(let sql, let kind, _, _):
             guard kind != .json else { throw CommandError(.validation, "cannot \(what) '\(path)': json values do not compare") }
-            return sql
-        case .count(let sql): return sql
+            return (sql, kind)
+        case .count(let sql): return (sql, .integer(bits: 64))
         case .toMany: throw CommandError(.unknown, "cannot \(what) '\(path)': it leads through a to-many relationship (use @count, @sum, @avg, @min, @max)")
         }
     }
@@ -77,8 +83,12 @@ extension QueryBuilder {
             default: throw CommandError(.validation, "\(term.function.rawValue)(\(path)) takes a number, and \(path) is not one")
             }
         case .min, .max:
-            guard kind != .json, kind != .boolean else { throw CommandError(.validation, "\(term.function.rawValue)(\(path)): its values do not order") }
-            return "\(term.function.rawValue)(\(sql))"
+            switch kind {
+            case .json, .boolean, .binary: throw CommandError(.validation, "\(term.function.rawValue)(\(path)): its values do not order")
+            // PostgreSQL has no min(uuid): a uuid's text orders as the uuid does.
+            case .uuid: return "\(term.function.rawValue)(\(sql)::text)"
+            default: return "\(term.function.rawValue)(\(sql))"
+            }
         }
     }
 

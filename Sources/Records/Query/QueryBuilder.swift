@@ -49,19 +49,23 @@ struct QueryBuilder {
         }
         // Sort keys, then the primary key, so ties come back in a stable order and pages never overlap.
         var keys: [(sql: String, ascending: Bool)] = []
-        for key in request.order {
-            keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
-        }
         var projection: [(key: String, sql: String, format: RowEncoder.Format)] = []
-        for path in request.select { projection.append(try builder.projected(path, entity: entity)) }
+        for path in request.select { projection.append(try builder.projected(path, entity: entity, distinct: request.distinct)) }
         if request.distinct {
-            // DISTINCT orders by what it selects (a record's key would undo it): no cursor.
+            // DISTINCT orders by the very expressions it selects (PostgreSQL requires it; a
+            // record's key would undo the DISTINCT), then by all of them: no cursor, OFFSET pages.
             guard request.after == nil else { throw CommandError(.syntax, "SELECT DISTINCT pages with OFFSET, not AFTER") }
-            for key in request.order where !request.select.contains(where: { $0.lowercased() == key.path.lowercased() }) {
-                throw CommandError(.syntax, "with SELECT DISTINCT, ORDER BY takes selected key paths, not '\(key.path)'")
+            for key in request.order {
+                guard let selected = projection.first(where: { $0.key.lowercased() == key.path.lowercased() }), !key.caseInsensitive, key.collation == nil else {
+                    throw CommandError(.syntax, "with SELECT DISTINCT, ORDER BY takes the selected key paths as they are (no [c] or COLLATE), not '\(key.path)'")
+                }
+                keys.append((selected.sql, key.ascending))
             }
             keys += projection.map { ($0.sql, true) }
         } else {
+            for key in request.order {
+                keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
+            }
             for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
         }
         // The whole query, its predicate's values included: a cursor fits only the FIND that gave it.
@@ -84,7 +88,7 @@ struct QueryBuilder {
         if !conditions.isEmpty { body += " WHERE " + conditions.joined(separator: " AND ") }
         // Without ORDER BY or paging the order is PostgreSQL's (as in SQL and Core Data): sorting
         // a million rows by key costs a third of the time of streaming them.
-        let ordered = !request.order.isEmpty || paged || request.offset != nil || request.after != nil
+        let ordered = !request.order.isEmpty || paged || request.offset != nil || request.after != nil || (request.distinct && request.limit != nil)
         if ordered { body += " ORDER BY " + keys.map { $0.sql + ($0.ascending ? " ASC" : " DESC") }.joined(separator: ", ") }
         // One row more than asked tells whether another page follows.
         if let limit = request.limit { body += " LIMIT " + builder.bind(String(limit < Int.max ? limit + 1 : limit)) + "::bigint" }
@@ -225,13 +229,14 @@ struct QueryBuilder {
 
     /// A selected key path's value, keyed by the path as typed: binary as base64, arrays as
     /// JSON arrays, as a record's fields print.
-    mutating func projected(_ path: String, entity: Entity) throws(CommandError) -> (key: String, sql: String, format: RowEncoder.Format) {
+    mutating func projected(_ path: String, entity: Entity, distinct: Bool = false) throws(CommandError) -> (key: String, sql: String, format: RowEncoder.Format) {
         var outer = joins
         let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
                                    path: path, offset: 0, joinInto: &outer)
         joins = outer
         switch resolved {
         case .value(let sql, let kind, _, let type):
+            if distinct && type == "json" { throw CommandError(.validation, "SELECT DISTINCT cannot compare '\(path)': json values have no equality (jsonb has)") }
             if kind == .binary { return (path, "translate(encode(\(sql), 'base64'), E'\\n', '')", .string) }
             if type.hasSuffix("]") { return (path, "to_json(\(sql))", .raw) }
             return (path, sql, RowEncoder.Format(kind))
@@ -264,8 +269,12 @@ struct QueryBuilder {
                 keys += target.keyColumns.map { "\(inner).\(SQL.identifier($0)) ASC" }
                 let by = keys.joined(separator: ", ")
                 let limit = order.limit.map { " LIMIT " + bind(String($0)) + "::bigint" } ?? ""
-                return "(SELECT coalesce(json_agg(row_to_json(r.f) ORDER BY r.n), '[]'::json) FROM "
-                    + "(SELECT f, row_number() OVER (ORDER BY \(by)) AS n FROM \(model.table(target)) AS \(inner) CROSS JOIN LATERAL (SELECT \(fields)) AS f "
+                // Each record's JSON made inside a lateral of its own alias, named through it: a
+                // column of the target called like an alias cannot be taken for the record.
+                let lateral = nextAlias()
+                return "(SELECT coalesce(json_agg(r.j ORDER BY r.n), '[]'::json) FROM "
+                    + "(SELECT \(lateral).j AS j, row_number() OVER (ORDER BY \(by)) AS n FROM \(model.table(target)) AS \(inner) "
+                    + "CROSS JOIN LATERAL (SELECT row_to_json(x.*) AS j FROM (SELECT \(fields)) AS x) AS \(lateral) "
                     + "WHERE \(match) ORDER BY \(by)\(limit)) AS r)"
             }
             if let key = target.singleKey, target.attribute(named: key.name) != nil {
@@ -275,10 +284,12 @@ struct QueryBuilder {
             }
             // A key the projection shows under other names (a join table's): the record is one
             // composite column, its key columns ride beside it for the order.
+            let lateral = nextAlias()
             let keys = target.keyColumns.enumerated().map { ", \(inner).\(SQL.identifier($0.element)) AS k\($0.offset)" }.joined()
             let order = target.keyColumns.indices.map { "r.k\($0)" }.joined(separator: ", ")
-            return "(SELECT coalesce(json_agg(row_to_json(r.f) ORDER BY \(order)), '[]'::json) FROM "
-                + "(SELECT f\(keys) FROM \(model.table(target)) AS \(inner) CROSS JOIN LATERAL (SELECT \(fields)) AS f WHERE \(match)) AS r)"
+            return "(SELECT coalesce(json_agg(r.j ORDER BY \(order)), '[]'::json) FROM "
+                + "(SELECT \(lateral).j AS j\(keys) FROM \(model.table(target)) AS \(inner) "
+                + "CROSS JOIN LATERAL (SELECT row_to_json(x.*) AS j FROM (SELECT \(fields)) AS x) AS \(lateral) WHERE \(match)) AS r)"
         }
         return "(SELECT row_to_json(r.*) FROM (SELECT \(fields) FROM \(model.table(target)) AS \(inner) "
             + "WHERE \(inner).\(SQL.identifier(relationship.referencedColumn)) = \(alias).\(SQL.identifier(relationship.column))) AS r)"
@@ -362,7 +373,9 @@ struct QueryBuilder {
                     }
                     // @avg as float8, as NSExpression answers (numeric would print 35.0000000000000000).
                     let cast = function == "avg" ? "::float8" : ""
-                    let sql = "(SELECT \(function)(c.\(SQL.identifier(attribute.name)))\(cast) \(related))"
+                    // @sum of no records is 0, as NSExpression has it (SQL's sum is NULL).
+                    let sql = function == "sum" ? "(SELECT coalesce(sum(c.\(SQL.identifier(attribute.name))), 0) \(related))"
+                        : "(SELECT \(function)(c.\(SQL.identifier(attribute.name)))\(cast) \(related))"
                     let kind: ValueKind = function == "avg" ? .double : function == "sum" ? (attribute.kind == .double ? .double : .decimal) : attribute.kind
                     let type = function == "avg" ? "double precision" : function == "sum" ? "numeric" : attribute.sqlType
                     return .value(sql: sql, kind: kind, name: path, type: type)
@@ -574,8 +587,9 @@ struct QueryBuilder {
     /// É lowers to é whatever the database's locale.
     func lower(_ sql: String) -> String { Self.lower(sql, unicode: model.unicodeCaseFolding) }
 
+    /// The Greek final sigma folds to σ, as case folding has it (lower() keeps ς at a word's end).
     static func lower(_ sql: String, unicode: Bool) -> String {
-        unicode ? "lower((\(sql)) COLLATE \"und-x-icu\")" : "lower(\(sql))"
+        unicode ? "translate(lower((\(sql)) COLLATE \"und-x-icu\"), 'ς', 'σ')" : "lower(\(sql))"
     }
 
     /// One comparison of an expression with the typed values, every value a parameter.
@@ -602,18 +616,17 @@ struct QueryBuilder {
                 subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))"
                 pattern = Diacritics.fold(pattern)
             }
-            // [c]: both sides lowered (Unicode-wide with ICU), then LIKE; ILIKE folds only as
-            // the database's locale does.
-            if c.caseInsensitive && c.op != .matches {
-                subject = lower(subject)
-                pattern = pattern.lowercased()
-            }
+            // [c]: both sides lowered by PostgreSQL (Unicode-wide with ICU; one lowering for both,
+            // so a final sigma folds alike), then LIKE; ILIKE folds only as the locale does.
+            let folds = c.caseInsensitive && c.op != .matches
+            if folds { subject = lower(subject) }
             let like = "LIKE"
+            func folded(_ text: String) -> String { folds ? lower(bind(text)) : bind(text) }
             switch c.op {
-            case .beginsWith: return "\(subject) \(like) \(bind(Self.escapeLike(pattern) + "%"))"
-            case .endsWith: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern)))"
-            case .contains: return "\(subject) \(like) \(bind("%" + Self.escapeLike(pattern) + "%"))"
-            case .like: return "\(subject) \(like) \(bind(Self.wildcards(pattern)))"
+            case .beginsWith: return "\(subject) \(like) \(folded(Self.escapeLike(pattern) + "%"))"
+            case .endsWith: return "\(subject) \(like) \(folded("%" + Self.escapeLike(pattern)))"
+            case .contains: return "\(subject) \(like) \(folded("%" + Self.escapeLike(pattern) + "%"))"
+            case .like: return "\(subject) \(like) \(folded(Self.wildcards(pattern)))"
             default:
                 // Anchored to the whole string; a pattern whose parentheses do not balance on their
                 // own could close the group and escape the anchors, so it is refused.

@@ -88,7 +88,11 @@ extension Session {
                 }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 // LIMIT 0 asks for no page: there is no position to go on from.
-                if more && count > 0 { message += "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint) }
+                if more && count > 0 {
+                    // A keyset cursor where the query has one; DISTINCT pages by OFFSET.
+                    message += select.cursorColumns > 0 ? "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint)
+                        : "; next page: OFFSET \((request.offset ?? 0) + count)"
+                }
                 return (message, versions)
             }
             let allocated = view.allocated
@@ -204,7 +208,7 @@ extension Session {
     func explain(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let sql: String
         let parameters: [String?]
-        if request.limit == 0 && request.order.isEmpty && request.include.isEmpty {
+        if request.limit == 0 && request.order.isEmpty && request.include.isEmpty && request.select.isEmpty {
             (sql, parameters) = try QueryBuilder.count(request.entity, predicate: request.predicate, model: model)
         } else {
             let select = try QueryBuilder.select(request, model: model)

@@ -7,17 +7,48 @@ import RecordsProtocol
 import RecordsClient
 
 /// Prints replies for people (aligned tables) or programs (JSON lines, CSV).
-struct Printer {
+final class Printer {
     let format: CLIOptions.Format
     let color: Bool
     let errorColor: Bool
     static let maxWidth = 32
 
+    /// psql's `\x`: one block a record (`on`), tables (`off`), or blocks when a table would be
+    /// wider than the terminal (`auto`, the default).
+    enum Expanded: String { case on, off, auto }
+    var expanded = Expanded.auto
+    /// `$PAGER` (`less -S` when unset; none when empty), used on a terminal for output taller
+    /// than it; never when stdout is not a terminal.
+    let pager: String?
+    private let terminal: Bool
+
     init(format: CLIOptions.Format?, environment: [String: String]) {
         let noColor = environment["NO_COLOR"] != nil
-        color = !noColor && isatty(STDOUT_FILENO) == 1
+        terminal = isatty(STDOUT_FILENO) == 1
+        color = !noColor && terminal
         errorColor = !noColor && isatty(STDERR_FILENO) == 1
-        self.format = format ?? (isatty(STDOUT_FILENO) == 1 ? .table : .json)
+        self.format = format ?? (terminal ? .table : .json)
+        let chosen = environment["PAGER"] ?? "less -S"
+        pager = terminal && !chosen.trimmingCharacters(in: .whitespaces).isEmpty ? chosen : nil
+    }
+
+    /// Columns and rows of the terminal on stdout; nil when it is not one.
+    var terminalSize: (columns: Int, rows: Int)? {
+        guard terminal else { return nil }
+        var size = winsize()
+        guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+        return (Int(size.ws_col), Int(size.ws_row))
+    }
+
+    /// Lines for people: through the pager when taller than the terminal.
+    func show(_ lines: [String]) {
+        if let pager, let size = terminalSize, size.rows > 0, lines.count >= size.rows - 1, let pipe = popen(pager, "w") {
+            for line in lines { fputs(line + "\n", pipe) }
+            pclose(pipe)
+            _ = clibedit_take_sigint()  // a Ctrl-C in the pager ended the pager only
+            return
+        }
+        for line in lines { print(line) }
     }
 
     func reply(_ reply: WireReply, elapsed: Double) {
@@ -31,8 +62,7 @@ struct Printer {
             case .json: reply.lines.forEach { print($0) }
             case .csv: csv(records)
             case .table:
-                table(records)
-                print(dim("(\(reply.statusText), \(String(format: "%.1f", elapsed * 1000)) ms)"))
+                show(layout(records) + [dim("(\(reply.statusText), \(String(format: "%.1f", elapsed * 1000)) ms)")])
             }
             return
         }
@@ -55,7 +85,7 @@ struct Printer {
         var others: [String] = []
         var streamed = 0
         try connection.write(command + "\n")
-        let reply = try connection.readReply { (line: String) in
+        let reply = try connection.readReply { [self] (line: String) in
             guard line.hasPrefix("{") else { return others.append(line) }
             streamed += 1
             if format == .json { return print(line) }
@@ -132,7 +162,50 @@ struct Printer {
         return out
     }
 
-    private func table(_ records: [[(key: String, value: JSONObject.Value)]]) {
+    /// A table, or one block a record when expanded (or when the table is wider than the terminal).
+    private func layout(_ records: [[(key: String, value: JSONObject.Value)]]) -> [String] {
+        let table = self.table(records)
+        let columns = terminalSize?.columns
+        switch expanded {
+        case .off: return table
+        case .on: return blocks(records, columns: columns)
+        case .auto:
+            guard let columns, let first = table.first, Self.displayWidth(first) > columns else { return table }
+            return blocks(records, columns: columns)
+        }
+    }
+
+    /// psql's expanded display: `-[ RECORD 1 ]-`, then `key │ value` lines.
+    private func blocks(_ records: [[(key: String, value: JSONObject.Value)]], columns: Int?) -> [String] {
+        let keyWidth = records.flatMap { $0.map { Self.displayWidth($0.key) } }.max() ?? 0
+        let room = columns.map { max(8, $0 - keyWidth - 3) }
+        var lines: [String] = []
+        for (index, record) in records.enumerated() {
+            let title = "-[ RECORD \(index + 1) ]"
+            lines.append(title + String(repeating: "-", count: max(1, min(columns ?? 40, keyWidth + 3 + 32) - title.count)))
+            for (key, value) in record {
+                var text = value == .null ? "∅" : Self.oneLine(value.display)
+                if let room, Self.displayWidth(text) > room { text = Self.cut(text, to: room) }
+                lines.append(key + String(repeating: " ", count: keyWidth - Self.displayWidth(key)) + " │ " + (value == .null ? dim(text) : text))
+            }
+        }
+        return lines
+    }
+
+    /// Characters while they fit in `width` - 1 columns, then an ellipsis.
+    static func cut(_ text: String, to width: Int) -> String {
+        var cut = ""
+        var used = 0
+        for character in text {
+            let w = displayWidth(String(character))
+            if used + w > width - 1 { break }
+            cut.append(character)
+            used += w
+        }
+        return cut + "…"
+    }
+
+    private func table(_ records: [[(key: String, value: JSONObject.Value)]]) -> [String] {
         var keys: [String] = []
         for record in records { for (key, _) in record where !keys.contains(key) { keys.append(key) } }
         let rows = records.map { record in keys.map { key in record.first { $0.key == key }?.value } }
@@ -141,30 +214,19 @@ struct Printer {
         }
         func cell(_ raw: String, _ width: Int, isNil: Bool = false) -> String {
             let text = Self.oneLine(raw)
-            var cut = text
-            if Self.displayWidth(text) > width {
-                // Characters while they fit in width - 1 columns, then the ellipsis.
-                cut = ""
-                var used = 0
-                for character in text {
-                    let w = Self.displayWidth(String(character))
-                    if used + w > width - 1 { break }
-                    cut.append(character)
-                    used += w
-                }
-                cut += "…"
-            }
+            let cut = Self.displayWidth(text) > width ? Self.cut(text, to: width) : text
             let padded = cut + String(repeating: " ", count: max(0, width - Self.displayWidth(cut)))
             return isNil ? (color ? "\u{1B}[2m" + padded + "\u{1B}[0m" : padded) : padded
         }
-        print(keys.indices.map { cell(keys[$0], widths[$0]) }.joined(separator: " │ "))
-        print(widths.map { String(repeating: "─", count: $0) }.joined(separator: "─┼─"))
+        var lines = [keys.indices.map { cell(keys[$0], widths[$0]) }.joined(separator: " │ ")]
+        lines.append(widths.map { String(repeating: "─", count: $0) }.joined(separator: "─┼─"))
         for row in rows {
-            print(row.indices.map { i in
+            lines.append(row.indices.map { i in
                 guard let value = row[i], value != .null else { return cell("∅", widths[i], isNil: true) }
                 return cell(value.display, widths[i])
             }.joined(separator: " │ "))
         }
+        return lines
     }
 
     private func csv(_ records: [[(key: String, value: JSONObject.Value)]]) {

@@ -164,6 +164,20 @@ final class Shell {
                 break
             }
             warned = false
+            // `\x [on|off|auto]`: psql's expanded display.
+            if line == "\\x" || line.hasPrefix("\\x ") {
+                let word = line.dropFirst(2).trimmingCharacters(in: .whitespaces)
+                if word.isEmpty {
+                    printer.expanded = printer.expanded == .on ? .off : .on
+                } else if let mode = Printer.Expanded(rawValue: word.lowercased()) {
+                    printer.expanded = mode
+                } else {
+                    printer.note("usage: \\x [on|off|auto]")
+                    continue
+                }
+                printer.note("expanded display is \(printer.expanded.rawValue)")
+                continue
+            }
             // `\import entity FILE`: a CSV file, streamed with a progress bar.
             if line.hasPrefix("\\import") {
                 let words = line.split(separator: " ").map(String.init)

@@ -214,14 +214,17 @@ import Testing
     }
 
     /// The shell under a pty typing `steps` (keys, then seconds to read); its screen and status.
-    private func typed(_ server: TestServer, _ steps: [(String, Double)]) throws -> String {
+    private func typed(_ server: TestServer, _ steps: [(String, Double)], rows: Int = 0, columns: Int = 0, pager: String? = nil) throws -> String {
         let driver = """
-            import os, pty, sys, time, select, signal, json, subprocess
+            import os, pty, sys, time, select, signal, json, subprocess, fcntl, termios, struct
             pid, fd = pty.fork()
             if pid == 0:
                 signal.pthread_sigmask(signal.SIG_SETMASK, set())
                 os.environ["NO_COLOR"] = "1"
+                if sys.argv[5] != "-": os.environ["PAGER"] = sys.argv[5]
+                else: os.environ.pop("PAGER", None)
                 os.execv(sys.argv[1], ["records", "-p", sys.argv[2]])
+            fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", int(sys.argv[4].split("x")[0]), int(sys.argv[4].split("x")[1]), 0, 0))
             def read(t=1.0):
                 out = b""; end = time.time() + t
                 while time.time() < end:
@@ -241,7 +244,7 @@ import Testing
             print("exit", os.WEXITSTATUS(status))
             """
         let steps = String(decoding: try JSONSerialization.data(withJSONObject: steps.map { [$0.0, $0.1] as [Any] }), as: UTF8.self)
-        return try runProcess("/usr/bin/env", ["python3", "-c", driver, Self.binary, String(server.port), steps]).output
+        return try runProcess("/usr/bin/env", ["python3", "-c", driver, Self.binary, String(server.port), steps, "\(rows)x\(columns)", pager ?? "-"]).output
     }
 
     /// The prompt's count comes from the server, whatever the reply's text holds; IMPORT is typed
@@ -406,5 +409,20 @@ import Testing
         let port = String(UInt16(bigEndian: address.sin_port))
         let run = try records(["-p", port, "--connect-timeout", "1", "-c", "PING"])
         #expect(run.status == 3 && run.error.contains("no reply from the server in time"), "\(run)")
+    }
+
+    /// On a terminal: a table wider than it becomes one block a record (psql's `\\x auto`),
+    /// `\\x` switches, and output taller than the terminal goes through $PAGER.
+    @Test func tablesFitTheTerminalAndLongOutputIsPaged() throws {
+        let server = try seeded()
+        try server.database().execute("INSERT INTO game (name) SELECT 'game ' || i FROM generate_series(1, 30) i")
+        let out = try typed(server, [("FIND department ORDER BY id\r", 1), ("\\x off\r", 0.5), ("FIND department ORDER BY id\r", 1),
+                                     ("FIND game ORDER BY id\r", 1.5), ("QUIT\r", 1)], rows: 12, columns: 40, pager: "sed s/^/P:/")
+        #expect(out.contains("-[ RECORD 1 ]"), "\(out)")
+        #expect(out.contains("name   │ A very long department name in…"), "\(out)")
+        #expect(out.contains("expanded display is off"), "\(out)")
+        #expect(out.contains("P:id │ name"), "\(out)")
+        #expect(out.contains("P:(30 records"), "\(out)")
+        #expect(out.hasSuffix("exit 0\n"), "\(out)")
     }
 }

@@ -16,6 +16,11 @@ static inline void clibedit_set_completer(clibedit_completer *completer) {
 static inline void clibedit_line_buffered_stdout(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
 }
+/* Piped output: one write per 64 KiB, not per line; the CLI flushes whenever it would wait for
+   the server, so what arrived is out at once all the same. */
+static inline void clibedit_block_buffered_stdout(void) {
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+}
 static inline void clibedit_flush_stdout(void) {
     fflush(stdout);
 }

@@ -56,6 +56,9 @@ public final class LineConnection {
     /// when nil they are kept in `pushed`.
     public var onPushed: ((String) -> Void)?
     public var pushed: [String] = []
+    /// Called before a read that may wait for the server (no whole line is at hand): the CLI
+    /// flushes its output there, so a pipe gets each batch at once and one write per batch.
+    public var beforeWaiting: (() -> Void)?
 
     public init(host: String, port: Int, options: Options = Options()) throws(RecordsError) {
         self.host = host
@@ -205,6 +208,7 @@ public final class LineConnection {
 
     /// Reads more bytes into the reader; false at the end of the stream.
     private func fill() throws(RecordsError) -> Bool {
+        beforeWaiting?()
         while true {
             let fd = self.fd
             errno = 0

@@ -1,3 +1,4 @@
+import CLibEdit
 import Foundation
 import RecordsClient
 import RecordsProtocol
@@ -29,6 +30,7 @@ struct Connector {
             let reply = try connection.send("AUTH \(user) \(quotedString(password ?? ""))")
             guard reply.isOK else { throw ConnectError(description: "could not sign in as \(user): \(reply.statusText)") }
         }
+        connection.beforeWaiting = { clibedit_flush_stdout() }
         // json and csv: every reply that has a JSON form comes as JSON (DESCRIBE, INFO, CHANGES ...).
         if options.format == .json || options.format == .csv { _ = try connection.send("FORMAT JSON") }
         return connection

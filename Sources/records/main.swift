@@ -10,7 +10,7 @@ import RecordsClient
 // records: the companion CLI of recordsd. Exit status: 0 success, 1 a command failed,
 // 2 usage error, 3 could not connect or sign in.
 signal(SIGPIPE, SIG_IGN)
-clibedit_line_buffered_stdout()
+if isatty(STDOUT_FILENO) == 1 { clibedit_line_buffered_stdout() } else { clibedit_block_buffered_stdout() }
 // Character widths (tables) need a UTF-8 locale, whatever the environment's is.
 if setlocale(LC_CTYPE, "") == nil || String(cString: nl_langinfo(nl_item(CODESET))) != "UTF-8" { _ = setlocale(LC_CTYPE, "C.UTF-8") }
 let environment = ProcessInfo.processInfo.environment

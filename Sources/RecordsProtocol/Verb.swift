@@ -27,8 +27,16 @@ public enum Verb: String, CaseIterable, Sendable {
     public static func of(_ line: String) -> Verb? {
         let word = line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }
         guard word.count <= longest else { return nil }
-        return Verb(rawValue: String(decoding: word, as: UTF8.self).uppercased())
+        // Compared byte by byte, ASCII letters without case: no string made (it runs several
+        // times for every line).
+        let count = word.count
+        for (verb, spelling) in spellings where spelling.count == count {
+            if zip(word, spelling).allSatisfy({ ($0 >= 97 && $0 <= 122 ? $0 - 32 : $0) == $1 }) { return verb }
+        }
+        return nil
     }
+
+    private static let spellings: [(Verb, [UInt8])] = allCases.map { ($0, Array($0.rawValue.utf8)) }
 
     public static let table: [Verb: VerbFacts] = [
         .help: VerbFacts(

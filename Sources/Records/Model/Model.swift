@@ -194,7 +194,10 @@ public struct Entity: Sendable {
     /// `name` are two columns: each is reached by its own spelling).
     public func attribute(named name: String) -> Attribute? {
         if let exact = attributes.first(where: { $0.name == name }) { return exact }
-        let folded = attributes.filter { $0.name.lowercased() == name.lowercased() }
+        // Case-folded only when some name could match that way (no lowercasing per lookup).
+        guard attributes.contains(where: { $0.name.utf8.count == name.utf8.count }) else { return nil }
+        let lowered = name.lowercased()
+        let folded = attributes.filter { $0.name.lowercased() == lowered }
         return folded.count == 1 ? folded[0] : nil
     }
 

@@ -303,14 +303,22 @@ public enum CommandParser {
 
     private static func assignments(_ t: inout TokenStream, required: Bool) throws(CommandError) -> [Assignment] {
         var result: [Assignment] = []
-        var seen: Set<String> = []  // a Set: a line of 40,000 pairs must not cost 40,000² comparisons;
-                                    // exact names (`Name` and `name` may be two columns)
+        // Exact names (`Name` and `name` may be two columns). A few pairs are compared in a
+        // row (cheaper than hashing); past 16 a Set, so 40,000 pairs never cost 40,000².
+        var seen: Set<String> = []
         while !t.atEnd {
             let offset = t.peek.offset
             let name = try t.name("attr=value")
             guard t.consumeSymbol("=") else { throw t.error("expected '=' after '\(name)'") }
             let value = try t.value(after: "'\(name)='")
-            guard seen.insert(name).inserted else {
+            let twice: Bool
+            if result.count < 16 {
+                twice = result.contains { $0.name == name }
+            } else {
+                if seen.isEmpty { seen = Set(result.map(\.name)) }
+                twice = !seen.insert(name).inserted
+            }
+            guard !twice else {
                 throw CommandError(.syntax, "at \(t.column(of: offset)): '\(name)' is given twice")
             }
             result.append(Assignment(name: name, value: value, offset: offset))

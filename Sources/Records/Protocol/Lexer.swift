@@ -135,10 +135,11 @@ public struct Lexer {
             if Lexer.isNameStart(c) {
                 return Token(kind: .word(readWhile { Lexer.isNameByte($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") }), offset: start)
             }
-            for symbol in ["==", "!=", "<>", "<=", ">=", "=<", "=>", "&&", "||", "=", "<", ">", "(", ")", "{", "}", ",", "!"] {
-                let s = Array(symbol.utf8)
-                if bytes.count - position >= s.count, Array(bytes[position..<(position + s.count)]) == s {
-                    position += s.count
+            // Two-byte symbols first; compared in place (no array a candidate: this runs for
+            // every `=` of every INSERT).
+            for (symbol, bytes) in Self.symbols where self.bytes.count - position >= bytes.count {
+                if self.bytes[position] == bytes[0] && (bytes.count == 1 || self.bytes[position + 1] == bytes[1]) {
+                    position += bytes.count
                     return Token(kind: .symbol(symbol), offset: start)
                 }
             }
@@ -148,6 +149,9 @@ public struct Lexer {
     }
 
     private static func isDigit(_ c: UInt8) -> Bool { c >= 48 && c <= 57 }
+    private static let symbols: [(String, [UInt8])] = ["==", "!=", "<>", "<=", ">=", "=<", "=>", "&&", "||", "=", "<", ">", "(", ")", "{", "}", ",", "!"]
+        .map { ($0, Array($0.utf8)) }
+
     private static func isNameStart(_ c: UInt8) -> Bool {
         (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 95 || c == 64 || c >= 0x80
     }

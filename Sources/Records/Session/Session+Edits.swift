@@ -17,7 +17,9 @@ extension Session {
                 if case .ref = assignment.value, entity.relationship(column: attribute.name) == nil {
                     throw CommandError(.validation, "\(entity.name).\(attribute.name) is an attribute: #refs go in to-one relationships")
                 }
-                result.append((attribute.name, try ValueCoercion.coerce(assignment.value, to: attribute.kind, name: "\(entity.name).\(attribute.name)")))
+                // The name is for an error only: its closure holds two strings, not the entity.
+                let (entityName, attributeName) = (entity.name, attribute.name)
+                result.append((attribute.name, try ValueCoercion.coerce(assignment.value, to: attribute.kind, name: "\(entityName).\(attributeName)")))
                 continue
             }
             let relationship = entity.relationship(named: name)
@@ -44,10 +46,15 @@ extension Session {
             }
         }
         // Two spellings of one column (`department` and `department_id`).
-        var columns: Set<String> = []
-        for field in result where !columns.insert(field.column).inserted {
-            throw CommandError(.syntax, "'\(entity.label(field.column))' is given twice")
+        // A few fields are compared in a row (cheaper than hashing); past 16, a Set.
+        let twice: String?
+        if result.count <= 16 {
+            twice = result.indices.first { index in result[..<index].contains { $0.column == result[index].column } }.map { result[$0].column }
+        } else {
+            var columns: Set<String> = []
+            twice = result.first { !columns.insert($0.column).inserted }?.column
         }
+        if let twice { throw CommandError(.syntax, "'\(entity.label(twice))' is given twice") }
         return result
     }
 

@@ -3,7 +3,9 @@ import Foundation
 /// Checks a typed literal against an attribute's kind and turns it into bind text, so a wrong
 /// value is refused at the command, before anything is pending.
 enum ValueCoercion {
-    static func coerce(_ value: Value, to kind: ValueKind, name: String) throws(CommandError) -> FieldValue {
+    /// - Parameter name: for error messages only, so made only when one is (not per value).
+    static func coerce(_ value: Value, to kind: ValueKind, name makeName: @autoclosure () -> String) throws(CommandError) -> FieldValue {
+        var name: String { makeName() }
         func wrong(_ expected: String) -> CommandError {
             CommandError(.validation, "\(name) expects \(expected), got \(value)")
         }

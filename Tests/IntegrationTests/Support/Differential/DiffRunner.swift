@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 import RecordsClient
 import Postgres
 
@@ -370,7 +371,7 @@ final class DiffSchemaRun {
     }
 
     private func show(_ row: [String?]) -> String {
-        "(" + row.map { $0.map { DiffText.quote($0) } ?? "NULL" }.joined(separator: ", ") + ")"
+        "(" + row.map { $0.map { quotedString($0) } ?? "NULL" }.joined(separator: ", ") + ")"
     }
 
     private func record(_ category: String, _ detail: String, statements: [String] = []) {

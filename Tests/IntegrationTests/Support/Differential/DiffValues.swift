@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 
 /// A value a command sets: typed as the protocol takes it. Foreign keys to stored records are
 /// `.int` or `.text` (the target's key), to pending records `.ref`.
@@ -24,7 +25,7 @@ enum DiffValue: Equatable, Hashable {
         switch self {
         case .null: "nil"
         case .int(let i): String(i)
-        case .text(let s): DiffText.quote(upper ? s.uppercased() : s)
+        case .text(let s): quotedString(upper ? s.uppercased() : s)
         case .bool(let b): b ? "true" : "false"
         case .ref(let r): "#" + r
         }
@@ -32,27 +33,6 @@ enum DiffValue: Equatable, Hashable {
 }
 
 enum DiffText {
-    /// A protocol string literal: `"a \"b\" \\ \n"`.
-    static func quote(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
-
     /// A SQL literal of `type`, or NULL.
     static func sql(_ text: String?, _ type: DiffType) -> String {
         guard let text else { return "NULL" }

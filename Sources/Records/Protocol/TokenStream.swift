@@ -36,6 +36,14 @@ struct TokenStream {
         return true
     }
 
+    /// A comparison written as a symbol (`==`, `<>`, `>=` ...), taken; nil when the next
+    /// token is none.
+    mutating func comparisonSymbol() -> Comparison.Operator? {
+        guard case .symbol(let symbol) = peek.kind, let op = Comparison.Operator(symbol: symbol) else { return nil }
+        advance()
+        return op
+    }
+
     mutating func expectSymbol(_ symbol: String, _ message: String) throws(CommandError) {
         guard consumeSymbol(symbol) else { throw error(message) }
     }

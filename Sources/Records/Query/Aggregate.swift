@@ -95,17 +95,7 @@ extension CommandParser {
                 guard request.having.isEmpty else { throw t.error("HAVING once") }
                 repeat {
                     let term = try aggregateTerm(&t)
-                    let op: Comparison.Operator
-                    switch t.peek.kind {
-                    case .symbol("=="), .symbol("="): op = .equal
-                    case .symbol("!="), .symbol("<>"): op = .notEqual
-                    case .symbol("<"): op = .less
-                    case .symbol("<="): op = .lessOrEqual
-                    case .symbol(">"): op = .greater
-                    case .symbol(">="): op = .greaterOrEqual
-                    default: throw t.error("expected a comparison (== != < <= > >=) in HAVING")
-                    }
-                    t.advance()
+                    guard let op = t.comparisonSymbol() else { throw t.error("expected a comparison (== != < <= > >=) in HAVING") }
                     request.having.append(.init(term: term, op: op, value: try t.value(after: "the comparison")))
                 } while t.consumeWord("AND")
             } else if t.consumeWord("ORDER") {

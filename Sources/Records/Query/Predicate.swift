@@ -30,6 +30,20 @@ public struct Comparison: Equatable, Sendable {
         case beginsWith = "BEGINSWITH", endsWith = "ENDSWITH", contains = "CONTAINS", like = "LIKE", matches = "MATCHES"
         case `in` = "IN", between = "BETWEEN"
 
+        /// The comparisons written as symbols, with the spellings each takes (one table for
+        /// predicates, SUBQUERY's count and HAVING).
+        public init?(symbol: String) {
+            switch symbol {
+            case "==", "=": self = .equal
+            case "!=", "<>": self = .notEqual
+            case "<": self = .less
+            case "<=", "=<": self = .lessOrEqual
+            case ">": self = .greater
+            case ">=", "=>": self = .greaterOrEqual
+            default: return nil
+            }
+        }
+
         public var isStringOperator: Bool {
             switch self {
             case .beginsWith, .endsWith, .contains, .like, .matches: true

@@ -89,17 +89,7 @@ struct PredicateParser {
         try tokens.expectSymbol(")", "expected ')' to close the SUBQUERY")
         guard tokens.peek.isWord(".@COUNT") else { throw tokens.error("expected .@count after SUBQUERY(...)") }
         tokens.advance()
-        let op: Comparison.Operator
-        switch tokens.peek.kind {
-        case .symbol("=="), .symbol("="): op = .equal
-        case .symbol("!="), .symbol("<>"): op = .notEqual
-        case .symbol("<"): op = .less
-        case .symbol("<="), .symbol("=<"): op = .lessOrEqual
-        case .symbol(">"): op = .greater
-        case .symbol(">="), .symbol("=>"): op = .greaterOrEqual
-        default: throw tokens.error("expected a comparison after SUBQUERY(...).@count")
-        }
-        tokens.advance()
+        guard let op = tokens.comparisonSymbol() else { throw tokens.error("expected a comparison after SUBQUERY(...).@count") }
         let count = try tokens.integer("a count")
         return .subquery(Subquery(collection: collection, variable: variable, predicate: inner, op: op, count: count, offset: offset))
     }
@@ -142,22 +132,14 @@ struct PredicateParser {
         tokens.advance()
         let opToken = tokens.peek
         let op: Comparison.Operator
-        switch opToken.kind {
-        case .symbol("=="), .symbol("="): op = .equal
-        case .symbol("!="), .symbol("<>"): op = .notEqual
-        case .symbol("<"): op = .less
-        case .symbol("<="), .symbol("=<"): op = .lessOrEqual
-        case .symbol(">"): op = .greater
-        case .symbol(">="), .symbol("=>"): op = .greaterOrEqual
-        case .word(let w):
-            guard let named = Comparison.Operator(rawValue: w.uppercased()), named.rawValue.first!.isLetter else {
-                throw tokens.error("expected an operator after '\(keyPath)'")
-            }
+        if let symbol = tokens.comparisonSymbol() {
+            op = symbol
+        } else if case .word(let w) = opToken.kind, let named = Comparison.Operator(rawValue: w.uppercased()), named.rawValue.first!.isLetter {
             op = named
-        default:
+            tokens.advance()
+        } else {
             throw tokens.error("expected an operator after '\(keyPath)'")
         }
-        tokens.advance()
         var caseInsensitive = false
         var diacriticInsensitive = false
         if case .symbol(let s) = tokens.peek.kind, s.hasPrefix("[") {

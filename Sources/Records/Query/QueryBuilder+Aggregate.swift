@@ -19,11 +19,11 @@ extension QueryBuilder {
             groups.append((group.path, sql, kind == .binary ? "translate(encode(\(sql), 'base64'), E'\\n', '')" : sql))
         }
         var terms: [(name: String, sql: String)] = []
-        for term in request.terms { terms.append((term.name, try builder.expression(term, entity: entity))) }
+        for term in request.terms { terms.append((term.name, try builder.expression(term, entity: entity).sql)) }
         var having: [String] = []
         for condition in request.having {
-            let sql = try builder.expression(condition.term, entity: entity)
-            having.append(try builder.comparison(sql, condition, entity: entity))
+            let (sql, type) = try builder.expression(condition.term, entity: entity)
+            having.append(try builder.comparison(sql, type: type, condition))
         }
         var order: [String] = []
         for key in request.order {
@@ -48,11 +48,7 @@ extension QueryBuilder {
 
     /// A key path to one value per record (no to-many on the way, but its @count, @avg ...).
     private mutating func scalar(_ path: String, entity: Entity, offset: Int, what: String) throws(CommandError) -> (sql: String, kind: ValueKind) {
-        var outer = joins
-        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
-                                   path: path, offset: offset, joinInto: &outer)
-        joins = outer
-        switch resolved {
+        switch try resolve(path, entity: entity, alias: "t0", offset: offset) {
         case .value(let sql, let kind, _, _):
             guard kind != .json else { throw CommandError(.validation, "cannot \(what) '\(path)': json values do not compare") }
             return (sql, kind)
@@ -61,40 +57,38 @@ extension QueryBuilder {
         }
     }
 
-    /// `avg(t0.age)`; sum and avg only of numbers.
-    private mutating func expression(_ term: AggregateRequest.Term, entity: Entity) throws(CommandError) -> String {
-        guard let path = term.path else { return "count(*)" }
-        var outer = joins
-        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
-                                   path: path, offset: term.offset, joinInto: &outer)
-        joins = outer
-        let sql: String, kind: ValueKind
-        switch resolved {
-        case .value(let s, let k, _, _): (sql, kind) = (s, k)
-        case .count(let s): (sql, kind) = (s, .integer(bits: 64))
+    /// `avg(t0.age)` and the SQL type of what it gives (a HAVING's value is cast to it); sum
+    /// and avg only of numbers.
+    private mutating func expression(_ term: AggregateRequest.Term, entity: Entity) throws(CommandError) -> (sql: String, type: String) {
+        guard let path = term.path else { return ("count(*)", "bigint") }
+        let sql: String, kind: ValueKind, type: String
+        switch try resolve(path, entity: entity, alias: "t0", offset: term.offset) {
+        case .value(let s, let k, _, let t): (sql, kind, type) = (s, k, t)
+        case .count(let s): (sql, kind, type) = (s, .integer(bits: 64), "bigint")
         case .toMany: throw CommandError(.unknown, "\(term.function.rawValue)(\(path)): it leads through a to-many relationship (use @count, @sum, @avg, @min, @max)")
         }
         switch term.function {
-        case .count: return "count(\(sql))"
+        case .count: return ("count(\(sql))", "bigint")
         case .sum, .avg:
             switch kind {
             // avg as float8, as NSExpression answers: numeric would print 35.0000000000000000.
-            case .integer, .decimal, .double: return term.function == .avg ? "avg(\(sql))::float8" : "sum(\(sql))"
+            case .integer, .decimal, .double: return term.function == .avg ? ("avg(\(sql))::float8", "float8") : ("sum(\(sql))", "numeric")
             default: throw CommandError(.validation, "\(term.function.rawValue)(\(path)) takes a number, and \(path) is not one")
             }
         case .min, .max:
             switch kind {
             case .json, .boolean, .binary: throw CommandError(.validation, "\(term.function.rawValue)(\(path)): its values do not order")
             // PostgreSQL has no min(uuid): a uuid's text orders as the uuid does.
-            case .uuid: return "\(term.function.rawValue)(\(sql)::text)"
-            default: return "\(term.function.rawValue)(\(sql))"
+            case .uuid: return ("\(term.function.rawValue)(\(sql)::text)", "text")
+            // The column's type from the catalog (format_type), as GET's key filters cast.
+            default: return ("\(term.function.rawValue)(\(sql))", type)
             }
         }
     }
 
     /// `HAVING avg(age) > 30`: the value a parameter, compared as a number (count, sum, avg)
     /// or as the path's own type (min, max).
-    private mutating func comparison(_ sql: String, _ condition: AggregateRequest.Condition, entity: Entity) throws(CommandError) -> String {
+    private mutating func comparison(_ sql: String, type: String, _ condition: AggregateRequest.Condition) throws(CommandError) -> String {
         let op: String
         switch condition.op {
         case .equal: op = "="
@@ -115,15 +109,7 @@ extension QueryBuilder {
             return "\(sql) \(op) \(bind(text))::numeric"
         case .min, .max:
             // The same type as the values: compared as PostgreSQL compares the column.
-            return "\(sql) \(op) \(bind(text))::text::\(try minMaxType(condition.term, entity: entity))"
+            return "\(sql) \(op) \(bind(text))::text::\(type)"
         }
-    }
-
-    private func minMaxType(_ term: AggregateRequest.Term, entity: Entity) throws(CommandError) -> String {
-        var copy = self
-        var outer: [String] = []
-        guard let path = term.path, case .value(_, _, _, let type) = try copy.resolve(path.split(separator: ".").map(String.init), entity: entity, alias: "t0",
-                                                                                      path: path, offset: term.offset, joinInto: &outer) else { return "numeric" }
-        return type  // from the catalog (format_type), as GET's key filters cast
     }
 }

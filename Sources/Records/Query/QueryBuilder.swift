@@ -230,11 +230,7 @@ struct QueryBuilder {
     /// A selected key path's value, keyed by the path as typed: binary as base64, arrays as
     /// JSON arrays, as a record's fields print.
     mutating func projected(_ path: String, entity: Entity, distinct: Bool = false) throws(CommandError) -> (key: String, sql: String, format: RowEncoder.Format) {
-        var outer = joins
-        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: "t0",
-                                   path: path, offset: 0, joinInto: &outer)
-        joins = outer
-        switch resolved {
+        switch try resolve(path, entity: entity, alias: "t0", offset: 0) {
         case .value(let sql, let kind, _, let type):
             if distinct && type == "json" { throw CommandError(.validation, "SELECT DISTINCT cannot compare '\(path)': json values have no equality (jsonb has)") }
             if kind == .binary { return (path, "translate(encode(\(sql), 'base64'), E'\\n', '')", .string) }
@@ -334,6 +330,15 @@ struct QueryBuilder {
         case value(sql: String, kind: ValueKind, name: String, type: String)
         case toMany(Relationship, ownerAlias: String, rest: [String])
         case count(sql: String)
+    }
+
+    /// A key path as typed, from `entity` at `alias`: its joins join the statement's.
+    mutating func resolve(_ path: String, entity: Entity, alias: String, offset: Int) throws(CommandError) -> Resolved {
+        var outer = joins
+        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: alias,
+                                   path: path, offset: offset, joinInto: &outer)
+        joins = outer
+        return resolved
     }
 
     /// Walks to-one relationships with LEFT JOINs (shared per path prefix) until an attribute,
@@ -449,11 +454,7 @@ struct QueryBuilder {
     /// `(SELECT count(*) FROM target WHERE <its key> AND <its predicate>) op n`, the inner
     /// predicate's key paths taken from the variable on, with joins of its own.
     private mutating func compile(_ s: Subquery, entity: Entity, alias: String) throws(CommandError) -> String {
-        var outer = joins
-        let resolved = try resolve(s.collection.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: alias,
-                                   path: s.collection, offset: s.offset, joinInto: &outer)
-        joins = outer
-        guard case .toMany(let relationship, let ownerAlias, let rest) = resolved, rest.isEmpty,
+        guard case .toMany(let relationship, let ownerAlias, let rest) = try resolve(s.collection, entity: entity, alias: alias, offset: s.offset), rest.isEmpty,
               let target = model.entity(named: relationship.target) else {
             throw CommandError(.unknown, "SUBQUERY(\(s.collection), ...): the collection must be a to-many relationship")
         }
@@ -500,11 +501,7 @@ struct QueryBuilder {
     }
 
     private mutating func compile(_ c: Comparison, entity: Entity, alias: String) throws(CommandError) -> String {
-        let components = c.keyPath.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        var outer = joins
-        let resolved = try resolve(components, entity: entity, alias: alias, path: c.keyPath, offset: c.keyPathOffset, joinInto: &outer)
-        joins = outer
-        switch resolved {
+        switch try resolve(c.keyPath, entity: entity, alias: alias, offset: c.keyPathOffset) {
         case .value(let sql, let kind, let name, let type):
             if c.quantifier != nil {
                 throw CommandError(.syntax, "\(c.quantifier!.rawValue) needs a key path through a to-many relationship, not '\(c.keyPath)'")
@@ -547,12 +544,8 @@ struct QueryBuilder {
     /// kinds that compare. As with values, nil equals only nil, and orders with nothing.
     private mutating func fieldCondition(_ lhs: String, kind: ValueKind, _ c: Comparison, entity: Entity, alias: String) throws(CommandError) -> String {
         let path = c.rightKeyPath!
-        var outer = joins
-        let resolved = try resolve(path.split(separator: ".", omittingEmptySubsequences: false).map(String.init), entity: entity, alias: alias,
-                                   path: path, offset: c.valueOffset, joinInto: &outer)
-        joins = outer
         let rhs: String, rightKind: ValueKind
-        switch resolved {
+        switch try resolve(path, entity: entity, alias: alias, offset: c.valueOffset) {
         case .value(let sql, let kind, _, _): (rhs, rightKind) = (sql, kind)
         case .count(let sql): (rhs, rightKind) = (sql, .integer(bits: 64))
         case .toMany: throw CommandError(.unknown, "'\(path)' leads through a to-many relationship: compare with one value of the record (or its @count)")

@@ -89,17 +89,7 @@ final class Printer {
             guard line.hasPrefix("{") else { return others.append(line) }
             streamed += 1
             if format == .json { return print(line) }
-            let record = JSONObject.parse(line)
-            // Records of another shape (CHANGES' inserts and updates) start a header of their
-            // own: no column is dropped.
-            if header != record.map(\.key) {
-                header = record.map(\.key)
-                print(header!.map(Self.csvField).joined(separator: ","))
-            }
-            print(header!.map { key in
-                guard let value = record.first(where: { $0.key == key })?.value, value != .null else { return "" }
-                return Self.csvField(value.display)
-            }.joined(separator: ","))
+            csvRecord(JSONObject.parse(line), header: &header)
         }
         let rest = WireReply(lines: others, status: reply.status)
         if !rest.isOK || streamed == 0 || !others.isEmpty { self.reply(rest, elapsed: elapsed()) }
@@ -230,18 +220,19 @@ final class Printer {
     }
 
     private func csv(_ records: [[(key: String, value: JSONObject.Value)]]) {
-        var keys: [String]?
-        for record in records {
-            // A record of another shape starts a header of its own: no column is dropped.
-            if keys != record.map(\.key) {
-                keys = record.map(\.key)
-                print(keys!.map(Self.csvField).joined(separator: ","))
-            }
-            print(keys!.map { key in
-                guard let value = record.first(where: { $0.key == key })?.value, value != .null else { return "" }
-                return Self.csvField(value.display)
-            }.joined(separator: ","))
+        var header: [String]?
+        for record in records { csvRecord(record, header: &header) }
+    }
+
+    /// One record as a CSV line, after a header line when its keys are not the previous
+    /// record's (CHANGES' inserts and updates have shapes of their own: no column is dropped).
+    /// Its values then come in the header's order as they are.
+    private func csvRecord(_ record: [(key: String, value: JSONObject.Value)], header: inout [String]?) {
+        if header?.elementsEqual(record.lazy.map(\.key)) != true {
+            header = record.map(\.key)
+            print(header!.map(Self.csvField).joined(separator: ","))
         }
+        print(record.map { $0.value == .null ? "" : Self.csvField($0.value.display) }.joined(separator: ","))
     }
 
     static func csvField(_ text: String) -> String {

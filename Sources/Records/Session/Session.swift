@@ -225,10 +225,11 @@ public final class Session {
     var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
     public func handle(_ line: String) -> Step {
-        currentVerb = Verb.of(line)?.rawValue ?? "unknown"
+        let verb = Verb.of(line)  // once a line: counting, the checks before parsing, IMPORT's data
+        currentVerb = verb?.rawValue ?? "unknown"
         lineForLog = line
         let started = DispatchTime.now().uptimeNanoseconds
-        let step = run(line)
+        let step = run(line, verb: verb)
         switch step {
         case .reply(let reply), .skipData(let reply):
             // Answered on the loop: counted and timed here (database work is, where it ends).
@@ -239,7 +240,7 @@ public final class Session {
         default: break
         }
         guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
-              Verb.of(line) == .import else { return step }
+              verb == .import else { return step }
         return .skipData(.error(code, message + "; the data that follows, up to a line holding \".\", is skipped", details: reply.lines))
     }
 
@@ -300,10 +301,10 @@ public final class Session {
     /// The length of the line being run, for the byte limit of the unit of work.
     var lineBytes = 0
 
-    private func run(_ line: String) -> Step {
+    private func run(_ line: String, verb: Verb?) -> Step {
         lineBytes = line.utf8.count
         // A password never crosses another host's network in clear: refused before it is read.
-        if !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer), let verb = Verb.of(line), verb == .auth || verb == .user {
+        if !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer), let verb, verb == .auth || verb == .user {
             let how = context.tlsAvailable ? "send STARTTLS first, or connect to the TLS port" : "this server has no TLS configured"
             return .reply(.error(.auth, "\(verb.rawValue) from another host needs TLS: \(how); the line was not read"))
         }
@@ -311,7 +312,7 @@ public final class Session {
         // Before sign-in only the verb is read: the rest of a line from an unknown client is
         // never parsed unless the verb is one it may use.
         if role == nil {
-            guard let verb = Verb.of(line) else { return .reply(CommandParser.notAVerb(line).reply) }
+            guard let verb else { return .reply(CommandParser.notAVerb(line).reply) }
             if verb.requiredRole != nil {
                 return .reply(.error(.auth, Self.signInFirst))
             }

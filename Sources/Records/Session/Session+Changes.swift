@@ -11,7 +11,7 @@ extension Session {
             ("pending", .int(set.count)), ("inserts", .int(set.inserts.count)), ("updates", .int(set.updates.count)),
             ("deletes", .int(set.deletes.count)), ("byPredicate", .int(set.bulk.count)), ("depth", .int(unit.depth)),
         ])
-        return .ok(set.count > 0 ? changeSummary(set) : "no pending changes; depth \(unit.depth)", lines: [object.text])
+        return .ok(jsonStatus, lines: [object.text])
     }
 
     /// CHANGES under FORMAT JSON: one object a change, values as text (null for NULL, a
@@ -21,7 +21,7 @@ extension Session {
         var lines: [String] = []
         for insert in set.inserts {
             let entity = context.model.entity(named: insert.entity)
-            let values = insert.fields.map { field in (label(field.column, entity), Self.json(field.value)) }
+            let values = insert.fields.map { field in (label(field.column, entity), field.value.json) }
             lines.append(JSON.Value.object([("op", .string("insert")), ("ref", .string("#" + insert.ref)), ("entity", .string(insert.entity)),
                                             ("values", .object(values))]).text)
         }
@@ -29,7 +29,7 @@ extension Session {
             guard let update = set.updates[key] else { continue }
             let entity = context.model.entity(named: update.entity)
             let changed = update.order.map { column in
-                (label(column, entity), JSON.Value.object([("old", .optional(update.baseline[column] ?? nil)), ("new", Self.json(update.fields[column]!))]))
+                (label(column, entity), JSON.Value.object([("old", .optional(update.baseline[column] ?? nil)), ("new", update.fields[column]!.json)]))
             }
             lines.append(JSON.Value.object([("op", .string("update")), ("entity", .string(update.entity)), ("key", Self.json(key, entity)),
                                             ("changes", .object(changed))]).text)
@@ -42,10 +42,13 @@ extension Session {
             lines.append(JSON.Value.object([("op", .string("delete")), ("entity", .string(key.entity)),
                                             ("key", Self.json(key, context.model.entity(named: key.entity)))]).text)
         }
-        return .ok(set.count > 0 ? changeSummary(set) : "no pending changes; depth \(unit.depth)", lines: lines)
+        return .ok(jsonStatus, lines: lines)
     }
 
-    private static func json(_ value: FieldValue) -> JSON.Value { value.json }
+    /// The status of CHANGES COUNT and of CHANGES as JSON.
+    private var jsonStatus: String {
+        unit.current.count > 0 ? changeSummary(unit.current) : "no pending changes; depth \(unit.depth)"
+    }
 
     /// A key as the server prints it elsewhere (SAVE's ids, conflicts, WATCH).
     private static func json(_ key: RecordKey, _ entity: Entity?) -> JSON.Value {

@@ -83,6 +83,23 @@ import Testing
         #expect(try s.bob.send("DESCRIBE memo").status == "+OK memo: 5 attributes, 1 relationship, row-level security")
     }
 
+    /// The query forms of #21 read through the same policies: AGGREGATE, SELECT, @count and
+    /// SUBQUERY count only what the user may see.
+    @Test func aggregatesAndProjectionsSeeOnlyTheirOwn() throws {
+        let s = try Stack()
+        try s.alice.ok(#"INSERT memo uid="a1" body="alice one""#)
+        try s.alice.ok(#"INSERT memo uid="a2" body="alice two""#)
+        try s.alice.ok("SAVE")
+        try s.bob.ok(#"INSERT memo uid="b1" body="bob one""#)
+        try s.bob.ok("SAVE")
+        #expect(try s.alice.send("AGGREGATE memo count()").lines == [#"{"count" : 2}"#])
+        #expect(try s.bob.send("AGGREGATE memo count() max(uid)").lines == [#"{"count" : 1, "max_uid" : "b1"}"#])
+        #expect(try s.rita.send("AGGREGATE memo count()").lines == [#"{"count" : 0}"#])
+        #expect(try s.boss.send("AGGREGATE memo count()").lines == [#"{"count" : 3}"#])
+        #expect(try s.bob.send("FIND memo SELECT DISTINCT uid").lines == [#"{"uid":"b1"}"#])
+        #expect(try s.alice.send("EXPORT memo SELECT uid ORDER BY uid").lines == ["uid", "a1", "a2"])
+    }
+
     @Test func noOneWritesForAnotherAndASaveThatTriesFailsWhole() throws {
         let s = try Stack()
         try s.bob.ok(#"INSERT memo uid="b1" body="bob""#)

@@ -9,7 +9,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
     case get = "GET", find = "FIND", count = "COUNT", aggregate = "AGGREGATE", explain = "EXPLAIN"
     case watch = "WATCH", unwatch = "UNWATCH", export = "EXPORT", `import` = "IMPORT"
-    case starttls = "STARTTLS", auth = "AUTH", user = "USER"
+    case starttls = "STARTTLS", auth = "AUTH", user = "USER", resume = "RESUME"
 
     /// This verb's facts.
     public var facts: VerbFacts { Self.table[self]! }
@@ -213,6 +213,12 @@ public enum Verb: String, CaseIterable, Sendable {
             example: "USER ADD bob writer \"s3cret-pass\"",
             role: .admin, access: .writes, batchable: false, barrier: true,
             completes: .nothing, keywords: ["LIST", "ADD", "PASSWD", "REMOVE", "reader", "writer", "admin"], carriesSecret: true),
+        .resume: VerbFacts(
+            syntax: "RESUME token",
+            summary: "take over the session a stopped server handed off (its pending changes, scratchpads, watches), with the token its handoff notice gave; once, by the same user",
+            example: "RESUME rt3f9c0e5a7b21d4c8e6f0a9b3c5d7e1f2",
+            role: .reader, access: .writes, batchable: false, barrier: true,
+            completes: .nothing, keywords: [], carriesSecret: true),
     ]
 }
 

@@ -20,6 +20,8 @@ enum ServerMessage: Sendable {
     case changes(Server.Delivery)
     /// Lines of a WATCH ... WHERE event for the sessions whose predicate matched.
     case filtered(connections: [Int], lines: PushLines, unchecked: Int = 0)
+    /// Sessions handed off at shutdown were stored (or not: `failure`).
+    case handedOff(connections: [Int], notices: [(token: String, pending: Int)], failure: String?)
     case stop
 }
 
@@ -45,6 +47,8 @@ public final class Server {
         public var importStallSeconds = 30
         /// Seconds in-flight commands get to finish at shutdown.
         public var shutdownGrace = 10
+        /// Seconds a session handed off at shutdown waits for its RESUME.
+        public var resumeTTL = HandOff.defaultTTL
         /// Bytes of one line from a session that has not signed in.
         public var preAuthLineLength = 4096
         /// Seconds a streamed reply waits for a client that reads nothing.
@@ -173,6 +177,8 @@ public final class Server {
                 connection.events.dropped += unchecked
                 if !connection.busy { service(connection) }
             }
+        case .handedOff(let ids, let notices, let failure):
+            handedOff(ids, notices: notices, failure: failure)
         case .stop:
             beginShutdown()
         }
@@ -494,7 +500,7 @@ public final class Server {
         if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
             connection.framer.maxLineLength = configuration.maxLineLength
         }
-        if stopping { connection.push("shutdown recordsd is stopping") }
+        if stopping { return farewell([connection]) }
         if !connection.session.watches.isEmpty { startLedgers(for: connection) }
         service(connection)
     }
@@ -574,11 +580,7 @@ public final class Server {
         listener = nil
         tlsListener = nil
         Log.info("shutting down: \(connections.count) session(s) open")
-        for connection in Array(connections.values) where !connection.busy {
-            connection.push("shutdown recordsd is stopping")
-            connection.machine.closeWhenIdle()
-            service(connection)
-        }
+        farewell(connections.values.filter { !$0.busy })
         if connections.isEmpty { finished = true }
     }
 

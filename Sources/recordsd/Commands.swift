@@ -164,6 +164,7 @@ struct ServeCommand {
         configuration.importStallSeconds = options.importStall
         configuration.maxReplyBytes = options.maxReplyBytes
         configuration.shutdownGrace = options.shutdownGrace
+        configuration.resumeTTL = options.resumeTTL
         configuration.replyStallSeconds = options.replyStall
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
         configuration.tls = tls

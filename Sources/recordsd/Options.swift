@@ -33,6 +33,8 @@ struct Options {
     var importStall = 30
     var maxReplyBytes = 64 << 20
     var shutdownGrace = 10
+    /// Seconds a session handed off at shutdown waits for RESUME.
+    var resumeTTL = HandOff.defaultTTL
     /// Seconds: reads, SAVE, a row lock SAVE waits for, IMPORT and EXPORT; a client that stops reading.
     var statementTimeout = 5
     var saveTimeout = 60
@@ -102,7 +104,10 @@ struct Options {
           --max-reply-bytes N      a reply held in memory; streamed FIND records are not held
                                    (RECORDSD_MAX_REPLY_BYTES; default 67108864)
           --shutdown-grace SECONDS how long in-flight commands may finish on SIGTERM/SIGINT; those
-                                   still running then are cancelled and answered (RECORDSD_SHUTDOWN_GRACE; default 10)
+                                   still running then are cancelled and answered (RECORDSD_SHUTDOWN_GRACE; default 10);
+                                   then each session with pending changes or watches is handed off
+          --resume-ttl SECONDS     how long a handed-off session waits for RESUME on any server
+                                   (RECORDSD_RESUME_TTL; default 900)
           --statement-timeout S    a read's statement may run this long (RECORDSD_STATEMENT_TIMEOUT; default 5)
           --save-timeout S         a SAVE's statements may run this long (RECORDSD_SAVE_TIMEOUT; default 60)
           --lock-timeout S         a SAVE waits this long for a row another transaction holds
@@ -154,6 +159,7 @@ struct Options {
         if let value = environment["RECORDSD_IMPORT_STALL"] { importStall = try positive(value, "RECORDSD_IMPORT_STALL") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
+        if let value = environment["RECORDSD_RESUME_TTL"] { resumeTTL = try positive(value, "RECORDSD_RESUME_TTL") }
         if let value = environment["RECORDSD_STATEMENT_TIMEOUT"] { statementTimeout = try positive(value, "RECORDSD_STATEMENT_TIMEOUT") }
         if let value = environment["RECORDSD_SAVE_TIMEOUT"] { saveTimeout = try positive(value, "RECORDSD_SAVE_TIMEOUT") }
         if let value = environment["RECORDSD_LOCK_TIMEOUT"] { lockTimeout = try positive(value, "RECORDSD_LOCK_TIMEOUT") }
@@ -205,6 +211,7 @@ struct Options {
             case "--import-stall": importStall = try positive(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
+            case "--resume-ttl": resumeTTL = try positive(try value(), flag)
             case "--statement-timeout": statementTimeout = try positive(try value(), flag)
             case "--save-timeout": saveTimeout = try positive(try value(), flag)
             case "--lock-timeout": lockTimeout = try positive(try value(), flag)

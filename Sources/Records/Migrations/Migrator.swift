@@ -118,6 +118,17 @@ public enum Migrator {
                 at    timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (xid, nonce)
             );
+            -- Sessions a stopping server handed off, until RESUME on any server (HandOff):
+            -- found by the token's hash; no served role is granted it.
+            CREATE TABLE IF NOT EXISTS records.handoff (
+                token_hash bytea PRIMARY KEY,
+                owner      text,
+                state      jsonb NOT NULL,
+                pending    integer NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                expires_at timestamptz NOT NULL
+            );
+            CREATE INDEX IF NOT EXISTS handoff_expires ON records.handoff (expires_at);
             """)
         do {
             try Users.ensureSchema(connection)

@@ -128,6 +128,8 @@ public enum Command: Equatable, Sendable {
     case startTLS
     case auth(name: String, password: String)
     case user(UserCommand)
+    /// `RESUME token`: a handed-off session.
+    case resume(token: String)
 
     /// It adds to, or reshapes, the pending changes of the unit of work.
     public var changesTheUnit: Bool {
@@ -169,6 +171,7 @@ public enum Command: Equatable, Sendable {
         case .startTLS: .starttls
         case .auth: .auth
         case .user: .user
+        case .resume: .resume
         }
     }
 }

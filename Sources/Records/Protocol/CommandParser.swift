@@ -130,6 +130,8 @@ public enum CommandParser {
             return .count(entity: entity, predicate: predicate, estimate: t.consumeWord("ESTIMATE"))
         case .auth, .user:
             return try parseCredentials(t.line)
+        case .resume:
+            return .resume(token: try t.name("the resume token of a handoff notice"))
         case .watch:
             let entity = try t.name("an entity name")
             return .watch(entity: entity, predicate: try whereClause(&t))

@@ -1,5 +1,5 @@
 /// The stable words after `-ERR`: clients match on them, so they never change.
-public enum ErrorCode: String, Sendable, CaseIterable {
+public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case syntax = "SYNTAX"
     case unknown = "UNKNOWN"
     case notFound = "NOT_FOUND"

@@ -2,8 +2,8 @@
 ///
 /// Data lines can never be taken for a status line or a pushed event: a line that would start
 /// with `+`, `-` or `!` (or contains a line break) is escaped when encoded.
-public struct Reply: Equatable, Sendable {
-    public enum Status: Equatable, Sendable {
+public struct Reply: Equatable, Sendable, Codable {
+    public enum Status: Equatable, Sendable, Codable {
         case ok(String)
         case error(ErrorCode, String)
     }

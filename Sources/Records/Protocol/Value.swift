@@ -1,5 +1,5 @@
 /// A literal as the client typed it, before it is checked against an attribute's type.
-public enum Value: Equatable, Sendable, CustomStringConvertible {
+public enum Value: Equatable, Sendable, Codable, CustomStringConvertible {
     case null
     case bool(Bool)
     /// An integer or decimal literal, kept as typed so no precision is lost.

@@ -1,7 +1,7 @@
 /// A parsed WHERE clause, NSPredicate-like. Pure syntax: names are checked against the model
 /// when it is compiled to SQL. AND and OR hold all their operands in one list, so a predicate
 /// of thousands of terms is a wide tree, never a deep one.
-public indirect enum Predicate: Equatable, Sendable {
+public indirect enum Predicate: Equatable, Sendable, Codable {
     case constant(Bool)
     case not(Predicate)
     case and([Predicate])
@@ -13,7 +13,7 @@ public indirect enum Predicate: Equatable, Sendable {
 
 /// NSPredicate's SUBQUERY: the records of a to-many key path that match a predicate of their
 /// own (its key paths start with the variable), counted and compared.
-public struct Subquery: Equatable, Sendable {
+public struct Subquery: Equatable, Sendable, Codable {
     public var collection: String
     public var variable: String
     public var predicate: Predicate
@@ -22,10 +22,10 @@ public struct Subquery: Equatable, Sendable {
     public var offset: Int
 }
 
-public struct Comparison: Equatable, Sendable {
-    public enum Quantifier: String, Equatable, Sendable { case any = "ANY", all = "ALL", none = "NONE" }
+public struct Comparison: Equatable, Sendable, Codable {
+    public enum Quantifier: String, Equatable, Sendable, Codable { case any = "ANY", all = "ALL", none = "NONE" }
 
-    public enum Operator: String, Equatable, Sendable, CaseIterable {
+    public enum Operator: String, Equatable, Sendable, CaseIterable, Codable {
         case equal = "==", notEqual = "!=", less = "<", lessOrEqual = "<=", greater = ">", greaterOrEqual = ">="
         case beginsWith = "BEGINSWITH", endsWith = "ENDSWITH", contains = "CONTAINS", like = "LIKE", matches = "MATCHES"
         case `in` = "IN", between = "BETWEEN"

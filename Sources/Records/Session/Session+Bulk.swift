@@ -34,16 +34,21 @@ extension Session {
                 guard entity.hasRowSecurity else { return WorkResult(reply: reply) }
                 // What this user sees now, read before the reply: a delete right after it is
                 // judged against this (the server's ledger for the user takes it).
-                let read = QueryBuilder.visible(entity, limit: VisibilityLedger.rememberedKeys + 1, model: model)
-                let rows = try context.connection.query(read.sql, read.parameters)
-                let keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<rows.columnCount).map { rows.string(row, $0) ?? "" }) }
-                let seed = WatchSeed(keys: Set(keys.prefix(VisibilityLedger.rememberedKeys)), complete: keys.count <= VisibilityLedger.rememberedKeys)
+                let seed = try Self.watchSeed(entity, model: model, context.connection)
                 return WorkResult(reply: reply) { session in session.watchSeeds[name] = seed }
             } catch {
                 // Not registered, or what the user sees could not be read: not watching.
                 return WorkResult(reply: ErrorMapping.map(error, model: model, connection: context.connection).reply, apply: restore)
             }
         }
+    }
+
+    /// The keys of `entity` the connection's identity sees now (a WATCH's ledger starts from them).
+    static func watchSeed(_ entity: Entity, model: Model, _ connection: Connection) throws -> WatchSeed {
+        let read = QueryBuilder.visible(entity, limit: VisibilityLedger.rememberedKeys + 1, model: model)
+        let rows = try connection.query(read.sql, read.parameters)
+        let keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<rows.columnCount).map { rows.string(row, $0) ?? "" }) }
+        return WatchSeed(keys: Set(keys.prefix(VisibilityLedger.rememberedKeys)), complete: keys.count <= VisibilityLedger.rememberedKeys)
     }
 
     /// The session ends: its watches end too.

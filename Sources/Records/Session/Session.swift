@@ -411,6 +411,7 @@ public final class Session {
         case .importData(let entity, let columns): return .collect(try importJob(entity, columns: columns, model: model))
         case .auth(let name, let password): return authenticate(name, password: password, model: model)
         case .user(let command): return manageUsers(command, model: model)
+        case .resume(let token): return try resume(token)
         }
     }
 

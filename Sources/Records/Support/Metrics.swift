@@ -15,6 +15,7 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
         case watchEventsQueued, watchEventsDropped
         case tlsHandshakes, tlsHandshakeFailures
         case sessionsRefused, linesTooLong, repliesStalled
+        case sessionsHandedOff, handOffsFailed
 
         /// Metric name, labels, help (the same name's help is printed once).
         var facts: (name: String, labels: String, help: String) {
@@ -33,6 +34,8 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
             case .sessionsRefused: ("recordsd_limits_total", #"limit="sessions""#, "Limits hit outside a command's reply: sessions refused, lines too long, replies to clients that stopped reading.")
             case .linesTooLong: ("recordsd_limits_total", #"limit="line_length""#, "")
             case .repliesStalled: ("recordsd_limits_total", #"limit="reply_stall""#, "")
+            case .sessionsHandedOff: ("recordsd_handoffs_total", #"outcome="stored""#, "Sessions handed off at shutdown for RESUME, and those whose state could not be stored.")
+            case .handOffsFailed: ("recordsd_handoffs_total", #"outcome="failed""#, "")
             }
         }
     }

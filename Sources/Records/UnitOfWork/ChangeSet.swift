@@ -42,7 +42,7 @@ extension RecordKey {
 }
 
 /// A pending update of a stored record, with the version and values it was read with.
-public struct PendingUpdate: Sendable, Equatable {
+public struct PendingUpdate: Sendable, Equatable, Codable {
     public var key: RecordKey
     /// `xmin` when this unit read the record: another session's save changes it.
     public var version: String
@@ -80,7 +80,7 @@ public struct PendingUpdate: Sendable, Equatable {
 }
 
 /// A pending delete of a stored record.
-public struct PendingDelete: Sendable, Equatable {
+public struct PendingDelete: Sendable, Equatable, Codable {
     public var key: RecordKey
     public var version: String
     public var changedSinceRead: Bool = false
@@ -91,8 +91,8 @@ public struct PendingDelete: Sendable, Equatable {
 /// `UPDATE entity WHERE predicate SET ...` or `DELETE entity WHERE predicate`: a change to
 /// whatever records match when it is applied (as EF Core's ExecuteUpdate and Core Data's batch
 /// requests), without version checks.
-public struct BulkChange: Sendable, Equatable {
-    public enum Kind: Sendable, Equatable {
+public struct BulkChange: Sendable, Equatable, Codable {
+    public enum Kind: Sendable, Equatable, Codable {
         case update([FieldAssignment])
         case delete
     }
@@ -113,14 +113,14 @@ public struct BulkChange: Sendable, Equatable {
 }
 
 /// A column and the value it is set to.
-public struct FieldAssignment: Sendable, Equatable {
+public struct FieldAssignment: Sendable, Equatable, Codable {
     public var column: String
     public var value: FieldValue
 }
 
 /// One layer of changes. Value semantics make nested scratchpads a copy (shared storage until
 /// the child writes), and MERGE a replacement.
-public struct ChangeSet: Sendable, Equatable {
+public struct ChangeSet: Sendable, Equatable, Codable {
     public private(set) var inserts: [PendingInsert] = []
     private var insertIndex: [String: Int] = [:]
     public private(set) var updates: [RecordKey: PendingUpdate] = [:]
@@ -230,5 +230,28 @@ public struct ChangeSet: Sendable, Equatable {
                 updates[key]!.fields.values.contains(.ref(ref)) ? "update \(key.entity) \(key.values.joined(separator: ","))" : nil
             }
             + bulk.filter { $0.refs.contains(ref) }.map(\.text)
+    }
+}
+
+/// The fields' tuples have no coding of their own: coded as `[column, value]` pairs, in order.
+extension PendingInsert: Codable {
+    private enum CodingKeys: String, CodingKey { case ref, entity, fields }
+    private struct Field: Codable {
+        var column: String
+        var value: FieldValue
+    }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        ref = try container.decode(String.self, forKey: .ref)
+        entity = try container.decode(String.self, forKey: .entity)
+        fields = try container.decode([Field].self, forKey: .fields).map { ($0.column, $0.value) }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(ref, forKey: .ref)
+        try container.encode(entity, forKey: .entity)
+        try container.encode(fields.map { Field(column: $0.column, value: $0.value) }, forKey: .fields)
     }
 }

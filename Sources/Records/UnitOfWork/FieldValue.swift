@@ -1,6 +1,6 @@
 /// A value ready to bind: text in PostgreSQL's input format, NULL, or a pending record's
 /// `#ref`, resolved to its id during SAVE.
-public enum FieldValue: Equatable, Sendable, CustomStringConvertible {
+public enum FieldValue: Equatable, Sendable, Codable, CustomStringConvertible {
     case null
     case text(String)
     case ref(String)

@@ -1,6 +1,6 @@
 /// Identifies a stored record: its entity and the text of each primary-key column, in key
 /// order, as PostgreSQL prints it (`7`, `3de2b81b-...`), so equal keys compare equal.
-public struct RecordKey: Hashable, Sendable, Comparable {
+public struct RecordKey: Hashable, Sendable, Comparable, Codable {
     public var entity: String
     public var values: [String]
 

@@ -1,7 +1,7 @@
 /// The session's unit of work: a stack of scratchpads, the bottom one what SAVE writes (NEST
 /// pushes a copy, MERGE folds the top into its parent, DISCARD drops it); the keys its pending
 /// inserts were given; and the versions of the records it read.
-public struct UnitOfWork: Sendable {
+public struct UnitOfWork: Sendable, Codable {
     public private(set) var layers: [ChangeSet] = [ChangeSet()]
     /// Key values given to pending inserts before SAVE (by a read that showed them, or a SAVE
     /// that failed), by `#ref`: a pending insert keeps the id it was first shown.
@@ -86,7 +86,7 @@ public struct UnitOfWork: Sendable {
 }
 
 /// Key values given to one pending insert before SAVE, by column.
-public struct AssignedKey: Sendable, Equatable {
+public struct AssignedKey: Sendable, Equatable, Codable {
     public var entity: String
     public var values: [String: String]
 
@@ -99,7 +99,7 @@ public struct AssignedKey: Sendable, Equatable {
 /// The versions (`xmin`) of the records a unit read, so that a record it reads and then
 /// changes is checked against what it saw. Bounded: past `limit` records the oldest reads are
 /// forgotten, and such a record is checked against the version it has at UPDATE or DELETE.
-public struct ReadVersions: Sendable {
+public struct ReadVersions: Sendable, Codable {
     public static let limit = 10_000
     private var versions: [RecordKey: String] = [:]
     /// Keys in the order read; may hold keys read again or forgotten, compacted as it grows.

@@ -1,0 +1,96 @@
+import Dispatch
+import Postgres
+
+// MARK: - Hand-off at shutdown, RESUME on any server
+
+extension Session {
+    /// What this session hands to the next server when this one stops; nil when a client
+    /// would miss nothing (no pending change, no open scratchpad, no watch, no unsettled SAVE).
+    public func handOffState() -> SessionState? {
+        guard unit.heldCount > 0 || unit.depth > 0 || !watches.isEmpty || uncertainSave != nil else { return nil }
+        let now = DispatchTime.now().uptimeNanoseconds
+        return SessionState(
+            unit: unit,
+            watches: watches.keys.sorted().map { SessionState.Watched(entity: $0, predicate: watches[$0]!) },
+            jsonReplies: jsonReplies,
+            uncertain: uncertainSave.map {
+                SessionState.Uncertain(xid: $0.xid, mark: $0.mark, ifCommitted: $0.ifCommitted, ageSeconds: Double(now &- $0.at) / 1e9)
+            })
+    }
+
+    /// Whose a handed-off state is: the signed-in user, nil without one.
+    public var handOffOwner: String? { user?.name }
+
+    /// `RESUME token`: takes over the session a stopped server handed off. Its owner only,
+    /// into a session without pending changes; the token is spent.
+    func resume(_ token: String) throws(CommandError) -> Step {
+        guard HandOff.isToken(token) else {
+            throw CommandError(.syntax, "not a resume token: expected rt and 32 hex digits, as the handoff notice gave it")
+        }
+        guard unit.heldCount == 0, unit.depth == 0, uncertainSave == nil else {
+            let what = unit.depth > 0 ? "a nested scratchpad open" : uncertainSave != nil ? "an unsettled SAVE" : "\(unit.current.count) pending change(s)"
+            throw CommandError(.denied, "this session has \(what): SAVE or ROLLBACK before RESUME (a resumed session replaces the unit)")
+        }
+        let owner = handOffOwner, userIdentity = identity, shared = context
+        // Runs as the server: no served role may read records.handoff.
+        return .database(DatabaseWork(identity: .server, counted: counter()) { context in
+            do {
+                let (text, secondsAgo) = try context.retryingOnce { try HandOff.redeem(token, owner: owner, context.connection) }
+                let state: SessionState
+                do {
+                    state = try HandOff.decode(text)
+                } catch {
+                    throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
+                }
+                let model = shared.model
+                let watches = state.watches.filter { model.entity(named: $0.entity) != nil }
+                var seeds: [String: WatchSeed] = [:]
+                var lines: [String] = []
+                if !watches.isEmpty {
+                    var all = shared.watchedEntities
+                    for watched in watches {
+                        let filtered = watched.predicate != nil
+                        if let i = all.firstIndex(where: { $0.entity == watched.entity }) { all[i].filtered = all[i].filtered || filtered }
+                        else { all.append(ChangeFeed.Watch(entity: watched.entity, filtered: filtered)) }
+                    }
+                    try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: all, context.connection) }
+                    let secured = watches.compactMap { model.entity(named: $0.entity) }.filter(\.hasRowSecurity)
+                    if !secured.isEmpty {
+                        context.identity = userIdentity
+                        try context.assumeIdentity()
+                        for entity in secured { seeds[entity.name] = try Self.watchSeed(entity, model: model, context.connection) }
+                    }
+                    lines = watches.map { "watching \($0.entity) again: changes committed while the session moved (\(secondsAgo) s) were not delivered" }
+                }
+                let gone = state.watches.count - watches.count
+                if gone > 0 { lines.append("\(gone) watch(es) dropped: their entities are no longer served") }
+                let depth = state.unit.depth
+                let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
+                                     + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : ""), lines: lines)
+                let taken = seeds
+                return WorkResult(reply: reply) { session in session.restore(state, watches: watches, seeds: taken) }
+            } catch let error as CommandError {
+                return WorkResult(reply: error.reply)
+            } catch {
+                return WorkResult(reply: ErrorMapping.map(error, model: shared.model, connection: context.connection).reply)
+            }
+        })
+    }
+
+    /// On the loop: the session becomes the one handed off.
+    func restore(_ state: SessionState, watches restored: [SessionState.Watched], seeds: [String: WatchSeed]) {
+        unit = state.unit
+        jsonReplies = state.jsonReplies
+        for watched in restored {
+            if let previous = watches[watched.entity] { context.watching(watched.entity, -1, filtered: previous != nil) }
+            context.watching(watched.entity, +1, filtered: watched.predicate != nil)
+            watches[watched.entity] = .some(watched.predicate)
+        }
+        watchSeeds.merge(seeds) { _, new in new }
+        let now = DispatchTime.now().uptimeNanoseconds
+        uncertainSave = state.uncertain.map {
+            let age = UInt64(max(0, $0.ageSeconds) * 1e9)
+            return UncertainCommit(xid: $0.xid, mark: $0.mark, ifCommitted: $0.ifCommitted, at: now > age ? now - age : 0)
+        }
+    }
+}

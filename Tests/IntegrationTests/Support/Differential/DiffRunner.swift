@@ -39,7 +39,10 @@ struct DiffStats {
 final class DiffSchemaRun {
     let schema: DiffSchema
     let seed: String
-    let client: LineClient
+    private(set) var client: LineClient
+    /// Runs before each SAVE and gives the client to go on with: HandOffTests moves the
+    /// session to another server there, so every SAVE writes a unit that was handed off.
+    var beforeSave: ((LineClient) throws -> LineClient)?
     let served: Connection
     let reference: DiffReference
     let generator: DiffGenerator
@@ -171,6 +174,7 @@ final class DiffSchemaRun {
     }
 
     private func exchange(_ line: String) throws -> WireReply {
+        if line == "SAVE", let beforeSave { client = try beforeSave(client) }
         let reply = try client.send(line)
         transcript.append("> " + line)
         transcript += reply.lines.map { "< " + $0 }

@@ -286,6 +286,14 @@ public final class LineConnection {
         }
     }
 
+    /// The token of a pushed `handoff TOKEN (...)` line (the server stopped and handed the
+    /// session off: `RESUME TOKEN` takes it back on any server); nil for any other line.
+    public static func handOffToken(_ pushed: String) -> String? {
+        let words = pushed.split(separator: " ", maxSplits: 2)
+        guard words.count >= 2, words[0] == "handoff" else { return nil }
+        return String(words[1])
+    }
+
     /// The socket, for a caller that waits on it with others (the shell's prompt, stdin).
     public var fileDescriptor: Int32 { fd }
 

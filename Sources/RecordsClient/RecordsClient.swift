@@ -17,7 +17,11 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     private var shutdownConnection: LineConnection?
     var shutdownHandle: LineConnection? { shutdownLock.withLock { shutdownConnection } }
     /// The server's first line (`+OK recordsd 0.1.0 ready ...`).
-    public private(set) var banner = ""
+    public internal(set) var banner = ""
+    /// How to connect and sign in again when the server hands the session off (on `queue`).
+    var endpoint: Endpoint?
+    /// Told `resumed: N pending change(s)` when the session followed a handoff (on `queue`).
+    var resumeHandler: (@Sendable (String) -> Void)?
 
     private init(label: String) {
         queue = DispatchQueue(label: "RecordsClient " + label)
@@ -42,6 +46,7 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             let connection = try LineConnection(host: host, port: port, options: options)
             client.connection = connection
             client.banner = connection.banner
+            client.endpoint = Endpoint(host: host, port: port, options: options)
         }
         await client.askForJSON()
         return client
@@ -72,10 +77,29 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             throw RecordsError.invalidRequest("a request is one line: \(line.prefix(40))...")
         }
         return try await onQueue { [self] () throws(RecordsError) in
-            guard let connection else { throw .connection("closed") }
-            try connection.write(lines.map { $0 + "\n" }.joined())
-            return try (0..<lines.count).map { _ throws(RecordsError) in try connection.readReply() }
+            var replies: [WireReply] = []
+            var resumed = false
+            while true {
+                guard let connection else { throw .connection("closed") }
+                do throws(RecordsError) {
+                    try connection.write(lines[replies.count...].map { $0 + "\n" }.joined())
+                    while replies.count < lines.count { replies.append(try connection.readReply()) }
+                    return replies
+                } catch {
+                    // The server stopped and handed the session off: the lines not answered
+                    // never ran; they go again on the resumed session.
+                    guard !resumed, case .connection = error, let token = Self.handOffToken(connection) else { throw error }
+                    try resume(token)
+                    resumed = true
+                }
+            }
         }
+    }
+
+    /// `handler` is told the server's `resumed: N pending change(s)` each time this session
+    /// follows a handoff to another server (a restart behind a balancer), on the client's queue.
+    public func onResume(_ handler: @escaping @Sendable (String) -> Void) async {
+        _ = try? await onQueue { [self] () throws(RecordsError) in resumeHandler = handler }
     }
 
     /// Sends a request and throws its error, if it is one.
@@ -109,6 +133,7 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     public func auth(user: String, password: String) async throws {
         // AUTH takes raw words; a quoted word is unescaped as a string.
         try await request("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())")
+        _ = try? await onQueue { [self] () throws(RecordsError) in endpoint?.credentials = (user, password) }
         await askForJSON()
     }
 

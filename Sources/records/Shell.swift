@@ -76,6 +76,9 @@ final class Shell {
     let printer: Printer
     let options: CLIOptions
 
+    /// The token of the server's last handoff notice: the next reconnect RESUMEs with it.
+    private var handOffToken: String?
+
     init(connection: LineConnection, connector: Connector, printer: Printer, options: CLIOptions) {
         self.connection = connection
         self.connector = connector
@@ -107,7 +110,7 @@ final class Shell {
             }
         }
         var attributes: [String: [String]] = [:]
-        connection.onPushed = { line in print("! " + line) }
+        connection.onPushed = { [unowned self] line in if let shown = self.shown(pushed: line) { print(shown) } }
         print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
         var pending = 0
         var warned = false
@@ -122,11 +125,11 @@ final class Shell {
                 continue
             }
             if case .connectionLost = typed {
-                guard reconnect(pending: pending, during: nil) else {
+                guard reconnect(pending: pending, during: nil) != nil else {
                     write_history(history)
                     return 3
                 }
-                pending = 0
+                pending = (try? Self.pendingCount(on: connection)) ?? 0
                 continue
             }
             guard case .line(let text) = typed else {
@@ -190,11 +193,11 @@ final class Shell {
                 } catch let error as UsageError {
                     printer.note(error.description)
                 } catch {
-                    guard reconnect(pending: pending, during: line) else {
+                    guard reconnect(pending: pending, during: line) != nil else {
                         write_history(history)
                         return 3
                     }
-                    pending = 0
+                    pending = (try? Self.pendingCount(on: connection)) ?? 0
                 }
                 continue
             }
@@ -209,12 +212,18 @@ final class Shell {
                 request += "\n" + data.map(CSVRecords.stuffed).joined(separator: "\n") + "\n."
             }
             let started = Date()
-            guard let reply = try? connection.send(request) else {
-                guard reconnect(pending: pending, during: line) else {
+            var answered = try? connection.send(request)
+            if answered == nil {
+                guard let how = reconnect(pending: pending, during: line) else {
                     write_history(history)
                     return 3
                 }
-                pending = 0
+                // Resumed: the line got no reply, so it never ran (a stopping server reads
+                // nothing after its handoff notice); it runs now on the resumed session.
+                if how == .resumed { answered = try? connection.send(request) }
+            }
+            guard let reply = answered else {
+                pending = (try? Self.pendingCount(on: connection)) ?? 0
                 continue
             }
             if clibedit_take_sigint() != 0 {
@@ -238,24 +247,57 @@ final class Shell {
         return 0
     }
 
+    /// How a lost connection was replaced.
+    enum Reconnected { case fresh, resumed }
+
+    /// A pushed line as printed, nil when it is not: a handoff notice is kept (the reconnect
+    /// that follows resumes with it and says so in one line), and the shutdown after it is
+    /// said by that line too.
+    private func shown(pushed line: String) -> String? {
+        if let token = LineConnection.handOffToken(line) {
+            handOffToken = token
+            return nil
+        }
+        if handOffToken != nil && line.hasPrefix("shutdown ") { return nil }
+        return "! " + line
+    }
+
     /// The server went away (a restart, say): connect again the same way, a few times over
-    /// some seconds, saying what was lost with the old session. False when it stays away.
-    private func reconnect(pending: Int, during command: String?) -> Bool {
-        var lost = "the connection to the server was lost"
-        if let command { lost += " during `\(command.prefix(60))`, which may or may not have run" }
-        if pending > 0 { lost += "; its \(pending) pending change(s) went with the session" }
-        printer.note(lost + "; reconnecting...")
-        for attempt in 0..<20 {
-            if attempt > 0 { usleep(500_000) }
+    /// some seconds. After a handoff notice the session is RESUMEd and one line says so;
+    /// otherwise it says what was lost with the old session. Nil when the server stays away.
+    private func reconnect(pending: Int, during command: String?) -> Reconnected? {
+        // What arrived unread (a write that failed read nothing) may hold the handoff notice.
+        for line in (try? connection.takeArrivedPushes()) ?? [] {
+            if let shown = shown(pushed: line) { print(shown) }
+        }
+        if handOffToken == nil {
+            var lost = "the connection to the server was lost"
+            if let command { lost += " during `\(command.prefix(60))`, which may or may not have run" }
+            if pending > 0 { lost += "; its \(pending) pending change(s) went with the session" }
+            printer.note(lost + "; reconnecting...")
+        }
+        for attempt in 0..<40 {
+            if attempt > 0 { usleep(250_000) }
             if clibedit_take_sigint() != 0 { break }
             guard let fresh = try? connector.connect() else { continue }
             connection = fresh
-            connection.onPushed = { line in print("! " + line) }
-            printer.note("reconnected to \(options.host):\(options.port): a new session, with no pending changes and no WATCH")
-            return true
+            connection.onPushed = { [unowned self] line in if let shown = self.shown(pushed: line) { print(shown) } }
+            guard let token = handOffToken else {
+                printer.note("reconnected to \(options.host):\(options.port): a new session, with no pending changes and no WATCH")
+                return .fresh
+            }
+            handOffToken = nil
+            guard let resumed = try? fresh.send("RESUME " + token) else { continue }
+            guard resumed.isOK else {
+                printer.note("the server restarted and this session could not be resumed (\(resumed.statusText)): a new session, with no pending changes and no WATCH")
+                return .fresh
+            }
+            for line in resumed.lines { printer.note(line) }
+            printer.note(resumed.message)
+            return .resumed
         }
         printer.note("could not reconnect to \(options.host):\(options.port)")
-        return false
+        return nil
     }
 
     /// A line typed at the prompt, while events pushed by the server (WATCH) are printed above
@@ -274,9 +316,10 @@ final class Shell {
                     print("")
                     return .connectionLost
                 }
-                if !pushed.isEmpty {
+                let lines = pushed.compactMap(shown(pushed:))
+                if !lines.isEmpty {
                     // Above the line being typed, which is then drawn again as it was.
-                    print("\r\u{1B}[K" + pushed.map { "! " + $0 }.joined(separator: "\n"))
+                    print("\r\u{1B}[K" + lines.joined(separator: "\n"))
                     rl_forced_update_display()
                 }
             }

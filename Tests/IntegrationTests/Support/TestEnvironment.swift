@@ -16,6 +16,11 @@ enum TestEnvironment {
 
     static var migrations: String { root + "/migrations" }
 
+    /// The `records` CLI.
+    static var recordsBinary: String {
+        environment["RECORDS_BIN"] ?? root + "/.build/debug/records"
+    }
+
     static var recordsdBinary: String {
         environment["RECORDSD_BIN"] ?? root + "/.build/debug/recordsd"
     }

@@ -1,0 +1,68 @@
+import Foundation
+
+// MARK: - Following a session to another server
+
+/// How this client reached its server and signed in, to do it again after a server stopped
+/// (queue-confined, as the connection).
+struct Endpoint {
+    var host: String
+    var port: Int
+    var options: LineConnection.Options
+    var credentials: (user: String, password: String)?
+}
+
+extension RecordsClient {
+    /// The token of a `! handoff TOKEN ...` notice pushed on `connection`, what arrived
+    /// unread included (a write that failed read nothing).
+    static func handOffToken(_ connection: LineConnection) -> String? {
+        if let arrived = try? connection.takeArrivedPushes() { connection.pushed += arrived }
+        return connection.pushed.last { $0.hasPrefix("handoff ") }.flatMap(LineConnection.handOffToken)
+    }
+
+    /// On the queue: the connection broke after the server handed the session off. Connects
+    /// again the same way (a balancer sends it to a live server), a few times over some
+    /// seconds, signs in as before, and RESUMEs. The requests that got no reply never ran (a
+    /// stopping server reads nothing after its handoff notice), so the caller sends them again.
+    func resume(_ token: String) throws(RecordsError) {
+        guard let endpoint else { throw .connection("closed") }
+        connection?.close()
+        connection = nil
+        var last = RecordsError.connection("the server stopped and handed this session off")
+        for attempt in 0..<Self.resumeAttempts {
+            if attempt > 0 { usleep(Self.resumeInterval) }
+            let fresh: LineConnection
+            do throws(RecordsError) {
+                fresh = try LineConnection(host: endpoint.host, port: endpoint.port, options: endpoint.options)
+            } catch {
+                last = error
+                continue
+            }
+            do throws(RecordsError) {
+                if let (user, password) = endpoint.credentials {
+                    try fresh.send("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())").checked()
+                }
+                let resumed = try fresh.send("RESUME " + token)
+                if resumed.code == "UNAVAILABLE" {
+                    fresh.close()
+                    last = .server(code: "UNAVAILABLE", message: resumed.message, details: resumed.lines)
+                    continue
+                }
+                try resumed.checked()  // spent, expired, another user's: no retry helps
+                connection = fresh
+                banner = fresh.banner
+                resumeHandler?(resumed.message)
+                return
+            } catch .connection(let text) {
+                fresh.close()
+                last = .connection(text)
+            } catch {
+                fresh.close()
+                throw error
+            }
+        }
+        throw last
+    }
+
+    static let resumeAttempts = 40
+    static let resumeInterval: useconds_t = 250_000
+}

@@ -1,0 +1,93 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+import RecordsClient
+import Testing
+
+/// A rolling restart as a deployment does it: HAProxy in front of two replicas, PgBouncer
+/// behind them, each replica stopped and started again in turn while clients hold units of
+/// work. Clients follow their sessions by themselves; nothing is lost or written twice.
+@Suite(.serialized) struct BalancerTests {
+    final class Said: @unchecked Sendable {  // guarded by `lock`
+        private let lock = NSLock()
+        private var lines: [String] = []
+        func add(_ line: String) { lock.withLock { lines.append(line) } }
+        var all: [String] { lock.withLock { lines } }
+    }
+
+    @Test func aRollingRestartLosesNoUnitOfAnyLibraryClient() async throws {
+        let stack = try BalancedStack()
+        let said = Said()
+        var clients: [RecordsClient] = []
+        var expected: [Int] = []
+        for index in 0..<8 {
+            let client = try await RecordsClient.connect(stack.url)
+            await client.onResume { said.add($0) }
+            let count = 1 + index % 5
+            for row in 0..<count { _ = try await client.insert("project", ["name": "c\(index)-\(row)"]) }
+            clients.append(client)
+            expected.append(count)
+        }
+        // Each replica in turn, twice: every session moves at least once, some twice.
+        for round in 0..<2 {
+            for replica in 0..<2 {
+                stack.stop(replica)
+                try stack.start(replica)
+                // One more change on every session between restarts: sent on a connection
+                // whose server stopped, it runs once, on the resumed session.
+                for (index, client) in clients.enumerated() {
+                    _ = try await client.insert("project", ["name": "c\(index)-r\(round)-\(replica)"])
+                    expected[index] += 1
+                }
+            }
+        }
+        for (index, client) in clients.enumerated() {
+            #expect(try await client.pendingCount().pending == expected[index], "client \(index)")
+            let saved = try await client.save()
+            #expect(saved.ids.count == expected[index], "client \(index): \(saved.summary)")
+        }
+        let db = try Connection(stack.databaseURL)
+        for index in 0..<clients.count {
+            let rows = try db.query("SELECT count(*), count(DISTINCT name) FROM project WHERE name LIKE $1", ["c\(index)-%"])
+            #expect(rows.string(0, 0) == "\(expected[index])" && rows.string(0, 1) == "\(expected[index])", "client \(index)")
+        }
+        #expect(try db.query("SELECT count(*) FROM records.handoff").string(0, 0) == "0")
+        // Every move was one line: `resumed: N pending change(s)`.
+        #expect(said.all.count >= clients.count * 2, "\(said.all)")
+        #expect(said.all.allSatisfy { $0.hasPrefix("resumed: ") && $0.hasSuffix(" pending change(s)") }, "\(said.all)")
+        for client in clients { await client.close() }
+    }
+
+    @Test func theShellResumesAfterARestartAndSaysSoInOneLine() throws {
+        let stack = try BalancedStack()
+        // The shell makes two changes; then both replicas are restarted in turn (the one the
+        // shell is on hands it off; it reconnects through the balancer and resumes at its
+        // prompt); a third change and SAVE follow.
+        let marks = stack.directory + "/marks"
+        try FileManager.default.createDirectory(atPath: marks, withIntermediateDirectories: true)
+        let handed = Handed(stack)
+        let restarter = Thread {
+            let stack = handed.value
+            while !FileManager.default.fileExists(atPath: marks + "/go") { usleep(50_000) }
+            for replica in 0..<2 {
+                stack.stop(replica)
+                try? stack.start(replica)
+            }
+            FileManager.default.createFile(atPath: marks + "/done", contents: nil)
+        }
+        restarter.start()
+        let out = try typedShell(port: stack.balancerPort, [
+            (#"INSERT project name="shell-1"\#r"#, 1), (#"INSERT project name="shell-2"\#r"#, 1),
+            ("run:touch \(marks)/go; for i in $(seq 600); do [ -f \(marks)/done ] && break; sleep 0.1; done", 1.5),
+            (#"INSERT project name="shell-3"\#r"#, 1), ("SAVE\r", 1.5), ("QUIT\r", 1),
+        ])
+        #expect(out.contains("resumed: 2 pending change(s)\nlocalhost [2]> "), "\(out)")
+        #expect(out.contains("localhost [3]> SAVE"), "\(out)")
+        #expect(!out.contains("! shutdown") && !out.contains("! handoff") && !out.contains("reconnecting"), "\(out)")
+        #expect(out.hasSuffix("exit 0\n"), "\(out)")
+        let db = try Connection(stack.databaseURL)
+        #expect(try db.query("SELECT string_agg(name, ',' ORDER BY name) FROM project WHERE name LIKE 'shell-%'").string(0, 0) == "shell-1,shell-2,shell-3")
+    }
+}

@@ -21,10 +21,11 @@ RUN swift build -c release --static-swift-stdlib -Xlinker -s --product recordsd 
  && swift build -c release --static-swift-stdlib -Xlinker -s --product records
 
 # The integration suite, run by `docker compose run --rm integration` against the stack.
-# PostgreSQL's server binaries are here too: some tests start a cluster of their own.
+# PostgreSQL's server binaries are here too: some tests start a cluster of their own; HAProxy and
+# PgBouncer for BalancerTests, which run the deployment's shape on loopback.
 FROM build AS test
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql haproxy pgbouncer \
  && rm -rf /var/lib/apt/lists/*
 COPY Tests Tests
 COPY Examples Examples

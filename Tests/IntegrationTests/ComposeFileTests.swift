@@ -42,14 +42,21 @@ import Testing
         #expect(missing != 0)
         #expect(complaint.contains("set RECORDS_SECRETS to a directory made by scripts/compose-secrets"))
         let (_, services) = try compose(["--profile", "test", "config", "--services"])
-        #expect(Set(services.split(separator: "\n").map(String.init)) == ["postgres", "migrate", "users", "recordsd-1", "recordsd-2", "integration"])
+        #expect(Set(services.split(separator: "\n").map(String.init)) == ["postgres", "migrate", "users", "recordsd-1", "recordsd-2", "balancer", "integration"])
         let (_, config) = try compose(["--profile", "test", "config"])
         #expect(config.contains("RECORDS_SECOND_URL: records://admin@recordsd-2:7878?tls=require"))
         #expect(config.contains("condition: service_healthy"))
         // What keeps it running: every long-running service restarts, its logs rotate,
         // PostgreSQL is checked over TCP, replicas get more than --shutdown-grace to stop.
-        #expect(config.components(separatedBy: "restart: unless-stopped").count - 1 == 3)
-        #expect(config.components(separatedBy: "max-size: 10m").count - 1 == 3)
+        #expect(config.components(separatedBy: "restart: unless-stopped").count - 1 == 4)
+        #expect(config.components(separatedBy: "max-size: 10m").count - 1 == 4)
+        // The balancer: HAProxy's own config, TCP in front of both replicas.
+        #expect(config.contains("RECORDS_BALANCER_URL: records://admin@balancer:7870?tls=require"))
+        let haproxy = try String(contentsOfFile: TestEnvironment.root + "/docker/haproxy/haproxy.cfg", encoding: .utf8)
+        #expect(haproxy.contains("mode tcp") && haproxy.contains("server recordsd-1 recordsd-1:7878") && haproxy.contains("server recordsd-2 recordsd-2:7878"))
+        // HAProxy itself checks the file (the replicas' names need not resolve here).
+        let checked = try runProcess("/usr/sbin/haproxy", ["-c", "-f", TestEnvironment.root + "/docker/haproxy/haproxy.cfg"])
+        #expect(checked.status == 0 && (checked.output + checked.error).contains("Configuration file is valid"), "\(checked)")
         #expect(config.contains("pg_isready -h 127.0.0.1 -U records -d records"))
         #expect(config.components(separatedBy: "stop_grace_period: 30s").count - 1 == 2)
         // Your own migrations, mounted for the migrate service.

@@ -81,4 +81,19 @@ import Testing
 /// The migrations this suite's server applies.
 func migrationFileCount() throws -> Int {
     try FileManager.default.contentsOfDirectory(atPath: TestEnvironment.migrations).filter { $0.hasSuffix(".sql") }.count
+
+    /// Under compose, the stack's balancer serves the replicas (locally BalancerTests start
+    /// HAProxy in front of two servers themselves).
+    @Test func theBalancerServesTheReplicas() throws {
+        guard let text = TestEnvironment.environment["RECORDS_BALANCER_URL"] else { return }
+        guard let url = URLComponents(string: text), let host = url.host else { throw TestFailure("bad endpoint \(text)") }
+        let balancer = Endpoint(host: host, port: url.port ?? 7870, user: url.user,
+                                startTLS: url.queryItems?.contains { $0.name == "tls" && $0.value == "require" } == true)
+        let name = "balanced-" + UUID().uuidString
+        let client = try Self.client(balancer)
+        try client.ok("INSERT game name=\"\(name)\"")
+        #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        try client.ok("DELETE game WHERE name == \"\(name)\"")
+        #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
+    }
 }

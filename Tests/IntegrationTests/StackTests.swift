@@ -76,11 +76,6 @@ import Testing
         try editor.ok("DELETE game WHERE name == \"\(name)\"")
         #expect(try editor.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
     }
-}
-
-/// The migrations this suite's server applies.
-func migrationFileCount() throws -> Int {
-    try FileManager.default.contentsOfDirectory(atPath: TestEnvironment.migrations).filter { $0.hasSuffix(".sql") }.count
 
     /// Under compose, the stack's balancer serves the replicas (locally BalancerTests start
     /// HAProxy in front of two servers themselves).
@@ -96,4 +91,10 @@ func migrationFileCount() throws -> Int {
         try client.ok("DELETE game WHERE name == \"\(name)\"")
         #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
     }
+
+}
+
+/// The migrations this suite's server applies.
+func migrationFileCount() throws -> Int {
+    try FileManager.default.contentsOfDirectory(atPath: TestEnvironment.migrations).filter { $0.hasSuffix(".sql") }.count
 }

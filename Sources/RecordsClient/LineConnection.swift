@@ -248,7 +248,7 @@ public final class LineConnection {
             while let event = reader.next(dotStuffed: dotStuffed, onLine: onLine) {
                 switch event {
                 case .reply(let reply): return reply
-                case .pushed(let line): if let onPushed { onPushed(line) } else { pushed.append(line) }
+                case .pushed(let line): if let onPushed { onPushed(arrived(line)) } else { pushed.append(arrived(line)) }
                 }
             }
             guard try fill() else { throw .connection("the server closed the connection") }
@@ -268,7 +268,7 @@ public final class LineConnection {
                 switch piece {
                 case .data(let line): return .data(line)
                 case .reply(let reply): return .end(reply)
-                case .pushed(let text): if let onPushed { onPushed(text) } else { pushed.append(text) }
+                case .pushed(let text): if let onPushed { onPushed(arrived(text)) } else { pushed.append(arrived(text)) }
                 }
             }
             guard try fill() else { throw .connection("the server closed the connection") }
@@ -280,10 +280,25 @@ public final class LineConnection {
         if !pushed.isEmpty { return pushed.removeFirst() }
         while true {
             while let event = reader.next() {
-                if case .pushed(let line) = event { return line }
+                if case .pushed(let line) = event { return arrived(line) }
             }
             guard try fill() else { return nil }
         }
+    }
+
+    /// The token of the last `handoff` notice pushed on this connection: `RESUME` with it takes
+    /// the session back on any server after this one stopped (or, with --durable-units, crashed).
+    public private(set) var handOffToken: String?
+
+    /// The server said it is stopping (`! shutdown ...`): a request it did not answer was not
+    /// run (a stopping server reads nothing after its notices), so it may be sent again.
+    public private(set) var serverStopped = false
+
+    /// A pushed line as it arrives: a handoff notice's token is kept, a shutdown noted.
+    private func arrived(_ line: String) -> String {
+        if let token = Self.handOffToken(line) { handOffToken = token }
+        if line.hasPrefix("shutdown ") { serverStopped = true }
+        return line
     }
 
     /// The token of a pushed `handoff TOKEN (...)` line (the server stopped and handed the
@@ -306,11 +321,24 @@ public final class LineConnection {
         var lines: [String] = []
         while true {
             while let event = reader.next() {
-                if case .pushed(let line) = event { lines.append(line) }
+                if case .pushed(let line) = event { lines.append(arrived(line)) }
             }
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard tls?.hasBufferedInput == true || poll(&entry, 1, 0) > 0 else { return lines }
             guard try fill() else { return lines.isEmpty ? nil : lines }
+        }
+    }
+
+    /// Takes what arrived without blocking (pushed lines go to `onPushed` or `pushed`); true
+    /// when the server has closed the connection.
+    public func closedByServer() -> Bool {
+        while true {
+            while let event = reader.next() {
+                if case .pushed(let line) = event { if let onPushed { onPushed(arrived(line)) } else { pushed.append(arrived(line)) } }
+            }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard tls?.hasBufferedInput == true || poll(&entry, 1, 0) > 0 else { return false }
+            guard (try? fill()) == true else { return true }
         }
     }
 

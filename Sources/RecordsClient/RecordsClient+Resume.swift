@@ -12,11 +12,11 @@ struct Endpoint {
 }
 
 extension RecordsClient {
-    /// The token of a `! handoff TOKEN ...` notice pushed on `connection`, what arrived
+    /// The token of the last `! handoff TOKEN ...` notice pushed on `connection`, what arrived
     /// unread included (a write that failed read nothing).
     static func handOffToken(_ connection: LineConnection) -> String? {
-        if let arrived = try? connection.takeArrivedPushes() { connection.pushed += arrived }
-        return connection.pushed.last { $0.hasPrefix("handoff ") }.flatMap(LineConnection.handOffToken)
+        _ = connection.closedByServer()
+        return connection.handOffToken
     }
 
     /// On the queue: the connection broke after the server handed the session off. Connects

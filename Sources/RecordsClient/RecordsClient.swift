@@ -81,16 +81,30 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             var resumed = false
             while true {
                 guard let connection else { throw .connection("closed") }
+                // A session that has a token (--durable-units; its notice may still be unread)
+                // may have lost its server while idle: found closed before anything is sent, it
+                // is resumed first (one poll, no wait).
+                if replies.isEmpty, !resumed, connection.closedByServer(), let token = connection.handOffToken {
+                    try resume(token)
+                    resumed = true
+                    continue
+                }
                 do throws(RecordsError) {
                     try connection.write(lines[replies.count...].map { $0 + "\n" }.joined())
                     while replies.count < lines.count { replies.append(try connection.readReply()) }
                     return replies
                 } catch {
                     // The server stopped and handed the session off: the lines not answered
-                    // never ran; they go again on the resumed session.
+                    // never ran; they go again on the resumed session. After a crash (a durable
+                    // session's token) the session is resumed, but an unanswered line may have
+                    // run: that is said, not guessed.
                     guard !resumed, case .connection = error, let token = Self.handOffToken(connection) else { throw error }
+                    let stopped = connection.serverStopped
                     try resume(token)
                     resumed = true
+                    guard stopped else {
+                        throw RecordsError.connection("the server went away during this request, which may or may not have run; the session was resumed on another server: check changes()")
+                    }
                 }
             }
         }

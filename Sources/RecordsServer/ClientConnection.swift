@@ -32,6 +32,13 @@ final class ClientConnection {
     var pushedBack: LineFramer.Event?
     /// A streaming step waiting for the output to drain below the high-water mark.
     var waitingSink: StreamSink?
+    /// --durable-units: the token its state is written under (told to the client with the
+    /// first write), and the session's `stateVersion` last written.
+    var durableToken: String?
+    var writtenVersion = 0
+    var announced = false
+    /// The session ended with QUIT (its durable state goes, nothing to resume).
+    var quit = false
 
     init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int, now: UInt64) {
         self.id = id

@@ -44,6 +44,9 @@ struct ConnectionStateMachine: Equatable {
     private(set) var peerClosed = false
     /// The running step has been slow: replies held behind it go out without waiting.
     private(set) var flushHeld = false
+    /// The step is writing the session's state (--durable-units): the replies it covers are
+    /// acknowledged only once it is written, so none goes out before, however slow.
+    private(set) var persisting = false
     /// The epoll interest last set.
     private(set) var interest: UInt32 = 0
     /// Past this much unsent output the client is not read (backpressure).
@@ -112,6 +115,14 @@ struct ConnectionStateMachine: Equatable {
         flushHeld = false
     }
 
+    /// The session's state is being written (--durable-units): like a step, and what it
+    /// answered so far waits for it.
+    mutating func startedPersisting() {
+        guard state != .closed else { return }
+        startedDatabase()
+        persisting = true
+    }
+
     /// The IMPORT's `.` arrived: its COPY's reply is awaited, or (`answered`) already sent.
     mutating func importEnded(answered: Bool) {
         guard state == .importing else { return }
@@ -123,11 +134,12 @@ struct ConnectionStateMachine: Equatable {
         guard state == .awaitingDatabase else { return }
         state = stopping ? .closing : .reading
         flushHeld = false
+        persisting = false
     }
 
     /// The running step has lasted a tick: replies held behind it go out.
     mutating func stepIsSlow() {
-        if state == .awaitingDatabase { flushHeld = true }
+        if state == .awaitingDatabase && !persisting { flushHeld = true }
     }
 
     mutating func peerDidClose() { peerClosed = true }
@@ -148,7 +160,7 @@ struct ConnectionStateMachine: Equatable {
     /// While a step runs, the replies before it wait to leave with its own (one write, one
     /// wake-up of the client instead of two), unless they pile up or the step is slow.
     func shouldFlush(pendingOutput: Int) -> Bool {
-        pendingOutput > 0 && (!isBusy || pendingOutput >= highWater / 2 || flushHeld)
+        pendingOutput > 0 && (!isBusy || !persisting && (pendingOutput >= highWater / 2 || flushHeld))
     }
 
     /// The session may take lines again after this turn (it stopped for its budget).

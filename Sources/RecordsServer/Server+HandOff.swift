@@ -1,45 +1,36 @@
 import Postgres
 import Records
 
-// MARK: - Shutdown: sessions handed off for RESUME on any server
+// MARK: - Sessions kept in PostgreSQL: handed off at shutdown, written as they change (durable)
 
 extension Server {
     /// Shutting down, the connections are idle: a session with something to keep (pending
-    /// changes, scratchpads, watches, an unsettled SAVE) is written to `records.handoff`, all in
-    /// one pool job, and its client is given the token; the others are told goodbye. Each
-    /// closes once told. A handing-off connection counts as busy: it reads nothing more.
+    /// changes, scratchpads, watches, an unsettled SAVE; with --durable-units, any session
+    /// already written) is written to `records.handoff`, all in one pool job, and its client
+    /// is given the token; the others are told goodbye. Each closes once told. A handing-off
+    /// connection counts as busy: it reads nothing more.
     func farewell(_ idle: [ClientConnection]) {
         var entries: [HandOff.Entry] = []
         var handing: [ClientConnection] = []
         for connection in idle {
-            guard let state = connection.session.handOffState(), let text = try? HandOff.encode(state) else {
+            let session = connection.session
+            guard let state = connection.durableToken != nil ? session.state() : session.handOffState(),
+                  let text = try? HandOff.encode(state) else {
                 connection.push("shutdown recordsd is stopping")
                 connection.machine.closeWhenIdle()
                 service(connection)
                 continue
             }
-            entries.append(HandOff.Entry(token: HandOff.newToken(), owner: connection.session.handOffOwner, state: text, pending: state.pendingCount))
+            let token = connection.durableToken ?? HandOff.newToken()
+            entries.append(HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount))
             handing.append(connection)
+            connection.durableToken = nil  // written closed here: nothing more to mark when it closes
             connection.machine.startedDatabase()
         }
         guard !entries.isEmpty else { return }
-        let ids = handing.map(\.id), ttl = configuration.resumeTTL
+        let ids = handing.map(\.id)
         let notices = entries.map { (token: $0.token, pending: $0.pending) }
-        pool.submit(.proven) { [inbox, entries] database in
-            var failure: String?
-            do {
-                let lease = try database.get()
-                func store() throws {
-                    try lease.connection.assume(.server)  // records.handoff is no served role's
-                    try HandOff.store(entries, ttl: ttl, lease.connection)
-                }
-                do { try store() } catch let error as PostgresError where error.kind == .connection {
-                    _ = try lease.reconnect()
-                    try store()
-                }
-            } catch {
-                failure = (error as? PostgresError)?.message ?? "\(error)"
-            }
+        write(entries, open: false) { [inbox] failure in
             inbox.post(.handedOff(connections: ids, notices: notices, failure: failure))
         }
     }
@@ -59,10 +50,87 @@ extension Server {
             if let failure {
                 connection.push("shutdown recordsd is stopping; this session could not be handed off (\(failure)): its \(notice.pending) pending change(s) are lost")
             } else {
-                connection.push("handoff \(notice.token) (\(notice.pending) pending change(s)): RESUME \(notice.token) on any server within \(configuration.resumeTTL) s restores this session")
+                connection.push(Self.handOffNotice(notice.token, pending: notice.pending, ttl: configuration.resumeTTL))
                 connection.push("shutdown recordsd is stopping")
             }
             service(connection)
+        }
+    }
+
+    static func handOffNotice(_ token: String, pending: Int, ttl: Int) -> String {
+        "handoff \(token) (\(pending) pending change(s)): RESUME \(token) on any server within \(ttl) s restores this session"
+    }
+
+    /// --durable-units: the session changed since its state was last written (an edit, a
+    /// SAVE, a WATCH ...): write it now; the replies that changed it wait for the write.
+    func persistIfChanged(_ connection: ClientConnection) {
+        let session = connection.session
+        guard !stopping, !connection.busy, !connection.machine.isClosing, session.stateVersion != connection.writtenVersion else { return }
+        // Nothing ever held: nothing to write, nor to announce (most sessions only read).
+        let state = session.state()
+        guard connection.durableToken != nil || state.unit.heldCount > 0 || state.unit.depth > 0 || !state.watches.isEmpty,
+              let text = try? HandOff.encode(state) else {
+            connection.writtenVersion = session.stateVersion
+            return
+        }
+        let token = connection.durableToken ?? HandOff.newToken()
+        connection.durableToken = token
+        let version = session.stateVersion, pending = state.pendingCount, id = connection.id
+        connection.machine.startedPersisting()
+        write([HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: pending)], open: true) { [inbox] failure in
+            inbox.post(.persisted(connection: id, version: version, pending: pending, failure: failure))
+        }
+    }
+
+    /// On the loop: the state is written; the replies it held go out (with the token, the
+    /// first time).
+    func persisted(_ connection: ClientConnection, version: Int, pending: Int, failure: String?) {
+        connection.machine.databaseFinished(stopping: stopping)
+        if let failure {
+            // Answered all the same: the edit is in the session; only a crash would lose it.
+            Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
+            connection.push("durable: this session's state could not be written to PostgreSQL (\(failure)); a server crash now would lose its pending changes")
+            connection.writtenVersion = version
+        } else {
+            if !connection.announced, let token = connection.durableToken {
+                connection.announced = true
+                connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
+            }
+            connection.writtenVersion = version
+        }
+        service(connection)
+    }
+
+    /// A durable session closed: with QUIT its state goes; otherwise it stays to be resumed,
+    /// marked closed (RESUME then need not wait for this server to be gone).
+    func durableSessionEnded(_ token: String, quit: Bool) {
+        pool.submit(.proven) { database in
+            guard let lease = try? database.get() else { return }
+            _ = try? lease.connection.assume(.server)
+            _ = try? HandOff.sessionEnded(token, quit: quit, lease.connection)
+        }
+    }
+
+    /// Writes session states on a pool worker, as the server's own login (records.handoff is
+    /// no served role's), once more on a fresh connection when the first one is dead.
+    func write(_ entries: [HandOff.Entry], open: Bool, then done: @escaping @Sendable (String?) -> Void) {
+        let ttl = configuration.resumeTTL, server = context.serverID
+        pool.submit(.proven) { [entries] database in
+            var failure: String?
+            do {
+                let lease = try database.get()
+                func store() throws {
+                    try lease.connection.assume(.server)
+                    try HandOff.store(entries, ttl: ttl, server: server, open: open, lease.connection)
+                }
+                do { try store() } catch let error as PostgresError where error.kind == .connection {
+                    _ = try lease.reconnect()
+                    try store()
+                }
+            } catch {
+                failure = (error as? PostgresError)?.message ?? "\(error)"
+            }
+            done(failure)
         }
     }
 }

@@ -22,6 +22,8 @@ enum ServerMessage: Sendable {
     case filtered(connections: [Int], lines: PushLines, unchecked: Int = 0)
     /// Sessions handed off at shutdown were stored (or not: `failure`).
     case handedOff(connections: [Int], notices: [(token: String, pending: Int)], failure: String?)
+    /// A session's durable state was written (`version`), or not (`failure`).
+    case persisted(connection: Int, version: Int, pending: Int, failure: String?)
     case stop
 }
 
@@ -49,6 +51,9 @@ public final class Server {
         public var shutdownGrace = 10
         /// Seconds a session handed off at shutdown waits for its RESUME.
         public var resumeTTL = HandOff.defaultTTL
+        /// --durable-units: each session's state is written to PostgreSQL whenever it changes,
+        /// before the replies that changed it go out, so a crash loses nothing acknowledged.
+        public var durableUnits = false
         /// Bytes of one line from a session that has not signed in.
         public var preAuthLineLength = 4096
         /// Seconds a streamed reply waits for a client that reads nothing.
@@ -179,6 +184,9 @@ public final class Server {
             }
         case .handedOff(let ids, let notices, let failure):
             handedOff(ids, notices: notices, failure: failure)
+        case .persisted(let id, let version, let pending, let failure):
+            guard let connection = byID[id] else { return }
+            persisted(connection, version: version, pending: pending, failure: failure)
         case .stop:
             beginShutdown()
         }
@@ -348,6 +356,7 @@ public final class Server {
                 }
             }
             if progressed { connection.lastActivity = now() }  // once per turn, not per line
+            if configuration.durableUnits { persistIfChanged(connection) }
             let held = connection.pendingOutput
             if connection.machine.shouldFlush(pendingOutput: held) {
                 let flushed = connection.flush()
@@ -402,6 +411,7 @@ public final class Server {
         case .close(let reply):
             connection.append(bytes: encoded(reply))
             connection.machine.stepped(.close)
+            connection.quit = true  // QUIT: its pending changes are dropped, nothing to resume
         case .skipData(let reply):
             connection.append(bytes: encoded(reply))
             connection.machine.stepped(.skipData)
@@ -507,6 +517,7 @@ public final class Server {
 
     func closeConnection(_ connection: ClientConnection) {
         guard !connection.closed else { return }
+        if let token = connection.durableToken { durableSessionEnded(token, quit: connection.quit) }
         connection.machine.didClose()
         connection.session.close()
         connection.waitingSink?.release(gone: true)

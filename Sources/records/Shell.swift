@@ -78,6 +78,8 @@ final class Shell {
 
     /// The token of the server's last handoff notice: the next reconnect RESUMEs with it.
     private var handOffToken: String?
+    /// The server said it is stopping: a line it did not answer did not run.
+    private var serverStopped = false
 
     init(connection: LineConnection, connector: Connector, printer: Printer, options: CLIOptions) {
         self.connection = connection
@@ -218,9 +220,14 @@ final class Shell {
                     write_history(history)
                     return 3
                 }
-                // Resumed: the line got no reply, so it never ran (a stopping server reads
-                // nothing after its handoff notice); it runs now on the resumed session.
-                if how == .resumed { answered = try? connection.send(request) }
+                // Resumed after the server stopped: the line got no reply, so it never ran (a
+                // stopping server reads nothing after its notices); it runs now. After a crash
+                // it may have run: that is said instead.
+                switch how {
+                case .resumed(rerun: true): answered = try? connection.send(request)
+                case .resumed(rerun: false): printer.note("`\(line.prefix(60))` got no reply and may or may not have run: CHANGES shows the unit")
+                case .fresh: break
+                }
             }
             guard let reply = answered else {
                 pending = (try? Self.pendingCount(on: connection)) ?? 0
@@ -248,7 +255,7 @@ final class Shell {
     }
 
     /// How a lost connection was replaced.
-    enum Reconnected { case fresh, resumed }
+    enum Reconnected: Equatable { case fresh, resumed(rerun: Bool) }
 
     /// A pushed line as printed, nil when it is not: a handoff notice is kept (the reconnect
     /// that follows resumes with it and says so in one line), and the shutdown after it is
@@ -258,7 +265,10 @@ final class Shell {
             handOffToken = token
             return nil
         }
-        if handOffToken != nil && line.hasPrefix("shutdown ") { return nil }
+        if line.hasPrefix("shutdown ") {
+            serverStopped = true
+            if handOffToken != nil { return nil }
+        }
         return "! " + line
     }
 
@@ -286,7 +296,9 @@ final class Shell {
                 printer.note("reconnected to \(options.host):\(options.port): a new session, with no pending changes and no WATCH")
                 return .fresh
             }
+            let stopped = serverStopped
             handOffToken = nil
+            serverStopped = false
             guard let resumed = try? fresh.send("RESUME " + token) else { continue }
             guard resumed.isOK else {
                 printer.note("the server restarted and this session could not be resumed (\(resumed.statusText)): a new session, with no pending changes and no WATCH")
@@ -294,7 +306,7 @@ final class Shell {
             }
             for line in resumed.lines { printer.note(line) }
             printer.note(resumed.message)
-            return .resumed
+            return .resumed(rerun: stopped)
         }
         printer.note("could not reconnect to \(options.host):\(options.port)")
         return nil

@@ -165,6 +165,7 @@ struct ServeCommand {
         configuration.maxReplyBytes = options.maxReplyBytes
         configuration.shutdownGrace = options.shutdownGrace
         configuration.resumeTTL = options.resumeTTL
+        configuration.durableUnits = options.durableUnits
         configuration.replyStallSeconds = options.replyStall
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
         configuration.tls = tls

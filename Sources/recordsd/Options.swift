@@ -35,6 +35,8 @@ struct Options {
     var shutdownGrace = 10
     /// Seconds a session handed off at shutdown waits for RESUME.
     var resumeTTL = HandOff.defaultTTL
+    /// Write each session's state to PostgreSQL as it changes (a crash loses nothing acknowledged).
+    var durableUnits = false
     /// Seconds: reads, SAVE, a row lock SAVE waits for, IMPORT and EXPORT; a client that stops reading.
     var statementTimeout = 5
     var saveTimeout = 60
@@ -108,6 +110,9 @@ struct Options {
                                    then each session with pending changes or watches is handed off
           --resume-ttl SECONDS     how long a handed-off session waits for RESUME on any server
                                    (RECORDSD_RESUME_TTL; default 900)
+          --durable-units          write each session's state to PostgreSQL whenever it changes, before
+                                   the reply that changed it: a crash (kill -9) loses nothing that was
+                                   answered; clients RESUME on any server (RECORDSD_DURABLE_UNITS=1)
           --statement-timeout S    a read's statement may run this long (RECORDSD_STATEMENT_TIMEOUT; default 5)
           --save-timeout S         a SAVE's statements may run this long (RECORDSD_SAVE_TIMEOUT; default 60)
           --lock-timeout S         a SAVE waits this long for a row another transaction holds
@@ -160,6 +165,7 @@ struct Options {
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
         if let value = environment["RECORDSD_RESUME_TTL"] { resumeTTL = try positive(value, "RECORDSD_RESUME_TTL") }
+        if let value = environment["RECORDSD_DURABLE_UNITS"] { durableUnits = ["1", "true", "yes", "on"].contains(value.lowercased()) }
         if let value = environment["RECORDSD_STATEMENT_TIMEOUT"] { statementTimeout = try positive(value, "RECORDSD_STATEMENT_TIMEOUT") }
         if let value = environment["RECORDSD_SAVE_TIMEOUT"] { saveTimeout = try positive(value, "RECORDSD_SAVE_TIMEOUT") }
         if let value = environment["RECORDSD_LOCK_TIMEOUT"] { lockTimeout = try positive(value, "RECORDSD_LOCK_TIMEOUT") }
@@ -212,6 +218,7 @@ struct Options {
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
             case "--resume-ttl": resumeTTL = try positive(try value(), flag)
+            case "--durable-units": durableUnits = true
             case "--statement-timeout": statementTimeout = try positive(try value(), flag)
             case "--save-timeout": saveTimeout = try positive(try value(), flag)
             case "--lock-timeout": lockTimeout = try positive(try value(), flag)

@@ -125,8 +125,14 @@ public enum Migrator {
                 owner      text,
                 state      jsonb NOT NULL,
                 pending    integer NOT NULL,
-                created_at timestamptz NOT NULL DEFAULT now(),
-                expires_at timestamptz NOT NULL
+                written_at timestamptz NOT NULL DEFAULT now(),
+                expires_at timestamptz NOT NULL,
+                -- The server that wrote it, and whether the session is still open there
+                -- (--durable-units): an open session is resumed only once that server is gone.
+                server     text NOT NULL DEFAULT '',
+                open       boolean NOT NULL DEFAULT false,
+                -- Redeemed: kept a while so that a late write cannot bring it back.
+                spent_at   timestamptz
             );
             CREATE INDEX IF NOT EXISTS handoff_expires ON records.handoff (expires_at);
             """)

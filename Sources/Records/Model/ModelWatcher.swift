@@ -77,7 +77,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             if stop { break }
             if connection == nil || !(connection!.isHealthy) {
                 connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
-                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil {
+                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil,
+                   (try? HandOff.holdLiveness(server: context.serverID, connection)) != nil {
                     if reconnected { reload = true }  // a change may have come while we were away
                     reconnected = true
                 } else {

@@ -28,6 +28,9 @@ public struct SessionState: Codable, Sendable {
     public var watches: [Watched]
     public var jsonReplies: Bool
     public var uncertain: Uncertain?
+    /// The commit mark the session's next SAVE writes: found in `records.save_marks`, that SAVE
+    /// committed (its reply lost with a crashed server), and the unit is saved.
+    public var nextSaveMark: Int64?
 
     /// Pending changes as the prompt counts them (the innermost scratchpad).
     public var pendingCount: Int { unit.current.count }
@@ -81,14 +84,20 @@ public enum HandOff {
         }
     }
 
+    /// Writes the entries' states (a few hundred a statement); `open`: their sessions go on
+    /// here (--durable-units), else they closed. A token already redeemed is never written
+    /// again: a late write cannot bring back a session that moved on.
     static let storeSQL = """
-        INSERT INTO records.handoff (token_hash, owner, state, pending, expires_at)
-        SELECT sha256(convert_to(t, 'UTF8')), o, s::jsonb, p, now() + make_interval(secs => $5::int)
+        INSERT INTO records.handoff AS h (token_hash, owner, state, pending, expires_at, server, open)
+        SELECT sha256(convert_to(t, 'UTF8')), o, s::jsonb, p, now() + make_interval(secs => $5::int), $6, $7
         FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS u(t, o, s, p)
+        ON CONFLICT (token_hash) DO UPDATE
+        SET state = EXCLUDED.state, pending = EXCLUDED.pending, written_at = now(), expires_at = EXCLUDED.expires_at,
+            server = EXCLUDED.server, open = EXCLUDED.open
+        WHERE h.spent_at IS NULL AND h.owner IS NOT DISTINCT FROM EXCLUDED.owner
         """
 
-    /// Stores the entries, a few hundred a statement, in one transaction.
-    public static func store(_ entries: [Entry], ttl: Int, _ connection: Connection) throws {
+    public static func store(_ entries: [Entry], ttl: Int, server: String, open: Bool, _ connection: Connection) throws {
         guard !entries.isEmpty else { return }
         try connection.transaction {
             var start = 0
@@ -96,38 +105,67 @@ public enum HandOff {
                 let chunk = entries[start..<min(start + 500, entries.count)]
                 try connection.query(storeSQL, [SQL.arrayLiteral(chunk.map(\.token)), SQL.arrayLiteral(chunk.map(\.owner)),
                                                 SQL.arrayLiteral(chunk.map(\.state)), SQL.arrayLiteral(chunk.map { String($0.pending) }),
-                                                String(ttl)])
+                                                String(ttl), server, open ? "t" : "f"])
                 start += chunk.count
             }
         }
     }
 
-    /// Spends a live token of `owner` (nil: a session that did not sign in), in one statement.
+    /// A durable session ended on its server: closed by the client's QUIT (nothing to resume:
+    /// the row goes), or otherwise (the client may come back: it stays, no longer open).
+    public static func sessionEnded(_ token: String, quit: Bool, _ connection: Connection) throws {
+        if quit {
+            try connection.query("DELETE FROM records.handoff WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND spent_at IS NULL", [token])
+        } else {
+            try connection.query("UPDATE records.handoff SET open = false WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND spent_at IS NULL", [token])
+        }
+    }
+
+    /// Held by each server's listening connection for its life: a session still open on a
+    /// server whose lock is free belongs to a server that is gone (a crash).
+    public static func holdLiveness(server: String, _ connection: Connection) throws {
+        try connection.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", ["recordsd " + server])
+    }
+
+    /// Spends a live token of `owner` (nil: a session that did not sign in) whose session is
+    /// not open on a running server, in one statement; concurrent RESUMEs of one token wait for
+    /// each other and one wins.
     static let redeemSQL = """
-        DELETE FROM records.handoff
-        WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND expires_at > now() AND owner IS NOT DISTINCT FROM $2
-        RETURNING state::text, round(extract(epoch FROM now() - created_at))::int
+        WITH found AS (
+            SELECT token_hash, state::text AS state, round(extract(epoch FROM now() - written_at))::int AS age
+            FROM records.handoff
+            WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND spent_at IS NULL AND expires_at > now()
+              AND owner IS NOT DISTINCT FROM $2
+              AND (NOT open OR pg_try_advisory_xact_lock(hashtextextended('recordsd ' || server, 0)))
+            FOR UPDATE
+        ), spent AS (
+            UPDATE records.handoff h SET spent_at = now(), state = 'null'::jsonb FROM found WHERE h.token_hash = found.token_hash
+        )
+        SELECT state, age FROM found
         """
     /// Why a token was not spent.
     static let explainSQL = """
-        SELECT owner IS NOT DISTINCT FROM $2, expires_at > now()
+        SELECT owner IS NOT DISTINCT FROM $2, spent_at IS NOT NULL, expires_at > now()
         FROM records.handoff WHERE token_hash = sha256(convert_to($1, 'UTF8'))
         """
 
     /// The state `token` holds, spent; refused clearly when it is unknown or spent, expired,
-    /// or another user's (that one is left for its owner).
+    /// another user's (left for its owner), or its session is still open on a running server.
     static func redeem(_ token: String, owner: String?, _ connection: Connection) throws -> (state: String, secondsAgo: Int) {
         let spent = try connection.query(redeemSQL, [token, owner])
         if spent.rowCount == 1, let state = spent.string(0, 0) {
             return (state, Int(spent.string(0, 1) ?? "0") ?? 0)
         }
         let why = try connection.query(explainSQL, [token, owner])
-        guard why.rowCount == 1 else {
+        guard why.rowCount == 1, why.string(0, 1) == "f" else {
             throw CommandError(.notFound, "no session to resume with this token: it is unknown, or was already resumed (a token works once)")
         }
         guard why.string(0, 0) == "t" else {
             throw CommandError(.forbidden, "this token belongs to another user: AUTH as the user whose session it was")
         }
-        throw CommandError(.notFound, "this token has expired (a handed-off session waits --resume-ttl seconds): its pending changes are gone")
+        guard why.string(0, 2) == "t" else {
+            throw CommandError(.notFound, "this token has expired (a handed-off session waits --resume-ttl seconds): its pending changes are gone")
+        }
+        throw CommandError(.unavailable, "this session is still open on its server: RESUME once that connection has closed")
     }
 }

@@ -8,6 +8,12 @@ extension Session {
     /// would miss nothing (no pending change, no open scratchpad, no watch, no unsettled SAVE).
     public func handOffState() -> SessionState? {
         guard unit.heldCount > 0 || unit.depth > 0 || !watches.isEmpty || uncertainSave != nil else { return nil }
+        return state()
+    }
+
+    /// The session's state whatever it holds (--durable-units writes it after every change,
+    /// an emptied unit too: a crash must not bring back a unit that was saved).
+    public func state() -> SessionState {
         let now = DispatchTime.now().uptimeNanoseconds
         return SessionState(
             unit: unit,
@@ -15,7 +21,8 @@ extension Session {
             jsonReplies: jsonReplies,
             uncertain: uncertainSave.map {
                 SessionState.Uncertain(xid: $0.xid, mark: $0.mark, ifCommitted: $0.ifCommitted, ageSeconds: Double(now &- $0.at) / 1e9)
-            })
+            },
+            nextSaveMark: nextSaveMark)
     }
 
     /// Whose a handed-off state is: the signed-in user, nil without one.
@@ -36,11 +43,20 @@ extension Session {
         return .database(DatabaseWork(identity: .server, counted: counter()) { context in
             do {
                 let (text, secondsAgo) = try context.retryingOnce { try HandOff.redeem(token, owner: owner, context.connection) }
-                let state: SessionState
+                var state: SessionState
                 do {
                     state = try HandOff.decode(text)
                 } catch {
                     throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
+                }
+                // Written before a SAVE whose COMMIT went through as its server crashed: the
+                // mark says so, and the unit is saved (never written twice).
+                var savedUnanswered = false
+                if let mark = state.nextSaveMark, state.unit.heldCount > 0,
+                   try context.connection.query("SELECT EXISTS (SELECT 1 FROM records.save_marks WHERE nonce = $1::bigint)", [String(mark)]).string(0, 0) == "t" {
+                    state.unit = UnitOfWork()
+                    state.nextSaveMark = nil
+                    savedUnanswered = true
                 }
                 let model = shared.model
                 let watches = state.watches.filter { model.entity(named: $0.entity) != nil }
@@ -66,9 +82,11 @@ extension Session {
                 if gone > 0 { lines.append("\(gone) watch(es) dropped: their entities are no longer served") }
                 let depth = state.unit.depth
                 let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
-                                     + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : ""), lines: lines)
-                let taken = seeds
-                return WorkResult(reply: reply) { session in session.restore(state, watches: watches, seeds: taken) }
+                                     + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : "")
+                                     + (savedUnanswered ? "; the last SAVE committed before its server went away (its reply was lost): the unit is saved" : ""),
+                                     lines: lines)
+                let taken = seeds, restored = state
+                return WorkResult(reply: reply) { session in session.restore(restored, watches: watches, seeds: taken) }
             } catch let error as CommandError {
                 return WorkResult(reply: error.reply)
             } catch {
@@ -87,6 +105,7 @@ extension Session {
             watches[watched.entity] = .some(watched.predicate)
         }
         watchSeeds.merge(seeds) { _, new in new }
+        if let mark = state.nextSaveMark { nextSaveMark = mark } else { nextSaveMark = Int64.random(in: 1...Int64.max) }
         let now = DispatchTime.now().uptimeNanoseconds
         uncertainSave = state.uncertain.map {
             let age = UInt64(max(0, $0.ageSeconds) * 1e9)

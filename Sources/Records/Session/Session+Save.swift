@@ -14,7 +14,7 @@ extension Session {
         settings.statementTimeout = context.work.saveTimeout
         settings.lockTimeout = context.work.lockTimeout
         settings.saveKey = key.map { SavePlan.SaveKey(owner: user?.name ?? "", key: $0) }
-        settings.mark = Int64.random(in: 1...Int64.max)
+        settings.mark = nextSaveMark
         if let uncertain, !uncertain.isAnswerable {
             uncertainSave = nil
             throw CommandError(.unavailable, "the SAVE whose COMMIT got no answer more than \(UncertainCommit.answerableMinutes) minutes ago can no longer be told committed or not; pending changes are kept: check the data, then SAVE or ROLLBACK")
@@ -32,6 +32,7 @@ extension Session {
                     Log.info("an earlier SAVE did commit: its unit is saved (\(who))", session: session)
                     return WorkResult(reply: uncertain.ifCommitted) { session in
                         session.unit.saved()
+                        session.nextSaveMark = Int64.random(in: 1...Int64.max)
                         session.uncertainSave = nil
                     }
                 case .aborted?: break
@@ -55,7 +56,10 @@ extension Session {
             if json { reply = Self.savedJSON(reply) }
             return WorkResult(reply: reply) { session in
                 session.unit.assign(assigned)
-                if saved { session.unit.saved() }
+                if saved {
+                    session.unit.saved()
+                    session.nextSaveMark = Int64.random(in: 1...Int64.max)
+                }
                 session.uncertainSave = pending
             }
         })

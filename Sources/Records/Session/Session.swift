@@ -163,7 +163,15 @@ public final class Session {
     let context: ServerContext
     /// The client's address, for login throttling and logs.
     public let peer: String
-    public internal(set) var unit = UnitOfWork()
+    public internal(set) var unit = UnitOfWork() { didSet { stateVersion &+= 1 } }
+    /// Moves whenever what a hand-off keeps changes (the unit, watches, format, an unsettled
+    /// SAVE, the next SAVE's mark): with --durable-units the server writes the state when it
+    /// differs from the version last written. (`didSet` without `oldValue` keeps edits in place.)
+    public private(set) var stateVersion = 0
+    /// The commit mark the next SAVE writes (`records.save_marks`), chosen ahead so that a
+    /// durable state names it: a session resumed after a crash whose SAVE committed, unanswered,
+    /// finds the mark and knows its unit was saved.
+    var nextSaveMark = Int64.random(in: 1...Int64.max) { didSet { stateVersion &+= 1 } }
     /// Whether this session must AUTH before anything but HELP, PING, AUTH and QUIT: decided
     /// when it starts (a user added later does not lock out sessions already open).
     public let mustAuthenticate: Bool
@@ -180,12 +188,12 @@ public final class Session {
     public func takeWatchSeed(_ entity: String) -> WatchSeed? { watchSeeds.removeValue(forKey: entity) }
 
     /// FORMAT JSON: descriptive replies as one JSON object a line.
-    public internal(set) var jsonReplies = false
+    public internal(set) var jsonReplies = false { didSet { stateVersion &+= 1 } }
     /// WATCHed entities, with the predicate their changes must match (nil: all).
-    public internal(set) var watches: [String: Predicate?] = [:]
+    public internal(set) var watches: [String: Predicate?] = [:] { didSet { stateVersion &+= 1 } }
     /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not yet tell: the
     /// next SAVE asks about it first, so the unit is never written twice.
-    var uncertainSave: UncertainCommit?
+    var uncertainSave: UncertainCommit? { didSet { stateVersion &+= 1 } }
 
     public init(id: Int, context: ServerContext, peer: String = "-") {
         self.id = id

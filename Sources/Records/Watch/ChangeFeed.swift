@@ -112,7 +112,8 @@ public enum ChangeFeed {
             DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes';
             DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes';
             DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours';
-            DELETE FROM records.handoff WHERE expires_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes';
+            DELETE FROM records.handoff WHERE expires_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'
+                OR spent_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes';
             DELETE FROM records.save_marks WHERE at < now() - interval '\(saveMarkMinutes) minutes'
             """)
     }

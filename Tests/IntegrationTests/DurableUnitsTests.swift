@@ -1,0 +1,132 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import Postgres
+import RecordsClient
+import Testing
+
+/// --durable-units: each session's state is written as it changes, before the replies that
+/// changed it, so a replica killed with SIGKILL loses nothing it answered.
+@Suite struct DurableUnitsTests {
+    /// The token of the durable notice a client was pushed (after its first change).
+    static func token(_ client: LineClient) throws -> String {
+        try client.ok("PING")
+        guard let notice = client.pushed.last(where: { $0.hasPrefix("! handoff ") }) else { throw TestFailure("no handoff notice: \(client.pushed)") }
+        return String(notice.split(separator: " ")[2])
+    }
+
+    @Test func aCrashLosesNothingThatWasAnswered() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let setup = try replicas.servers[1].client()
+        try setup.ok(#"INSERT employee AS #e first_name="Ann" last_name="Lee" gender=1 age=40"#)
+        let employee = try setup.ok("SAVE").savedKeys["#e"]!
+
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT department AS #d name="Kept" number=1"#)
+        let token = try Self.token(client)
+        #expect(client.pushed == ["! handoff \(token) (1 pending change(s)): RESUME \(token) on any server within 900 s restores this session"])
+        try client.ok(#"INSERT employee AS #n first_name="Bo" last_name="Yu" gender=2 department=#d"#)
+        let shown = try client.ok("GET employee #n").lines
+        try client.ok("GET employee \(employee)")
+        try client.ok("UPDATE employee \(employee) SET age=41")
+        try client.ok("NEST")
+        try client.ok(#"INSERT project name="Nested""#)
+        let before = try client.ok("CHANGES")
+        // The notice came once: later writes keep the token.
+        #expect(client.pushed.filter { $0.hasPrefix("! handoff ") }.count == 1)
+
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status == "+OK resumed: 4 pending change(s), 1 nested scratchpad(s) open")
+        #expect(try moved.ok("CHANGES") == before)
+        #expect(try moved.ok("GET employee #n").lines == shown)
+        // Versions read before the crash still catch a change made meanwhile.
+        try setup.ok("UPDATE employee \(employee) SET age=50")
+        try setup.ok("SAVE")
+        try moved.ok("MERGE")
+        #expect(try moved.send("SAVE").status.hasPrefix("-ERR CONFLICT"))
+        try moved.ok("SAVE FORCE")
+        let db = try replicas.servers[1].database()
+        #expect(try db.query("SELECT count(*) FROM employee WHERE first_name = 'Bo' AND department_id = (SELECT id FROM department WHERE name = 'Kept')").string(0, 0) == "1")
+        #expect(try db.query("SELECT age FROM employee WHERE id = $1", [employee]).string(0, 0) == "41")
+        #expect(try db.query("SELECT count(*) FROM project WHERE name = 'Nested'").string(0, 0) == "1")
+    }
+
+    @Test func aSessionStillOpenIsNotTakenAndOneThatQuitIsGone() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let open = try replicas.servers[0].client()
+        try open.ok(#"INSERT project name="Mine""#)
+        let token = try Self.token(open)
+        let thief = try replicas.servers[1].client()
+        #expect(try thief.send("RESUME \(token)").status == "-ERR UNAVAILABLE this session is still open on its server: RESUME once that connection has closed")
+        // A client whose connection broke may come back for it.
+        open.shutdown()
+        let back = try replicas.servers[1].client()
+        let resumed = eventually(tries: 50, { (try? back.send("RESUME \(token)"))?.status ?? "" }, until: { !$0.hasPrefix("-ERR UNAVAILABLE") })
+        #expect(resumed == "+OK resumed: 1 pending change(s)")
+        // QUIT drops the changes: nothing is left to resume.
+        let quitter = try replicas.servers[0].client()
+        try quitter.ok(#"INSERT project name="Dropped""#)
+        let gone = try Self.token(quitter)
+        try quitter.ok("QUIT")
+        let late = try replicas.servers[1].client()
+        let answer = eventually(tries: 50, { (try? late.send("RESUME \(gone)"))?.status ?? "" }, until: { !$0.hasPrefix("-ERR UNAVAILABLE") })
+        #expect(answer == "-ERR NOT_FOUND no session to resume with this token: it is unknown, or was already resumed (a token works once)")
+    }
+
+    /// A SAVE that committed as its server died, its reply lost: the durable state written
+    /// before it names the commit mark the SAVE writes, so RESUME finds the unit saved and a
+    /// SAVE sent again writes nothing twice.
+    @Test func aSaveWhoseReplyWasLostIsNotWrittenAgain() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let db = try replicas.servers[1].database()
+        let markOf = "SELECT state->>'nextSaveMark' FROM records.handoff WHERE token_hash = sha256(convert_to($1, 'UTF8'))"
+        // The mark a state names is the one its SAVE writes.
+        let saver = try replicas.servers[0].client()
+        try saver.ok(#"INSERT project name="Once""#)
+        let saverToken = try Self.token(saver)
+        let named = try #require(try db.query(markOf, [saverToken]).string(0, 0))
+        try saver.ok("SAVE")
+        #expect(try db.query("SELECT count(*) FROM records.save_marks WHERE nonce = $1::bigint", [named]).string(0, 0) == "1")
+        #expect(try db.query(markOf, [saverToken]).string(0, 0) != named)  // the next SAVE has a mark of its own
+
+        // A unit written, then the server dies; its SAVE had committed (the mark is there).
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT project name="Lost reply""#)
+        let token = try Self.token(client)
+        let mark = try #require(try db.query(markOf, [token]).string(0, 0))
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+        try db.query("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)", [mark])
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status
+                == "+OK resumed: 0 pending change(s); the last SAVE committed before its server went away (its reply was lost): the unit is saved")
+        #expect(try moved.send("SAVE").status == "+OK nothing to save")
+    }
+
+    /// Behind the balancer, one replica killed with SIGKILL: library clients resume on the
+    /// other by themselves; every unit saves exactly its changes.
+    @Test func libraryClientsFollowTheirSessionsThroughACrash() async throws {
+        let stack = try BalancedStack(arguments: ["--durable-units"])
+        var clients: [RecordsClient] = []
+        for index in 0..<6 {
+            let client = try await RecordsClient.connect(stack.url)
+            for row in 0...index { _ = try await client.insert("project", ["name": "k\(index)-\(row)"]) }
+            clients.append(client)
+        }
+        stack.stop(0, signal: SIGKILL)
+        try stack.start(0)
+        stack.stop(1, signal: SIGKILL)
+        try stack.start(1)
+        for (index, client) in clients.enumerated() {
+            #expect(try await client.pendingCount().pending == index + 1, "client \(index)")
+            #expect(try await client.save().ids.count == index + 1, "client \(index)")
+        }
+        let db = try Connection(stack.databaseURL)
+        for index in 0..<clients.count {
+            #expect(try db.query("SELECT count(DISTINCT name) || '/' || count(*) FROM project WHERE name LIKE $1", ["k\(index)-%"]).string(0, 0) == "\(index + 1)/\(index + 1)")
+        }
+    }
+}

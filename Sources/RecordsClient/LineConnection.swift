@@ -244,6 +244,12 @@ public final class LineConnection {
     /// Reads one reply. Data lines go to `onLine` as they arrive when given (streaming
     /// output), else into the reply; pushed lines go to `onPushed` (or `pushed`).
     public func readReply(dotStuffed: Bool = false, onLine: ((String) -> Void)? = nil) throws(RecordsError) -> WireReply {
+        if !early.isEmpty {
+            let reply = early.removeFirst()
+            guard let onLine else { return reply }
+            reply.lines.forEach(onLine)
+            return WireReply(lines: [], status: reply.status)
+        }
         while true {
             while let event = reader.next(dotStuffed: dotStuffed, onLine: onLine) {
                 switch event {
@@ -263,6 +269,14 @@ public final class LineConnection {
     }
 
     public func nextPiece(dotStuffed: Bool = false) throws(RecordsError) -> Piece {
+        if !early.isEmpty {
+            // A reply read ahead (by `closedByServer`): its lines one at a time, then its end.
+            if let line = early[0].lines.first {
+                early[0].lines.removeFirst()
+                return .data(line)
+            }
+            return .end(early.removeFirst())
+        }
         while true {
             while let piece = reader.nextPiece(dotStuffed: dotStuffed) {
                 switch piece {
@@ -329,15 +343,23 @@ public final class LineConnection {
         }
     }
 
+    /// Replies read ahead by `closedByServer`, given to the next reads first.
+    private var early: [WireReply] = []
+
     /// Takes what arrived without blocking (pushed lines go to `onPushed` or `pushed`); true
-    /// when the server has closed the connection.
+    /// when the server has closed the connection. Plain connections only: over TLS a readable
+    /// socket may hold a record with no data (a session ticket), and reading it would wait.
     public func closedByServer() -> Bool {
+        guard tls == nil else { return false }
         while true {
             while let event = reader.next() {
-                if case .pushed(let line) = event { if let onPushed { onPushed(arrived(line)) } else { pushed.append(arrived(line)) } }
+                switch event {
+                case .pushed(let line): if let onPushed { onPushed(arrived(line)) } else { pushed.append(arrived(line)) }
+                case .reply(let reply): early.append(reply)  // kept for the read that asks for it
+                }
             }
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard tls?.hasBufferedInput == true || poll(&entry, 1, 0) > 0 else { return false }
+            guard poll(&entry, 1, 0) > 0 else { return false }
             guard (try? fill()) == true else { return true }
         }
     }

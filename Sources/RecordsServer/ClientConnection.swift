@@ -39,6 +39,12 @@ final class ClientConnection {
     var announced = false
     /// The session ended with QUIT (its durable state goes, nothing to resume).
     var quit = false
+    /// The running step's stream, stopped when the server must stop.
+    var streamSink: StreamSink?
+    /// Shutting down: this session was handed off or told goodbye (once).
+    var farewelled = false
+    /// Its state is being written for RESUME (the shutdown waits for that longer than for steps).
+    var handingOff = false
 
     init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int, now: UInt64) {
         self.id = id

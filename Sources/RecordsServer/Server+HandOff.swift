@@ -12,7 +12,8 @@ extension Server {
     func farewell(_ idle: [ClientConnection]) {
         var entries: [HandOff.Entry] = []
         var handing: [ClientConnection] = []
-        for connection in idle {
+        for connection in idle where !connection.farewelled {
+            connection.farewelled = true
             let session = connection.session
             guard let state = connection.durableToken != nil ? session.state() : session.handOffState(),
                   let text = try? HandOff.encode(state) else {
@@ -25,6 +26,7 @@ extension Server {
             entries.append(HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount))
             handing.append(connection)
             connection.durableToken = nil  // written closed here: nothing more to mark when it closes
+            connection.handingOff = true
             connection.machine.startedDatabase()
         }
         guard !entries.isEmpty else { return }
@@ -46,9 +48,11 @@ extension Server {
         }
         for (id, notice) in zip(ids, notices) {
             guard let connection = byID[id] else { continue }
+            connection.handingOff = false
             connection.machine.databaseFinished(stopping: true)
-            if let failure {
-                connection.push("shutdown recordsd is stopping; this session could not be handed off (\(failure)): its \(notice.pending) pending change(s) are lost")
+            if failure != nil {
+                // PostgreSQL's own message (hosts, database names) goes to the log only.
+                connection.push("shutdown recordsd is stopping; this session could not be handed off (PostgreSQL could not store it): its \(notice.pending) pending change(s) and its watches are lost")
             } else {
                 connection.push(Self.handOffNotice(notice.token, pending: notice.pending, ttl: configuration.resumeTTL))
                 connection.push("shutdown recordsd is stopping")
@@ -126,6 +130,8 @@ extension Server {
                 do { try store() } catch let error as PostgresError where error.kind == .connection {
                     _ = try lease.reconnect()
                     try store()
+                } catch let error as PostgresError where error.sqlState == .queryCanceled && !open {
+                    try store()  // cancelled with the steps at the shutdown deadline: a hand-off goes on
                 }
             } catch {
                 failure = (error as? PostgresError)?.message ?? "\(error)"

@@ -86,7 +86,7 @@ extension Server {
             let started = DispatchTime.now().uptimeNanoseconds
             let reply: Reply
             switch database {
-            case .success(let lease): reply = job.run(header: header, next: feed.next, on: lease.connection)
+            case .success(let lease): reply = job.run(header: header, next: feed.next, on: lease.connection, cancelled: { lease.wasCancelled })
             case .failure(let error):
                 reply = .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported: try again when it is back")
             }

@@ -88,6 +88,9 @@ public final class Server {
     var readBuffer = [UInt8](repeating: 0, count: 64 * 1024)
     var stopping = false
     var stopDeadline: UInt64 = 0
+    /// Past the grace, hand-offs still being written get this much longer.
+    var handOffDeadline: UInt64 = 0
+    static let handOffExtraSeconds = 15
     /// The running statements were cancelled at the shutdown deadline; their replies are awaited.
     var cancelledAtShutdown = false
     /// A descriptor kept open to be given up when there is no other, to refuse a connection.
@@ -335,7 +338,8 @@ public final class Server {
         var budget = Self.linesPerTurn
         while true {
             var progressed = false
-            while budget > 0, connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: connection.importPaused),
+            while budget > 0, !stopping || connection.importing != nil,
+                  connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: connection.importPaused),
                   let event = connection.nextEvent() {
                 progressed = true
                 budget -= 1
@@ -379,6 +383,10 @@ public final class Server {
         }
         if connection.machine.closesNow(pendingOutput: connection.pendingOutput, budgetSpent: spent) {
             return closeConnection(connection)
+        }
+        // Stopping, and this session's last step (an IMPORT's too) is answered: hand it off.
+        if stopping, !connection.farewelled, !connection.busy, connection.importing == nil, !connection.machine.isClosing {
+            return farewell([connection])
         }
         if connection.machine.switchesTransport(pendingOutput: connection.pendingOutput), let tls = configuration.tls {
             do {
@@ -436,6 +444,7 @@ public final class Server {
     func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
         connection.machine.startedDatabase()
         let sink = StreamSink(inbox: inbox, connection: connection.id, stallSeconds: configuration.replyStallSeconds, metrics: context.metrics)
+        connection.streamSink = sink
         let id = connection.id
         let maxReplyBytes = configuration.maxReplyBytes
         let highWater = configuration.outputHighWater
@@ -504,13 +513,14 @@ public final class Server {
 
     func completed(_ connection: ClientConnection, bytes: [UInt8]) {
         guard !connection.closed else { return }
+        connection.streamSink = nil
         connection.machine.databaseFinished(stopping: stopping)
         connection.append(bytes: bytes)
         // Signed in: the full line length from now on.
         if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
             connection.framer.maxLineLength = configuration.maxLineLength
         }
-        if stopping { return farewell([connection]) }
+        if stopping && !connection.farewelled { return farewell([connection]) }
         if !connection.session.watches.isEmpty { startLedgers(for: connection) }
         service(connection)
     }
@@ -538,17 +548,23 @@ public final class Server {
     func tick() {
         let current = now()
         if stopping {
-            if !connections.isEmpty && current >= stopDeadline && !cancelledAtShutdown
-                && connections.values.contains(where: { $0.busy }) {
+            let working = connections.values.filter { $0.busy && !$0.handingOff }
+            if current >= stopDeadline && !cancelledAtShutdown && !working.isEmpty {
                 // Commands still running at the deadline are cancelled and answered before
-                // their connections close: a SAVE's client learns whether it committed.
+                // their connections close: a SAVE's client learns whether it committed, a
+                // stream ends with its status line. Then each session is handed off.
                 cancelledAtShutdown = true
                 stopDeadline = current + 5_000_000_000
+                for connection in working { connection.streamSink?.stop() }
                 pool.cancelRunning()
                 Log.info("shutting down: cancelled the commands still running")
                 return
             }
-            if connections.isEmpty || current >= stopDeadline {
+            // Hand-offs are waited for longer than steps (a large unit takes seconds to write).
+            let handing = connections.values.contains { $0.handingOff } && current < handOffDeadline
+            if connections.isEmpty || current >= stopDeadline && !handing {
+                let left = connections.values.filter { $0.busy || $0.importing != nil }.count
+                if left > 0 { Log.warning("shutting down: \(left) session(s) still busy at the deadline were closed without a hand-off") }
                 for connection in Array(connections.values) { closeConnection(connection) }
                 finished = true
             }
@@ -584,6 +600,7 @@ public final class Server {
         guard !stopping else { return }
         stopping = true
         stopDeadline = now() + UInt64(configuration.shutdownGrace) * 1_000_000_000
+        handOffDeadline = stopDeadline + UInt64(Self.handOffExtraSeconds) * 1_000_000_000
         for closing in listeners {
             loop.remove(closing.fd)
             closing.close()
@@ -591,7 +608,8 @@ public final class Server {
         listener = nil
         tlsListener = nil
         Log.info("shutting down: \(connections.count) session(s) open")
-        farewell(connections.values.filter { !$0.busy })
+        // An IMPORT under way finishes first (its client sends the rest), as a running step does.
+        farewell(connections.values.filter { !$0.busy && $0.importing == nil })
         if connections.isEmpty { finished = true }
     }
 

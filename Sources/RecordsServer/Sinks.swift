@@ -13,6 +13,7 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
     private let lock = NSLock()
     private var gone = false
     private var didStall = false
+    private var didStop = false
     private let metrics: Metrics
 
     init(inbox: LoopInbox<ServerMessage>, connection: Int, stallSeconds: Int, metrics: Metrics) {
@@ -28,10 +29,25 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
         return didStall
     }
 
+    var stopping: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return didStop
+    }
+
     private var ended: Bool {
         lock.lock()
         defer { lock.unlock() }
-        return gone || didStall
+        return gone || didStall || didStop
+    }
+
+    /// On the loop, the server stopping: the step's next `send` refuses (one waiting now is
+    /// let go), so a stream ends with its status line instead of holding the shutdown.
+    func stop() {
+        lock.lock()
+        didStop = true
+        lock.unlock()
+        semaphore.signal()
     }
 
     /// On the worker: hands `lines` to the loop and waits until the client has room.
@@ -47,7 +63,7 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
         }
         lock.lock()
         defer { lock.unlock() }
-        return !gone
+        return !gone && !didStop
     }
 
     /// On the loop: lets the worker go on.
@@ -75,6 +91,7 @@ final class BatchSink: LineSink {
     }
 
     var stalled: Bool { sink.stalled }
+    var stopping: Bool { sink.stopping }
 
     func send(_ lines: [UInt8]) -> Bool {
         let bytes = pending + lines

@@ -113,6 +113,51 @@ import Testing
         #expect(try expired.send("RESUME \(lateToken)").status == "-ERR NOT_FOUND this token has expired (a handed-off session waits --resume-ttl seconds): its pending changes are gone")
     }
 
+    @Test func aUserRemovedAndAddedAgainIsAnotherUser() throws {
+        let replicas = try Replicas()
+        let admin = try replicas.servers[1].client()
+        try admin.ok(#"USER ADD root admin "root-password""#)
+        try admin.ok(#"USER ADD alice writer "alice-password""#)
+        _ = try replicas.restart(0)
+        let alice = try replicas.servers[0].client()
+        try alice.ok(#"AUTH alice "alice-password""#)
+        try alice.ok(#"INSERT project name="Alice's""#)
+        let token = try #require(try replicas.restart(0, reading: [alice])[0].token)
+        try admin.ok("USER REMOVE alice")
+        try admin.ok(#"USER ADD alice writer "another-password""#)
+        let impostor = try replicas.servers[0].client()
+        try impostor.ok(#"AUTH alice "another-password""#)
+        #expect(try impostor.send("RESUME \(token)").status == "-ERR FORBIDDEN this token belongs to another user: AUTH as the user whose session it was")
+    }
+
+    /// A FIND still streaming at the shutdown deadline ends with its status line, and its session
+    /// is handed off; an IMPORT under way is let finish and answered first.
+    @Test func streamsAndImportsUnderWayEndCleanlyAndAreHandedOff() throws {
+        let server = try TestServer(arguments: ["--shutdown-grace", "1"])
+        try server.database().execute("INSERT INTO employee (first_name, last_name, gender) SELECT 'f' || i, 'l' || i, 1 FROM generate_series(1, 200000) i")
+        let reader = try server.client()
+        try reader.ok(#"INSERT project name="Kept""#)
+        try reader.write("FIND employee\n")  // not read until the server stops
+        let importer = try server.client()
+        try importer.ok(#"INSERT project name="Also kept""#)
+        try importer.write("IMPORT game (name)\nChess\nGo\n")
+        usleep(300_000)
+        kill(server.process.processIdentifier, SIGTERM)
+        usleep(1_500_000)  // past the grace: the FIND is stopped; the IMPORT waits for its client
+        try importer.write("Hex\n.\nPING\n")
+        #expect(try importer.readReply().status == "+OK imported 3 records")
+        let importerFarewell = try importer.readToEnd()
+        #expect(importerFarewell.count == 2 && importerFarewell[0].hasPrefix("! handoff rt") && importerFarewell[0].contains("(1 pending change(s))")
+                && importerFarewell[1] == "! shutdown recordsd is stopping", "\(importerFarewell)")  // PING, sent after the stop began, is not run
+        let found = try reader.readReply()
+        #expect(found.status.hasPrefix("-ERR UNAVAILABLE the server is stopping: the FIND stopped after ") && found.lines.count < 200_000, "\(found.status)")
+        let farewell = try reader.readToEnd()
+        #expect(farewell.count == 2 && farewell[0].hasPrefix("! handoff rt") && farewell[0].contains("(1 pending change(s))")
+                && farewell[1] == "! shutdown recordsd is stopping", "\(farewell)")
+        server.process.waitUntilExit()
+        #expect(server.process.terminationStatus == 0)
+    }
+
     @Test func aSessionWithNothingToKeepIsToldGoodbyeOnly() throws {
         let replicas = try Replicas()
         let idle = try replicas.servers[0].client()
@@ -135,13 +180,16 @@ import Testing
         #expect(row.rowCount == 1)
         #expect(!(row.string(0, 0) ?? "").contains(token))
         #expect(row.string(0, 1)?.count == 64)  // SHA-256
-        // A role the server's login can serve as (a user's --db-role) reads nothing there.
+        // A role the server's login serves as (a user's --db-role), granted recordsd's tables as
+        // the README says, sees no row there, and writes none.
         let role = "handoff_probe_\(UInt32.random(in: 0...UInt32.max))"
-        try db.execute("CREATE ROLE \(role) NOLOGIN; GRANT USAGE ON SCHEMA records TO \(role)")
-        defer { _ = try? db.execute("RESET ROLE; DROP ROLE \(role)") }
+        try db.execute("CREATE ROLE \(role) NOLOGIN; GRANT USAGE ON SCHEMA records TO \(role); GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA records TO \(role)")
+        defer { _ = try? db.execute("RESET ROLE; REVOKE ALL ON ALL TABLES IN SCHEMA records FROM \(role); REVOKE ALL ON SCHEMA records FROM \(role); DROP ROLE \(role)") }
         try db.execute("SET ROLE \(role)")
+        #expect(try db.query("SELECT count(*) FROM records.handoff").string(0, 0) == "0")
+        #expect(try db.query("UPDATE records.handoff SET open = true").affectedRows == 0)
         var refused: PostgresError?
-        do { _ = try db.query("SELECT count(*) FROM records.handoff") } catch { refused = error }
+        do { _ = try db.query("INSERT INTO records.handoff (token_hash, state, pending, expires_at) VALUES ('x', '{}', 0, now())") } catch { refused = error }
         #expect(refused?.sqlState == .insufficientPrivilege, "\(String(describing: refused))")
     }
 

@@ -135,6 +135,15 @@ public enum Migrator {
                 spent_at   timestamptz
             );
             CREATE INDEX IF NOT EXISTS handoff_expires ON records.handoff (expires_at);
+            -- Only the server's own login sees it, whatever is granted: a user's --db-role
+            -- (SET ROLE) is another current_user. Set once, by whoever creates the table.
+            DO $$ BEGIN
+              IF NOT (SELECT relforcerowsecurity FROM pg_class WHERE oid = 'records.handoff'::regclass) THEN
+                ALTER TABLE records.handoff ENABLE ROW LEVEL SECURITY;
+                ALTER TABLE records.handoff FORCE ROW LEVEL SECURITY;
+                CREATE POLICY server_only ON records.handoff USING (current_user = session_user) WITH CHECK (current_user = session_user);
+              END IF;
+            END $$;
             """)
         do {
             try Users.ensureSchema(connection)

@@ -100,6 +100,8 @@ public enum HandOff {
     public static func store(_ entries: [Entry], ttl: Int, server: String, open: Bool, _ connection: Connection) throws {
         guard !entries.isEmpty else { return }
         try connection.transaction {
+            // A large unit takes longer than a read's time limit to write.
+            try connection.query("SELECT set_config('statement_timeout', '0', true)")
             var start = 0
             while start < entries.count {
                 let chunk = entries[start..<min(start + 500, entries.count)]

@@ -122,6 +122,9 @@ extension Session {
                 if context.sink.stalled {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the EXPORT stopped after \(count) record(s), to free its connection")
                 }
+                if context.sink.stopping {
+                    throw CommandError(.unavailable, "the server is stopping: the EXPORT stopped after \(count) record(s); ask again after RESUME on another server")
+                }
                 return (count, 0)
             }
             let allocated = view.allocated
@@ -172,7 +175,8 @@ public struct ImportJob: Sendable {
 
     /// Loads the data `next` hands over (dot-stuffing already removed, the header taken off)
     /// with one COPY: all rows or none.
-    public func run(header: String?, next: () -> Connection.CopyChunk, on connection: Connection) -> Reply {
+    /// - Parameter cancelled: whether the server cancelled the COPY (it is stopping).
+    public func run(header: String?, next: () -> Connection.CopyChunk, on connection: Connection, cancelled: () -> Bool = { false }) -> Reply {
         let columns: [String]
         do {
             if let given = self.columns {
@@ -210,6 +214,9 @@ public struct ImportJob: Sendable {
             var message = error.message
             if let line = Self.copyLine(error.context, table: entity.name) { message = "line \(line + offset): \(message)" }
             if error.isUnavailable { return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported") }
+            if error.sqlState == .queryCanceled && cancelled() {
+                return .error(.unavailable, "the server is stopping: this IMPORT was cancelled before it committed; nothing was imported: send it again after RESUME on another server")
+            }
             return .error(.validation, "IMPORT failed, nothing was imported: \(message)")
         }
     }

@@ -86,6 +86,9 @@ extension Session {
                 if context.sink.stalled {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
                 }
+                if context.sink.stopping {
+                    throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again after RESUME on another server")
+                }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 // LIMIT 0 asks for no page: there is no position to go on from.
                 if more && count > 0 {

@@ -25,8 +25,9 @@ extension Session {
             nextSaveMark: nextSaveMark)
     }
 
-    /// Whose a handed-off state is: the signed-in user, nil without one.
-    public var handOffOwner: String? { user?.name }
+    /// Whose a handed-off state is: the signed-in user as added (name and when: a user removed
+    /// and added again is another user), nil without one.
+    public var handOffOwner: String? { user.map { $0.name + "\u{1F}" + (signedInSince ?? "") } }
 
     /// `RESUME token`: takes over the session a stopped server handed off. Its owner only,
     /// into a session without pending changes; the token is spent.

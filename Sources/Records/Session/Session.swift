@@ -9,6 +9,8 @@ public protocol LineSink: AnyObject {
     func send(_ lines: [UInt8]) -> Bool
     /// The client read nothing for the reply-stall time: `send` gave up waiting for it.
     var stalled: Bool { get }
+    /// The server is stopping: `send` refused, so that the step ends and is answered.
+    var stopping: Bool { get }
 }
 
 /// Work for a pool worker. It runs there with a leased connection and a snapshot of what it

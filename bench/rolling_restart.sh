@@ -27,6 +27,7 @@ pool_mode = session
 max_client_conn = 400
 default_pool_size = 60
 logfile = $BENCH_TMP/pgbouncer.log
+pidfile = $BENCH_TMP/pgbouncer.pid
 INI
 cat >"$BENCH_TMP/haproxy.cfg" <<CFG
 global
@@ -53,9 +54,10 @@ as_user=(); [ "$(id -u)" = 0 ] && as_user=(runuser -u postgres --)
 "${as_user[@]}" /usr/sbin/pgbouncer -d "$BENCH_TMP/pgbouncer.ini"
 /usr/sbin/haproxy -D -p "$BENCH_TMP/haproxy.pid" -f "$BENCH_TMP/haproxy.cfg" 2>/dev/null
 stack_cleanup() {
+  [ -n "${KEEP_LOGS:-}" ] && cp "$BENCH_TMP"/replica-*.log "$BENCH_TMP"/pgbouncer.log "$KEEP_LOGS"/ 2>/dev/null
   for pidfile in "$BENCH_TMP"/replica-*.pid; do [ -f "$pidfile" ] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true; done
   kill "$(cat "$BENCH_TMP/haproxy.pid")" 2>/dev/null || true
-  pkill -f "pgbouncer -d $BENCH_TMP" 2>/dev/null || true
+  kill "$(cat "$BENCH_TMP/pgbouncer.pid" 2>/dev/null)" 2>/dev/null || true
   bench_cleanup
 }
 trap stack_cleanup EXIT
@@ -78,10 +80,12 @@ START
 stop_pair() { for n in 0 1; do kill "$(cat "$BENCH_TMP/replica-$n.pid")" 2>/dev/null || true; done; sleep 1; }
 
 export BALANCER_PORT
+if [ -z "${ONLY_KILL:-}" ]; then
 echo "== SIGTERM, both replicas in turn, twice (sessions handed off)"
 start_pair
 CLIENTS=${CLIENTS:-100} MODE=term RUN=term python3 bench/rolling_restart.py
 stop_pair
+fi
 echo "== SIGKILL with --durable-units, both replicas in turn, twice"
 start_pair --durable-units
 CLIENTS=${CLIENTS:-100} MODE=kill RUN=kill python3 bench/rolling_restart.py

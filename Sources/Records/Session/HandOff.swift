@@ -100,8 +100,11 @@ public enum HandOff {
     public static func store(_ entries: [Entry], ttl: Int, server: String, open: Bool, _ connection: Connection) throws {
         guard !entries.isEmpty else { return }
         try connection.transaction {
-            // A large unit takes longer than a read's time limit to write.
-            try connection.query("SELECT set_config('statement_timeout', '0', true)")
+            // A large unit takes longer than a read's time limit to write. A session still open
+            // (--durable-units) needs its state only if this server dies, and it keeps the
+            // state itself if PostgreSQL does: its writes need not wait for the disk (a
+            // commit's flush cost three times the SAVE it guards).
+            try connection.query("SELECT set_config('statement_timeout', '0', true), set_config('synchronous_commit', $1, true)", [open ? "off" : "on"])
             var start = 0
             while start < entries.count {
                 let chunk = entries[start..<min(start + 500, entries.count)]

@@ -93,6 +93,24 @@ import Testing
         #expect(try client.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
     }
 
+    /// A pending value for a column a migration dropped is refused at SAVE, not lost (it was
+    /// written without it, and SAVE said +OK).
+    @Test func aValueForADroppedColumnIsRefusedNotLost() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        try server.database().execute("CREATE TABLE sticker (id serial PRIMARY KEY, label text, color text)")
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = try eventually({ try client.send("DESCRIBE sticker") }, until: { $0.ok })
+        try client.ok(#"INSERT sticker AS #s label="one" color="blue""#)
+        try server.database().execute("ALTER TABLE sticker DROP COLUMN color")
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = try eventually({ try client.send("DESCRIBE sticker") }, until: { $0.status == "+OK sticker: 2 attributes, 0 relationships" })
+        let refused = try client.send("SAVE")
+        #expect(refused.status.hasPrefix("-ERR VALIDATION"), "\(refused)")
+        #expect(refused.lines.contains("#s sticker: color no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"), "\(refused)")
+        #expect(try server.database().query("SELECT count(*) FROM sticker").string(0, 0) == "0")
+    }
+
     @Test func sighupReloadsTheModel() throws {
         let server = try TestServer()
         let client = try server.client()

@@ -60,6 +60,9 @@ enum Validation {
                     problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
                 }
             }
+            for (column, _) in insert.fields where !entity.hasColumn(column) {
+                problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
+            }
             for (column, value) in insert.fields {
                 guard case .ref(let ref) = value else { continue }
                 if changes.insert(ref) == nil {
@@ -75,6 +78,9 @@ enum Validation {
                 continue
             }
             let label = "\(entity.name) \(entity.show(key))"
+            for column in update.order where !entity.hasColumn(column) {
+                problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
+            }
             for column in update.order {
                 switch update.fields[column] {
                 case .null?:
@@ -133,5 +139,13 @@ enum Validation {
             }
         }
         return reasons
+    }
+}
+
+extension Entity {
+    /// Whether `column` is one of the table's columns now (an attribute, a foreign key's column,
+    /// or a key column): a pending value for a dropped column would be lost silently.
+    func hasColumn(_ column: String) -> Bool {
+        attribute(named: column) != nil || relationship(column: column) != nil || keyColumns.contains(column)
     }
 }

@@ -123,6 +123,17 @@ struct ConnectionStateMachine: Equatable {
         persisting = true
     }
 
+    /// A step's job writes the session's state before the step runs: what was answered before
+    /// waits for the write, not for the step.
+    mutating func writesAhead() {
+        if state == .awaitingDatabase { persisting = true }
+    }
+
+    /// That write is done (the step goes on).
+    mutating func wroteAhead() {
+        persisting = false
+    }
+
     /// The IMPORT's `.` arrived: its COPY's reply is awaited, or (`answered`) already sent.
     mutating func importEnded(answered: Bool) {
         guard state == .importing else { return }

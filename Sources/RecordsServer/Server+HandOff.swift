@@ -70,20 +70,48 @@ extension Server {
     func persistIfChanged(_ connection: ClientConnection) {
         let session = connection.session
         guard !stopping, !connection.busy, !connection.machine.isClosing, session.stateVersion != connection.writtenVersion else { return }
-        // Nothing ever held: nothing to write, nor to announce (most sessions only read).
+        // Only a SAVE committed since the last write: that state names the SAVE's mark, which
+        // RESUME finds; writing the emptied unit would cost a write per SAVE for nothing.
+        if let save = session.lastSave, save.before == connection.writtenVersion, save.after == session.stateVersion {
+            connection.writtenVersion = save.after
+            return
+        }
+        guard let (entry, version) = durableEntry(connection) else { return }
+        let id = connection.id, pending = entry.pending
+        connection.machine.startedPersisting()
+        write([entry], open: true) { [inbox] failure in
+            inbox.post(.persisted(connection: id, version: version, pending: pending, failure: failure))
+        }
+    }
+
+    /// The session's state to write (--durable-units) and its version, when it changed since
+    /// the last write and holds or held something (most sessions only read: nothing to write,
+    /// nor to announce).
+    func durableEntry(_ connection: ClientConnection) -> (HandOff.Entry, Int)? {
+        let session = connection.session
+        guard configuration.durableUnits, !stopping, session.stateVersion != connection.writtenVersion else { return nil }
         let state = session.state()
         guard connection.durableToken != nil || state.unit.heldCount > 0 || state.unit.depth > 0 || !state.watches.isEmpty,
               let text = try? HandOff.encode(state) else {
             connection.writtenVersion = session.stateVersion
-            return
+            return nil
         }
         let token = connection.durableToken ?? HandOff.newToken()
         connection.durableToken = token
-        let version = session.stateVersion, pending = state.pendingCount, id = connection.id
-        connection.machine.startedPersisting()
-        write([HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: pending)], open: true) { [inbox] failure in
-            inbox.post(.persisted(connection: id, version: version, pending: pending, failure: failure))
+        return (HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount), session.stateVersion)
+    }
+
+    /// On the loop: the state was written at the head of a step's job (the step's reply follows).
+    func persistedAhead(_ connection: ClientConnection, version: Int, pending: Int, failure: String?) {
+        connection.machine.wroteAhead()
+        if let failure {
+            Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
+            connection.push("durable: this session's state could not be written to PostgreSQL; a server crash now would lose its pending changes")
+        } else if !connection.announced, let token = connection.durableToken {
+            connection.announced = true
+            connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
         }
+        connection.writtenVersion = version
     }
 
     /// On the loop: the state is written; the replies it held go out (with the token, the
@@ -93,7 +121,7 @@ extension Server {
         if let failure {
             // Answered all the same: the edit is in the session; only a crash would lose it.
             Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
-            connection.push("durable: this session's state could not be written to PostgreSQL (\(failure)); a server crash now would lose its pending changes")
+            connection.push("durable: this session's state could not be written to PostgreSQL; a server crash now would lose its pending changes")
             connection.writtenVersion = version
         } else {
             if !connection.announced, let token = connection.durableToken {

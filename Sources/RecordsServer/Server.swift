@@ -22,8 +22,9 @@ enum ServerMessage: Sendable {
     case filtered(connections: [Int], lines: PushLines, unchecked: Int = 0)
     /// Sessions handed off at shutdown were stored (or not: `failure`).
     case handedOff(connections: [Int], notices: [(token: String, pending: Int)], failure: String?)
-    /// A session's durable state was written (`version`), or not (`failure`).
-    case persisted(connection: Int, version: Int, pending: Int, failure: String?)
+    /// A session's durable state was written (`version`), or not (`failure`); `ahead`: at the
+    /// head of a step's job, whose reply follows.
+    case persisted(connection: Int, version: Int, pending: Int, failure: String?, ahead: Bool = false)
     case stop
 }
 
@@ -187,8 +188,9 @@ public final class Server {
             }
         case .handedOff(let ids, let notices, let failure):
             handedOff(ids, notices: notices, failure: failure)
-        case .persisted(let id, let version, let pending, let failure):
+        case .persisted(let id, let version, let pending, let failure, let ahead):
             guard let connection = byID[id] else { return }
+            if ahead { return persistedAhead(connection, version: version, pending: pending, failure: failure) }
             persisted(connection, version: version, pending: pending, failure: failure)
         case .stop:
             beginShutdown()
@@ -450,6 +452,11 @@ public final class Server {
         let highWater = configuration.outputHighWater
         let settings = context.work
         let holds = works.compactMap { if case .work(let work) = $0 { work.hold } else { nil } }
+        // --durable-units: edits answered before this step are written first, in the same job,
+        // so no reply goes out (a slow step lets earlier ones go) before what it acknowledged.
+        let durable = durableEntry(connection)
+        if durable != nil { connection.machine.writesAhead() }
+        let ttl = configuration.resumeTTL, server = context.serverID
         // A sign-in is short and bounded: a new client gets it even while slow ones hold the rest.
         let standing = holds.contains(.signIn) ? .proven : connection.poolUse.standing()
         pool.submit(standing, streams: holds.contains(.streams)) { [inbox] database in
@@ -457,6 +464,17 @@ public final class Server {
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
             var delay = 0.0
+            if let (entry, version) = durable {
+                var failure: String?
+                do {
+                    let lease = try database.get()
+                    try lease.connection.assume(.server)
+                    try HandOff.store([entry], ttl: ttl, server: server, open: true, lease.connection)
+                } catch {
+                    failure = (error as? PostgresError)?.message ?? "\(error)"
+                }
+                inbox.post(.persisted(connection: id, version: version, pending: entry.pending, failure: failure, ahead: true))
+            }
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
             var open = true
             for item in works {

@@ -90,20 +90,35 @@ import Testing
         let named = try #require(try db.query(markOf, [saverToken]).string(0, 0))
         try saver.ok("SAVE")
         #expect(try db.query("SELECT count(*) FROM records.save_marks WHERE nonce = $1::bigint", [named]).string(0, 0) == "1")
-        #expect(try db.query(markOf, [saverToken]).string(0, 0) != named)  // the next SAVE has a mark of its own
+        // The SAVE alone writes no state (the mark tells RESUME); the next change does, with
+        // the next SAVE's own mark.
+        #expect(try db.query(markOf, [saverToken]).string(0, 0) == named)
+        try saver.ok(#"INSERT project name="Twice""#)
+        try saver.ok("PING")
+        #expect(try db.query(markOf, [saverToken]).string(0, 0) != named)
 
         // A unit written, then the server dies; its SAVE had committed (the mark is there).
         let client = try replicas.servers[0].client()
         try client.ok(#"INSERT project name="Lost reply""#)
         let token = try Self.token(client)
         let mark = try #require(try db.query(markOf, [token]).string(0, 0))
+        // And one whose SAVE was answered just before the crash: its state was not written again.
+        let answered = try replicas.servers[0].client()
+        try answered.ok(#"INSERT project name="Answered""#)
+        let answeredToken = try Self.token(answered)
+        try answered.ok("SAVE")
         kill(replicas.servers[0].process.processIdentifier, SIGKILL)
         replicas.servers[0].process.waitUntilExit()
         try db.query("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)", [mark])
         let moved = try replicas.servers[1].client()
         #expect(try moved.send("RESUME \(token)").status
-                == "+OK resumed: 0 pending change(s); the last SAVE committed before its server went away (its reply was lost): the unit is saved")
+                == "+OK resumed: 0 pending change(s); its last SAVE committed before the server went away: the unit is saved")
         #expect(try moved.send("SAVE").status == "+OK nothing to save")
+        let back = try replicas.servers[1].client()
+        #expect(try back.send("RESUME \(answeredToken)").status
+                == "+OK resumed: 0 pending change(s); its last SAVE committed before the server went away: the unit is saved")
+        #expect(try back.send("SAVE").status == "+OK nothing to save")
+        #expect(try db.query("SELECT count(*) FROM project WHERE name = 'Answered'").string(0, 0) == "1")
     }
 
     /// Behind the balancer, one replica killed with SIGKILL: library clients resume on the

@@ -84,7 +84,7 @@ extension Session {
                 let depth = state.unit.depth
                 let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
                                      + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : "")
-                                     + (savedUnanswered ? "; the last SAVE committed before its server went away (its reply was lost): the unit is saved" : ""),
+                                     + (savedUnanswered ? "; its last SAVE committed before the server went away: the unit is saved" : ""),
                                      lines: lines)
                 let taken = seeds, restored = state
                 return WorkResult(reply: reply) { session in session.restore(restored, watches: watches, seeds: taken) }

@@ -55,12 +55,14 @@ extension Session {
             let pending = result.uncertain
             if json { reply = Self.savedJSON(reply) }
             return WorkResult(reply: reply) { session in
+                let before = session.stateVersion
                 session.unit.assign(assigned)
                 if saved {
                     session.unit.saved()
                     session.nextSaveMark = Int64.random(in: 1...Int64.max)
                 }
                 session.uncertainSave = pending
+                if saved && pending == nil { session.lastSave = (before, session.stateVersion) }
             }
         })
     }

@@ -174,6 +174,10 @@ public final class Session {
     /// durable state names it: a session resumed after a crash whose SAVE committed, unanswered,
     /// finds the mark and knows its unit was saved.
     var nextSaveMark = Int64.random(in: 1...Int64.max) { didSet { stateVersion &+= 1 } }
+    /// The state versions just before and after the last committed SAVE emptied the unit: a
+    /// durable state written at `before` needs no write for it, since its mark (now in
+    /// `records.save_marks`) already tells RESUME the unit was saved.
+    public internal(set) var lastSave: (before: Int, after: Int)?
     /// Whether this session must AUTH before anything but HELP, PING, AUTH and QUIT: decided
     /// when it starts (a user added later does not lock out sessions already open).
     public let mustAuthenticate: Bool

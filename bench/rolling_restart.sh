@@ -14,41 +14,10 @@ export PGURL
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 BOUNCER_PORT=$(free_port); BALANCER_PORT=$(free_port); R0=$(free_port); R1=$(free_port)
 printf '"postgres" ""\n' >"$BENCH_TMP/userlist.txt"
-cat >"$BENCH_TMP/pgbouncer.ini" <<INI
-[databases]
-* = host=127.0.0.1 port=$PGPORT_BENCH
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $BOUNCER_PORT
-unix_socket_dir =
-auth_type = trust
-auth_file = $BENCH_TMP/userlist.txt
-pool_mode = session
-max_client_conn = 400
-default_pool_size = 60
-logfile = $BENCH_TMP/pgbouncer.log
-pidfile = $BENCH_TMP/pgbouncer.pid
-INI
-cat >"$BENCH_TMP/haproxy.cfg" <<CFG
-global
-    maxconn 2000
-defaults
-    mode tcp
-    timeout connect 1s
-    timeout client 1h
-    timeout server 1h
-    retries 3
-    option redispatch
-frontend records
-    bind 127.0.0.1:$BALANCER_PORT
-    default_backend replicas
-backend replicas
-    balance leastconn
-    default-server check inter 200ms fall 1 rise 1
-    server a 127.0.0.1:$R0
-    server b 127.0.0.1:$R1
-
-CFG
+fill() { sed -e "s|@PG_HOST@|127.0.0.1|; s|@PG_PORT@|$PGPORT_BENCH|; s|@BOUNCER_PORT@|$BOUNCER_PORT|; s|@DIR@|$BENCH_TMP|g" \
+  -e "s|@BALANCER_PORT@|$BALANCER_PORT|; s|@REPLICA_PORT_0@|$R0|; s|@REPLICA_PORT_1@|$R1|" "$root/scripts/local-stack/$1"; }
+fill pgbouncer.ini.in >"$BENCH_TMP/pgbouncer.ini"
+fill haproxy.cfg.in >"$BENCH_TMP/haproxy.cfg"
 chmod 644 "$BENCH_TMP"/*.ini "$BENCH_TMP"/*.txt "$BENCH_TMP"/*.cfg
 as_user=(); [ "$(id -u)" = 0 ] && as_user=(runuser -u postgres --)
 "${as_user[@]}" /usr/sbin/pgbouncer -d "$BENCH_TMP/pgbouncer.ini"

@@ -36,21 +36,8 @@ final class BalancedStack {
         // PgBouncer: session pooling (recordsd keeps settings, prepared statements, LISTEN).
         let user = direct.user ?? "postgres"
         try "\"\(user)\" \"\(direct.password ?? "")\"\n".write(toFile: directory + "/userlist.txt", atomically: true, encoding: .utf8)
-        try """
-            [databases]
-            * = host=\(pgHost) port=\(pgPort)
-            [pgbouncer]
-            listen_addr = 127.0.0.1
-            listen_port = \(bouncerPort)
-            unix_socket_dir =
-            auth_type = trust
-            auth_file = \(directory)/userlist.txt
-            pool_mode = session
-            max_client_conn = 400
-            default_pool_size = 40
-            ignore_startup_parameters = extra_float_digits
-            logfile = \(directory)/pgbouncer.log
-            """.write(toFile: directory + "/pgbouncer.ini", atomically: true, encoding: .utf8)
+        try Self.template("pgbouncer.ini.in", ["PG_HOST": pgHost, "PG_PORT": "\(pgPort)", "BOUNCER_PORT": "\(bouncerPort)", "DIR": directory])
+            .write(toFile: directory + "/pgbouncer.ini", atomically: true, encoding: .utf8)
         if getuid() == 0 {
             // PgBouncer refuses to run as root.
             pgbouncer.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
@@ -69,26 +56,8 @@ final class BalancedStack {
 
         // HAProxy: TCP, a connection stays on its server; a stopping server closes its
         // listener at once, so the check and redispatch send new connections to the other.
-        try """
-            global
-                maxconn 2000
-            defaults
-                mode tcp
-                timeout connect 1s
-                timeout client 1h
-                timeout server 1h
-                retries 3
-                option redispatch
-            frontend records
-                bind 127.0.0.1:\(balancerPort)
-                default_backend replicas
-            backend replicas
-                balance roundrobin
-                default-server check inter 200ms fall 1 rise 1
-                server a 127.0.0.1:\(replicaPorts[0])
-                server b 127.0.0.1:\(replicaPorts[1])
-
-            """.write(toFile: directory + "/haproxy.cfg", atomically: true, encoding: .utf8)
+        try Self.template("haproxy.cfg.in", ["BALANCER_PORT": "\(balancerPort)", "REPLICA_PORT_0": "\(replicaPorts[0])", "REPLICA_PORT_1": "\(replicaPorts[1])"])
+            .write(toFile: directory + "/haproxy.cfg", atomically: true, encoding: .utf8)
         for index in 0..<2 { try start(index) }
         haproxy.executableURL = URL(fileURLWithPath: "/usr/sbin/haproxy")
         haproxy.arguments = ["-db", "-f", directory + "/haproxy.cfg"]
@@ -96,6 +65,14 @@ final class BalancedStack {
         haproxy.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: directory + "/haproxy.log", isDirectory: false).creatingFile())
         try haproxy.run()
         _ = eventually(tries: 100, { canConnect(port: self.balancerPort) }, until: { $0 })
+    }
+
+    /// A file of scripts/local-stack with its `@NAME@`s filled in (bench/rolling_restart.sh
+    /// fills the same files).
+    static func template(_ name: String, _ values: [String: String]) throws -> String {
+        var text = try String(contentsOfFile: TestEnvironment.root + "/scripts/local-stack/" + name, encoding: .utf8)
+        for (key, value) in values { text = text.replacingOccurrences(of: "@\(key)@", with: value) }
+        return text
     }
 
     /// Starts replica `index` on its port, through PgBouncer; returns once it listens.

@@ -109,7 +109,7 @@ struct Options {
                                    still running then are cancelled and answered (RECORDSD_SHUTDOWN_GRACE; default 10);
                                    then each session with pending changes or watches is handed off
           --resume-ttl SECONDS     how long a handed-off session waits for RESUME on any server
-                                   (RECORDSD_RESUME_TTL; default 900)
+                                   (RECORDSD_RESUME_TTL; default 900, at most 3000)
           --durable-units          write each session's state to PostgreSQL whenever it changes, before
                                    the reply that changed it: a crash (kill -9) loses nothing that was
                                    answered; clients RESUME on any server (RECORDSD_DURABLE_UNITS=1)
@@ -164,7 +164,7 @@ struct Options {
         if let value = environment["RECORDSD_IMPORT_STALL"] { importStall = try positive(value, "RECORDSD_IMPORT_STALL") }
         if let value = environment["RECORDSD_MAX_REPLY_BYTES"] { maxReplyBytes = try positive(value, "RECORDSD_MAX_REPLY_BYTES") }
         if let value = environment["RECORDSD_SHUTDOWN_GRACE"] { shutdownGrace = try count(value, "RECORDSD_SHUTDOWN_GRACE") }
-        if let value = environment["RECORDSD_RESUME_TTL"] { resumeTTL = try positive(value, "RECORDSD_RESUME_TTL") }
+        if let value = environment["RECORDSD_RESUME_TTL"] { resumeTTL = try ttl(value, "RECORDSD_RESUME_TTL") }
         if let value = environment["RECORDSD_DURABLE_UNITS"] { durableUnits = ["1", "true", "yes", "on"].contains(value.lowercased()) }
         if let value = environment["RECORDSD_STATEMENT_TIMEOUT"] { statementTimeout = try positive(value, "RECORDSD_STATEMENT_TIMEOUT") }
         if let value = environment["RECORDSD_SAVE_TIMEOUT"] { saveTimeout = try positive(value, "RECORDSD_SAVE_TIMEOUT") }
@@ -217,7 +217,7 @@ struct Options {
             case "--import-stall": importStall = try positive(try value(), flag)
             case "--max-reply-bytes": maxReplyBytes = try positive(try value(), flag)
             case "--shutdown-grace": shutdownGrace = try count(try value(), flag)
-            case "--resume-ttl": resumeTTL = try positive(try value(), flag)
+            case "--resume-ttl": resumeTTL = try ttl(try value(), flag)
             case "--durable-units": durableUnits = true
             case "--statement-timeout": statementTimeout = try positive(try value(), flag)
             case "--save-timeout": saveTimeout = try positive(try value(), flag)
@@ -273,6 +273,15 @@ struct Options {
         case "json": logJSON = true
         default: throw UsageError(description: "--log-format takes text or json, not '\(text)'")
         }
+    }
+
+    /// A resume TTL: at most as long as SAVE's commit marks are kept, which tell RESUME that a
+    /// unit was saved (past them a saved unit could be resumed and saved again).
+    private func ttl(_ text: String, _ name: String) throws -> Int {
+        let limit = (ChangeFeed.saveMarkMinutes - 10) * 60
+        let value = try positive(text, name)
+        guard value <= limit else { throw UsageError(description: "\(name) is at most \(limit) seconds (SAVE's commit marks, which RESUME checks, are kept an hour), not \(value)") }
+        return value
     }
 
     private func positive(_ text: String, _ name: String) throws -> Int {

@@ -148,23 +148,29 @@ extension Server {
     func write(_ entries: [HandOff.Entry], open: Bool, then done: @escaping @Sendable (String?) -> Void) {
         let ttl = configuration.resumeTTL, server = context.serverID
         pool.submit(.proven) { [entries] database in
-            var failure: String?
-            do {
-                let lease = try database.get()
-                func store() throws {
-                    try lease.connection.assume(.server)
-                    try HandOff.store(entries, ttl: ttl, server: server, open: open, lease.connection)
-                }
-                do { try store() } catch let error as PostgresError where error.kind == .connection {
-                    _ = try lease.reconnect()
-                    try store()
-                } catch let error as PostgresError where error.sqlState == .queryCanceled && !open {
-                    try store()  // cancelled with the steps at the shutdown deadline: a hand-off goes on
-                }
-            } catch {
-                failure = (error as? PostgresError)?.message ?? "\(error)"
+            done(Self.store(entries, ttl: ttl, server: server, open: open, database))
+        }
+    }
+
+    /// On a pool worker: writes the states on the leased connection; the failure's text, nil
+    /// when written.
+    static func store(_ entries: [HandOff.Entry], ttl: Int, server: String, open: Bool,
+                      _ database: Result<Lease, PostgresError>) -> String? {
+        do {
+            let lease = try database.get()
+            func store() throws {
+                try lease.connection.assume(.server)
+                try HandOff.store(entries, ttl: ttl, server: server, open: open, lease.connection)
             }
-            done(failure)
+            do { try store() } catch let error as PostgresError where error.kind == .connection {
+                _ = try lease.reconnect()
+                try store()
+            } catch let error as PostgresError where error.sqlState == .queryCanceled && !open {
+                try store()  // cancelled with the steps at the shutdown deadline: a hand-off goes on
+            }
+            return nil
+        } catch {
+            return (error as? PostgresError)?.message ?? "\(error)"
         }
     }
 }

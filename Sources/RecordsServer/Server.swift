@@ -465,14 +465,7 @@ public final class Server {
             var effects: [@Sendable (Session) -> Void] = []
             var delay = 0.0
             if let (entry, version) = durable {
-                var failure: String?
-                do {
-                    let lease = try database.get()
-                    try lease.connection.assume(.server)
-                    try HandOff.store([entry], ttl: ttl, server: server, open: true, lease.connection)
-                } catch {
-                    failure = (error as? PostgresError)?.message ?? "\(error)"
-                }
+                let failure = Self.store([entry], ttl: ttl, server: server, open: true, database)
                 inbox.post(.persisted(connection: id, version: version, pending: entry.pending, failure: failure, ahead: true))
             }
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }

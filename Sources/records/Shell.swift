@@ -112,7 +112,7 @@ final class Shell {
             }
         }
         var attributes: [String: [String]] = [:]
-        connection.onPushed = { [unowned self] line in if let shown = self.shown(pushed: line) { print(shown) } }
+        follow(connection)
         print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
         var pending = 0
         var warned = false
@@ -254,6 +254,11 @@ final class Shell {
         return 0
     }
 
+    /// Prints what `connection` pushes, as `shown(pushed:)` says.
+    private func follow(_ connection: LineConnection) {
+        connection.onPushed = { [unowned self] line in if let shown = self.shown(pushed: line) { print(shown) } }
+    }
+
     /// How a lost connection was replaced.
     enum Reconnected: Equatable { case fresh, resumed(rerun: Bool) }
 
@@ -291,7 +296,7 @@ final class Shell {
             if clibedit_take_sigint() != 0 { break }
             guard let fresh = try? connector.connect() else { continue }
             connection = fresh
-            connection.onPushed = { [unowned self] line in if let shown = self.shown(pushed: line) { print(shown) } }
+            follow(connection)
             guard let token = handOffToken else {
                 printer.note("reconnected to \(options.host):\(options.port): a new session, with no pending changes and no WATCH")
                 return .fresh

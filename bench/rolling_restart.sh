@@ -37,7 +37,7 @@ start_pair() {
   for n in 0 1; do
     local port; port=$([ "$n" = 0 ] && echo "$R0" || echo "$R1")
     cat >"$BENCH_TMP/start-$n.sh" <<START
-"$root/.build/release/recordsd" serve --no-migrate --listen 127.0.0.1:$port --database postgresql://postgres@127.0.0.1:$BOUNCER_PORT/postgres \\
+"$root/.build/release/recordsd" serve --no-migrate --listen 127.0.0.1:$port --proxy-from 127.0.0.1 --database postgresql://postgres@127.0.0.1:$BOUNCER_PORT/postgres \\
   --pool-size 8 --log-level warning $* >>"$BENCH_TMP/replica-$n.log" 2>&1 &
 echo \$! >"$BENCH_TMP/replica-$n.pid"
 for i in \$(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done

@@ -45,6 +45,8 @@ final class ClientConnection {
     var farewelled = false
     /// Its state is being written for RESUME (the shutdown waits for that longer than for steps).
     var handingOff = false
+    /// From a trusted balancer (--proxy-from): its first line is a PROXY header.
+    var awaitsProxyHeader = false
 
     init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int, now: UInt64) {
         self.id = id

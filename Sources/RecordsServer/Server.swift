@@ -65,6 +65,9 @@ public final class Server {
         public var tls: TLSContext?
         /// Where connections that speak TLS from their first byte are accepted.
         public var tlsListen: (host: String, port: Int)?
+        /// --proxy-from: balancers whose connections to the plain listener begin with a PROXY
+        /// protocol v1 header naming the client (addresses as the socket reports them).
+        public var proxyFrom: Set<String> = []
         public init() {}
     }
 
@@ -249,6 +252,10 @@ public final class Server {
                 close(fd)
                 continue
             }
+            // A trusted balancer's first line names the client (TLS from the first byte has no
+            // room for it: behind a balancer, STARTTLS on the plain listener).
+            connection.awaitsProxyHeader = !secure && !configuration.proxyFrom.isEmpty
+                && configuration.proxyFrom.contains(peer.hasPrefix("::ffff:") ? String(peer.dropFirst(7)) : peer)
             connections[fd] = connection
             byID[connection.id] = connection
             sessionCount.value = connections.count
@@ -413,6 +420,7 @@ public final class Server {
     }
 
     func run(_ line: String, on connection: ClientConnection) {
+        if connection.awaitsProxyHeader { return takeProxyHeader(line, on: connection) }
         if Self.isRead(line) { return runReads(line, on: connection) }
         switch connection.session.handle(line) {
         case .reply(let reply):
@@ -437,6 +445,24 @@ public final class Server {
             connection.machine.stepped(.collect)
         case .database(let work):
             onPool(connection, [.work(work)])
+        }
+    }
+
+    /// The first line from a trusted balancer: the client it carries becomes the session's
+    /// peer. Anything else ends the connection (a balancer that sends no header is
+    /// misconfigured, and its clients would all share its address).
+    func takeProxyHeader(_ line: String, on connection: ClientConnection) {
+        connection.awaitsProxyHeader = false
+        switch ProxyHeader.parse(line) {
+        case .success(.client(let address)):
+            connection.session.proxied(for: address)
+            Log.debug("proxied for \(address) by \(connection.peer)", session: connection.id)
+        case .success(.unknown):
+            break
+        case .failure(let invalid):
+            logOnce("a connection from \(connection.peer) (--proxy-from) began without a PROXY header: \(invalid.reason)")
+            connection.append(bytes: encoded(.error(.syntax, "expected a PROXY protocol v1 header from this balancer (--proxy-from): \(invalid.reason)")))
+            connection.machine.stepped(.close)
         }
     }
 

@@ -170,6 +170,7 @@ struct ServeCommand {
         configuration.authenticationNote = options.insecureNoAuth ? "no authentication: insecure" : "no authentication"
         configuration.tls = tls
         configuration.tlsListen = options.tlsListen
+        configuration.proxyFrom = options.proxyFrom
         let server = try Server(configuration: configuration, context: context, pool: pool)
         // The watcher reads the change log from its first read on: it starts before any session
         // can WATCH, so nothing a watching session should see is taken for history.

@@ -49,6 +49,8 @@ struct Options {
     var tlsCert: String?
     var tlsKey: String?
     var tlsListen: (host: String, port: Int)?
+    /// Balancers whose connections begin with a PROXY protocol v1 header (HAProxy's send-proxy).
+    var proxyFrom: Set<String> = []
     /// HTTP for operators' tools: /live, /ready, /metrics (off unless given).
     var adminListen: (host: String, port: Int)?
     var throttle = LoginThrottle.Policy()
@@ -133,6 +135,9 @@ struct Options {
                                    accepting), /metrics (Prometheus text)
           --tls-listen HOST:PORT   also accept connections that speak TLS from their first byte
                                    (RECORDSD_TLS_LISTEN)
+          --proxy-from ADDR[,ADDR] balancers (HAProxy with send-proxy) whose connections to --listen
+                                   begin with a PROXY protocol v1 header naming the client: its address
+                                   counts for throttling, logs and the loopback rule (RECORDSD_PROXY_FROM)
           --insecure-no-tls        allow listening off loopback without TLS, and AUTH in clear
                                    from other hosts (dangerous)
 
@@ -176,6 +181,7 @@ struct Options {
         if let value = environment["RECORDSD_TLS_CERT"], !value.isEmpty { tlsCert = value }
         if let value = environment["RECORDSD_TLS_KEY"], !value.isEmpty { tlsKey = value }
         if let value = environment["RECORDSD_TLS_LISTEN"], !value.isEmpty { tlsListen = try address(value, "RECORDSD_TLS_LISTEN") }
+        if let value = environment["RECORDSD_PROXY_FROM"], !value.isEmpty { proxyFrom = try addresses(value, "RECORDSD_PROXY_FROM") }
         if let value = environment["RECORDSD_ADMIN_LISTEN"], !value.isEmpty { adminListen = try address(value, "RECORDSD_ADMIN_LISTEN") }
         if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
         if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
@@ -229,6 +235,7 @@ struct Options {
             case "--tls-cert": tlsCert = try value()
             case "--tls-key": tlsKey = try value()
             case "--tls-listen": tlsListen = try address(try value(), flag)
+            case "--proxy-from": proxyFrom = try addresses(try value(), flag)
             case "--admin-listen": adminListen = try address(try value(), flag)
             case "--auth-delay": throttle.baseDelay = try seconds(try value(), flag)
             case "--auth-lock-after": throttle.lockAfter = try positive(try value(), flag)
@@ -277,6 +284,23 @@ struct Options {
 
     /// A resume TTL: at most as long as SAVE's commit marks are kept, which tell RESUME that a
     /// unit was saved (past them a saved unit could be resumed and saved again).
+    /// Numeric IP addresses, comma-separated, as a socket reports its peer (IPv4-mapped IPv6
+    /// taken as IPv4).
+    private func addresses(_ text: String, _ name: String) throws -> Set<String> {
+        var found: Set<String> = []
+        for part in text.split(separator: ",") {
+            var address = part.trimmingCharacters(in: .whitespaces)
+            if address.hasPrefix("::ffff:") { address.removeFirst(7) }
+            var v4 = in_addr(), v6 = in6_addr()
+            guard inet_pton(AF_INET, address, &v4) == 1 || inet_pton(AF_INET6, address, &v6) == 1 else {
+                throw UsageError(description: "\(name) takes numeric IP addresses (the balancer's, as connections come from it), not '\(address)'")
+            }
+            found.insert(address)
+        }
+        guard !found.isEmpty else { throw UsageError(description: "\(name) needs at least one address") }
+        return found
+    }
+
     private func ttl(_ text: String, _ name: String) throws -> Int {
         let limit = (ChangeFeed.saveMarkMinutes - 10) * 60
         let value = try positive(text, name)

@@ -113,6 +113,33 @@ import Testing
         #expect(after == "+OK signed in as carol (writer)")
     }
 
+    /// --proxy-from: a balancer's connections begin with a PROXY header naming the client, whose
+    /// address then counts (the loopback rule for AUTH, throttling); from anyone else the line
+    /// is an unknown command.
+    @Test func aTrustedBalancersHeaderNamesTheClient() throws {
+        let server = try serverWithUsers(["--proxy-from", "127.0.0.2"])
+        let remote = try server.client(from: "127.0.0.2")
+        try remote.write("PROXY TCP4 203.0.113.7 127.0.0.1 50000 7878\r\n")
+        #expect(try remote.send("AUTH carol carol-password").status
+                == "-ERR AUTH AUTH from another host needs TLS: this server has no TLS configured; the line was not read")
+        let local = try server.client(from: "127.0.0.2")
+        try local.write("PROXY TCP4 127.0.0.9 127.0.0.1 50001 7878\r\n")
+        #expect(try local.send("AUTH carol carol-password").status == "+OK signed in as carol (writer)")
+        // A health check's connection names no client.
+        let check = try server.client(from: "127.0.0.2")
+        try check.write("PROXY UNKNOWN\r\n")
+        #expect(try check.send("PING").ok)
+        // Not the balancer: a client cannot claim another address.
+        let spoofer = try server.client()
+        #expect(try spoofer.send("PROXY TCP4 127.0.0.9 127.0.0.1 50002 7878").status.hasPrefix("-ERR"))
+        #expect(try spoofer.send("AUTH carol guess").status == "-ERR AUTH invalid user name or password")
+        #expect(server.log.contains("failed AUTH for carol from 127.0.0.1"))
+        // The balancer without a header: misconfigured, refused and closed.
+        let bare = try server.client(from: "127.0.0.2")
+        #expect(try bare.send("PING").status == "-ERR SYNTAX expected a PROXY protocol v1 header from this balancer (--proxy-from): not a PROXY protocol v1 header")
+        #expect(try bare.readToEnd() == [])
+    }
+
     @Test func parallelGuessesAreCountedLikeSerialOnes() throws {
         let server = try serverWithUsers(["--auth-delay", "0.1", "--auth-lock-after", "5", "--pool-size", "4"])
         // 40 connections from one address guess root's password at the same moment.

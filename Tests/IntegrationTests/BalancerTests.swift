@@ -60,6 +60,18 @@ import Testing
         for client in clients { await client.close() }
     }
 
+    /// Every connection comes from HAProxy's address; its PROXY header (send-proxy) names the
+    /// client, so one client's failed sign-ins lock out that client only.
+    @Test func throttlingSeesEachClientBehindTheBalancer() throws {
+        let stack = try BalancedStack(arguments: ["--auth-delay", "0.1", "--auth-lock-after", "3", "--auth-lock-seconds", "60"])
+        stack.stop(1)  // one replica: the throttle is per server
+        try stack.client().ok(#"USER ADD carol writer "carol-password""#)
+        let attacker = try stack.client(from: "127.0.0.2")
+        for guess in 1...3 { #expect(try attacker.send("AUTH carol guess-\(guess)").status == "-ERR AUTH invalid user name or password") }
+        #expect(try attacker.send("AUTH carol carol-password").status.hasPrefix("-ERR AUTH too many failed attempts for carol from this address"))
+        #expect(try stack.client(from: "127.0.0.3").send("AUTH carol carol-password").status == "+OK signed in as carol (writer)")
+    }
+
     @Test func theShellResumesAfterARestartAndSaysSoInOneLine() throws {
         let stack = try BalancedStack()
         // The shell makes two changes; then both replicas are restarted in turn (the one the

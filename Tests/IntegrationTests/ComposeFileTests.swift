@@ -54,6 +54,8 @@ import Testing
         #expect(config.contains("RECORDS_BALANCER_URL: records://admin@balancer:7870?tls=require"))
         let haproxy = try String(contentsOfFile: TestEnvironment.root + "/docker/haproxy/haproxy.cfg", encoding: .utf8)
         #expect(haproxy.contains("mode tcp") && haproxy.contains("server recordsd-1 recordsd-1:7878") && haproxy.contains("server recordsd-2 recordsd-2:7878"))
+        // It names each client in a PROXY header, which the replicas take from its address only.
+        #expect(haproxy.contains("send-proxy") && config.contains("ipv4_address: 172.28.70.10") && config.contains("RECORDSD_PROXY_FROM: 172.28.70.10"))
         // HAProxy itself checks the file (the replicas' names need not resolve here).
         let checked = try runProcess("/usr/sbin/haproxy", ["-c", "-f", TestEnvironment.root + "/docker/haproxy/haproxy.cfg"])
         #expect(checked.status == 0 && (checked.output + checked.error).contains("Configuration file is valid"), "\(checked)")

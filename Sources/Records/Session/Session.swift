@@ -163,8 +163,8 @@ public final class Session {
 
     public let id: Int
     let context: ServerContext
-    /// The client's address, for login throttling and logs.
-    public let peer: String
+    /// The client's address, for login throttling, the loopback rule for AUTH, and logs.
+    public private(set) var peer: String
     public internal(set) var unit = UnitOfWork() { didSet { stateVersion &+= 1 } }
     /// Moves whenever what a hand-off keeps changes (the unit, watches, format, an unsettled
     /// SAVE, the next SAVE's mark): with --durable-units the server writes the state when it
@@ -200,6 +200,12 @@ public final class Session {
     /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not yet tell: the
     /// next SAVE asks about it first, so the unit is never written twice.
     var uncertainSave: UncertainCommit? { didSet { stateVersion &+= 1 } }
+
+    /// The client's own address, as a trusted balancer's PROXY header gave it (the socket's
+    /// peer is the balancer); before the first command.
+    public func proxied(for client: String) {
+        peer = client
+    }
 
     public init(id: Int, context: ServerContext, peer: String = "-") {
         self.id = id

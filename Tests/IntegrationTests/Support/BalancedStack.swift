@@ -77,7 +77,7 @@ final class BalancedStack {
 
     /// Starts replica `index` on its port, through PgBouncer; returns once it listens.
     func start(_ index: Int) throws {
-        replicas[index] = try TestServer(databaseURL: throughBouncer, arguments: ["--listen", "127.0.0.1:\(replicaPorts[index])"] + arguments)
+        replicas[index] = try TestServer(databaseURL: throughBouncer, arguments: ["--listen", "127.0.0.1:\(replicaPorts[index])", "--proxy-from", "127.0.0.1"] + arguments)
     }
 
     /// Stops replica `index` (SIGTERM: its sessions are handed off; SIGKILL: a crash) and
@@ -89,8 +89,8 @@ final class BalancedStack {
         replicas[index] = nil
     }
 
-    /// A client of the balancer.
-    func client() throws -> LineClient { try LineClient(port: balancerPort) }
+    /// A client of the balancer, from `source` (another client host on loopback).
+    func client(from source: String? = nil) throws -> LineClient { try LineClient(port: balancerPort, source: source) }
 
     /// The URL RecordsClient connects to.
     var url: String { "records://127.0.0.1:\(balancerPort)" }

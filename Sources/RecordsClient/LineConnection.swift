@@ -347,10 +347,10 @@ public final class LineConnection {
     private var early: [WireReply] = []
 
     /// Takes what arrived without blocking (pushed lines go to `onPushed` or `pushed`); true
-    /// when the server has closed the connection. Plain connections only: over TLS a readable
-    /// socket may hold a record with no data (a session ticket), and reading it would wait.
+    /// when the server has closed the connection. Over TLS the socket is read non-blocking for
+    /// the check: a readable socket may hold a record with no data (a session ticket), which
+    /// a blocking read would wait behind.
     public func closedByServer() -> Bool {
-        guard tls == nil else { return false }
         while true {
             while let event = reader.next() {
                 switch event {
@@ -359,9 +359,28 @@ public final class LineConnection {
                 }
             }
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&entry, 1, 0) > 0 else { return false }
+            guard poll(&entry, 1, 0) > 0 || tls?.hasBufferedInput == true else { return false }
+            if let tls {
+                switch readWithoutWaiting(tls) {
+                case .bytes: continue
+                case .wantRead, .wantWrite: return false
+                case .closed, .failed: return true
+                }
+            }
             guard (try? fill()) == true else { return true }
         }
+    }
+
+    /// One TLS read with the socket non-blocking for it, its bytes taken.
+    private func readWithoutWaiting(_ tls: TLSStream) -> TLSStream.Outcome {
+        let flags = fcntl(fd, F_GETFL)
+        _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        defer { _ = fcntl(fd, F_SETFL, flags) }
+        let outcome = chunk.withUnsafeMutableBytes { tls.read(into: $0) }
+        if case .bytes(let count) = outcome {
+            do { try reader.append(chunk[0..<count]) } catch { return .failed("\(error)") }
+        }
+        return outcome
     }
 
     /// Sends one line and reads its reply.

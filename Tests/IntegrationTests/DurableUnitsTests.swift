@@ -144,4 +144,20 @@ import Testing
             #expect(try db.query("SELECT count(DISTINCT name) || '/' || count(*) FROM project WHERE name LIKE $1", ["k\(index)-%"]).string(0, 0) == "\(index + 1)/\(index + 1)")
         }
     }
+
+    /// The same over TLS (STARTTLS through the balancer): an idle client learns its server died
+    /// before its next request leaves, and that request runs once on the resumed session.
+    @Test func libraryClientsOverTLSFollowTheirSessionsThroughACrash() async throws {
+        let certificates = try TestCertificates()
+        let stack = try BalancedStack(arguments: ["--durable-units", "--tls-cert", certificates.cert, "--tls-key", certificates.key])
+        let client = try await RecordsClient.connect("records://localhost:\(stack.balancerPort)?tls=require", caFile: certificates.ca)
+        _ = try await client.insert("project", ["name": "over-tls"])
+        for replica in 0..<2 {
+            stack.stop(replica, signal: SIGKILL)
+            try stack.start(replica)
+        }
+        #expect(try await client.pendingCount().pending == 1)
+        #expect(try await client.save().ids.count == 1)
+        #expect(try Connection(stack.databaseURL).query("SELECT count(*) FROM project WHERE name = 'over-tls'").string(0, 0) == "1")
+    }
 }

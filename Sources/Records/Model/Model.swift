@@ -194,17 +194,41 @@ public struct Entity: Sendable {
     /// `name` are two columns: each is reached by its own spelling).
     public func attribute(named name: String) -> Attribute? {
         if let exact = attributes.first(where: { $0.name == name }) { return exact }
-        // Case-folded only when some name could match that way (no lowercasing per lookup).
-        guard attributes.contains(where: { $0.name.utf8.count == name.utf8.count }) else { return nil }
-        let lowered = name.lowercased()
-        let folded = attributes.filter { $0.name.lowercased() == lowered }
-        return folded.count == 1 ? folded[0] : nil
+        return Self.onlyFolded(attributes, name, \.name)
     }
 
     public func relationship(named name: String) -> Relationship? {
         if let exact = relationships.first(where: { $0.name == name }) { return exact }
-        let folded = relationships.filter { $0.name.lowercased() == name.lowercased() }
-        return folded.count == 1 ? folded[0] : nil
+        return Self.onlyFolded(relationships, name, \.name)
+    }
+
+    /// The one element whose name equals `name` case-insensitively, nil for none or several.
+    /// Every line naming a relationship asks the attributes first: ASCII names are compared
+    /// in place, with no lowercased copies.
+    static func onlyFolded<T>(_ elements: [T], _ name: String, _ named: (T) -> String) -> T? {
+        var found: T?
+        for element in elements where Self.foldedEqual(named(element), name) {
+            if found != nil { return nil }
+            found = element
+        }
+        return found
+    }
+
+    /// `a.lowercased() == b.lowercased()`, without copies when both are ASCII.
+    static func foldedEqual(_ a: String, _ b: String) -> Bool {
+        var a = a, b = b
+        let ascii = a.withUTF8 { x in b.withUTF8 { y -> Bool? in
+            guard x.allSatisfy({ $0 < 0x80 }), y.allSatisfy({ $0 < 0x80 }) else { return nil }
+            guard x.count == y.count else { return false }
+            for i in 0..<x.count {
+                var p = x[i], q = y[i]
+                if p >= 65 && p <= 90 { p += 32 }
+                if q >= 65 && q <= 90 { q += 32 }
+                if p != q { return false }
+            }
+            return true
+        } }
+        return ascii ?? (a.lowercased() == b.lowercased())
     }
 
     public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }

@@ -285,6 +285,8 @@ public final class Model: Sendable {
 
     private let exact: [String: Int]
     private let referencing: [String: [ForeignKey]]
+    /// GET's SQL by shape, for this model only.
+    let selects = SelectCache()
 
     public init(schema: String, entities: [Entity], unserved: [UnservedTable], unicodeCaseFolding: Bool = false, collations: Set<String> = []) {
         self.schema = schema

@@ -255,7 +255,7 @@ public final class Server {
             // A trusted balancer's first line names the client (TLS from the first byte has no
             // room for it: behind a balancer, STARTTLS on the plain listener).
             connection.awaitsProxyHeader = !secure && !configuration.proxyFrom.isEmpty
-                && configuration.proxyFrom.contains(peer.hasPrefix("::ffff:") ? String(peer.dropFirst(7)) : peer)
+                && ProxyHeader.balancerAddress(peer).map(configuration.proxyFrom.contains) == true
             connections[fd] = connection
             byID[connection.id] = connection
             sessionCount.value = connections.count

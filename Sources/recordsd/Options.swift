@@ -2,6 +2,7 @@ import Foundation
 import Postgres
 import Records
 import RecordsProtocol
+import RecordsServer
 
 /// A usage error: printed with the usage, exit status 2.
 struct UsageError: Error, CustomStringConvertible {
@@ -282,18 +283,13 @@ struct Options {
         }
     }
 
-    /// A resume TTL: at most as long as SAVE's commit marks are kept, which tell RESUME that a
-    /// unit was saved (past them a saved unit could be resumed and saved again).
-    /// Numeric IP addresses, comma-separated, as a socket reports its peer (IPv4-mapped IPv6
-    /// taken as IPv4).
+    /// Numeric IP addresses, comma-separated (`ProxyHeader.balancerAddress`).
     private func addresses(_ text: String, _ name: String) throws -> Set<String> {
         var found: Set<String> = []
         for part in text.split(separator: ",") {
-            var address = part.trimmingCharacters(in: .whitespaces)
-            if address.hasPrefix("::ffff:") { address.removeFirst(7) }
-            var v4 = in_addr(), v6 = in6_addr()
-            guard inet_pton(AF_INET, address, &v4) == 1 || inet_pton(AF_INET6, address, &v6) == 1 else {
-                throw UsageError(description: "\(name) takes numeric IP addresses (the balancer's, as connections come from it), not '\(address)'")
+            let given = part.trimmingCharacters(in: .whitespaces)
+            guard let address = ProxyHeader.balancerAddress(given) else {
+                throw UsageError(description: "\(name) takes numeric IP addresses (the balancer's, as connections come from it), not '\(given)'")
             }
             found.insert(address)
         }
@@ -301,6 +297,8 @@ struct Options {
         return found
     }
 
+    /// A resume TTL: at most as long as SAVE's commit marks are kept, which tell RESUME that a
+    /// unit was saved (past them a saved unit could be resumed and saved again).
     private func ttl(_ text: String, _ name: String) throws -> Int {
         let limit = (ChangeFeed.saveMarkMinutes - 10) * 60
         let value = try positive(text, name)

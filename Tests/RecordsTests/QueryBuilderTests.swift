@@ -15,6 +15,20 @@ import Testing
         return (String(q.sql[start..<end]), q.parameters)
     }
 
+    /// A GET's cached statement, bound, is the statement built for its values (an include's
+    /// LIMIT is a parameter too, after the filter's).
+    @Test func aCachedGetBoundIsTheStatementBuiltForItsValues() throws {
+        var request = FetchRequest(entity: "department", include: ["employees"])
+        request.includeOrder = ["employees": IncludeOrder(key: "age", ascending: false, limit: 3)]
+        let cache = SelectCache()
+        for id in ["7", "8"] {
+            let bound = try cache.get(request, model: SampleModel.model, columns: ["id"]).binding([id])
+            let built = try QueryBuilder.select(request, model: SampleModel.model, filter: [("id", id)], versions: true)
+            #expect(bound.sql == built.sql)
+            #expect(bound.parameters == built.parameters && built.parameters.count == 2)
+        }
+    }
+
     @Test func everyValueIsAParameter() throws {
         let (condition, parameters) = try whereClause(#"FIND employee WHERE first_name == "x'; DROP TABLE employee; --" AND age > 3"#)
         #expect(condition == #"(t0."first_name" = $1 AND t0."age" > $2)"#)

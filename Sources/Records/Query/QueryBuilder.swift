@@ -33,7 +33,8 @@ struct QueryBuilder {
     }
 
     /// - Parameters:
-    ///   - filter: columns that must equal values (GET by key or by a unique attribute).
+    ///   - filter: columns that must equal values (GET by key or by a unique attribute); bound
+    ///     first, so they are the first parameters (`SelectCache`).
     ///   - versions: also select each row's `xmin` and key.
     static func select(_ request: FetchRequest, model: Model, filter: [(column: String, value: String)] = [],
                        versions: Bool = false) throws(CommandError) -> Select {

@@ -9,7 +9,12 @@ extension Session {
         let entity = try entity(entityName, model)
         let target = try target(address, in: entity, model: model)
         let request = { var r = FetchRequest(entity: entity.name, include: include); r.includeOrder = includeOrder; return r }()
-        _ = try model.selects.select(request, model: model)  // names checked before any I/O
+        let columns: [String]
+        switch target {
+        case .unique(_, let given): columns = given.map(\.column)
+        case .pending, .stored: columns = entity.keyColumns
+        }
+        let template = try model.selects.get(request, model: model, columns: columns)  // names checked before any I/O
         let snapshot = self.snapshot
         return database(model) { context in
             let ((line, version), view) = try context.withView(snapshot, model: model) { view -> (String, (RecordKey, String)?) in
@@ -26,7 +31,7 @@ extension Session {
                 case .unique(_, let given):
                     filter = given
                 }
-                let select = try model.selects.select(request, model: model, filter: filter.map { ($0.column, $0.value) }, versions: true)
+                let select = template.binding(filter.map(\.value))
                 let result = try context.retryingOnce { try context.connection.queryPrepared(select.sql, select.parameters) }
                 guard result.rowCount == 1 else {
                     switch target {

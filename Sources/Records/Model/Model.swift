@@ -216,19 +216,9 @@ public struct Entity: Sendable {
 
     /// `a.lowercased() == b.lowercased()`, without copies when both are ASCII.
     static func foldedEqual(_ a: String, _ b: String) -> Bool {
-        var a = a, b = b
-        let ascii = a.withUTF8 { x in b.withUTF8 { y -> Bool? in
-            guard x.allSatisfy({ $0 < 0x80 }), y.allSatisfy({ $0 < 0x80 }) else { return nil }
-            guard x.count == y.count else { return false }
-            for i in 0..<x.count {
-                var p = x[i], q = y[i]
-                if p >= 65 && p <= 90 { p += 32 }
-                if q >= 65 && q <= 90 { q += 32 }
-                if p != q { return false }
-            }
-            return true
-        } }
-        return ascii ?? (a.lowercased() == b.lowercased())
+        guard a.utf8.allSatisfy({ $0 < 0x80 }), b.utf8.allSatisfy({ $0 < 0x80 }) else { return a.lowercased() == b.lowercased() }
+        func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte + 32 : byte }
+        return a.utf8.elementsEqual(b.utf8) { lower($0) == lower($1) }
     }
 
     public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }

@@ -352,6 +352,10 @@ public final class Server {
                   let event = connection.nextEvent() {
                 progressed = true
                 budget -= 1
+                if connection.awaitsProxyHeader {
+                    takeProxyHeader(event, on: connection)
+                    continue
+                }
                 switch connection.machine.route(event) {
                 case .run(let line):
                     run(line, on: connection)
@@ -420,7 +424,6 @@ public final class Server {
     }
 
     func run(_ line: String, on connection: ClientConnection) {
-        if connection.awaitsProxyHeader { return takeProxyHeader(line, on: connection) }
         if Self.isRead(line) { return runReads(line, on: connection) }
         switch connection.session.handle(line) {
         case .reply(let reply):
@@ -449,11 +452,18 @@ public final class Server {
     }
 
     /// The first line from a trusted balancer: the client it carries becomes the session's
-    /// peer. Anything else ends the connection (a balancer that sends no header is
-    /// misconfigured, and its clients would all share its address).
-    func takeProxyHeader(_ line: String, on connection: ClientConnection) {
+    /// peer. Anything else, a line too long or not text included, ends the connection (a
+    /// balancer that sends no header is misconfigured, and its clients would all share its
+    /// address).
+    func takeProxyHeader(_ event: LineFramer.Event, on connection: ClientConnection) {
         connection.awaitsProxyHeader = false
-        switch ProxyHeader.parse(line) {
+        let parsed: Result<ProxyHeader.Parsed, ProxyHeader.Invalid>
+        switch event {
+        case .line(let line): parsed = ProxyHeader.parse(line)
+        case .tooLong: parsed = .failure(ProxyHeader.Invalid(reason: "longer than \(ProxyHeader.maxLength) bytes"))
+        case .invalid: parsed = .failure(ProxyHeader.Invalid(reason: "not a PROXY protocol v1 header"))
+        }
+        switch parsed {
         case .success(.client(let address)):
             connection.session.proxied(for: address)
             Log.debug("proxied for \(address) by \(connection.peer)", session: connection.id)

@@ -138,6 +138,11 @@ import Testing
         let bare = try server.client(from: "127.0.0.2")
         #expect(try bare.send("PING").status == "-ERR SYNTAX expected a PROXY protocol v1 header from this balancer (--proxy-from): not a PROXY protocol v1 header")
         #expect(try bare.readToEnd() == [])
+        // Nor does a first line the framer refuses (not text) leave the header still to come.
+        let garbled = try server.client(from: "127.0.0.2")
+        try garbled.writeBytes([0, 0xFF, 0x0A] + Array("PROXY TCP4 127.0.0.9 127.0.0.1 50003 7878\r\n".utf8))
+        #expect(try garbled.readReply().status == "-ERR SYNTAX expected a PROXY protocol v1 header from this balancer (--proxy-from): not a PROXY protocol v1 header")
+        #expect(try garbled.readToEnd() == [])
     }
 
     @Test func parallelGuessesAreCountedLikeSerialOnes() throws {

@@ -465,7 +465,7 @@ public final class Connection {
             kind: broken || state == nil ? .connection : .server,
             sqlState: state, message: message,
             detail: field(CLibPQ_DIAG_MESSAGE_DETAIL), hint: field(CLibPQ_DIAG_MESSAGE_HINT),
-            table: field(CLibPQ_DIAG_TABLE_NAME), column: field(CLibPQ_DIAG_COLUMN_NAME),
+            schema: field(CLibPQ_DIAG_SCHEMA_NAME), table: field(CLibPQ_DIAG_TABLE_NAME), column: field(CLibPQ_DIAG_COLUMN_NAME),
             constraint: field(CLibPQ_DIAG_CONSTRAINT_NAME))
     }
 

@@ -17,6 +17,8 @@ public struct PostgresError: Error, CustomStringConvertible, CustomDebugStringCo
     public var message: String
     public var detail: String?
     public var hint: String?
+    /// The schema of the table the error is about (a table's name alone is ambiguous).
+    public var schema: String?
     public var table: String?
     public var column: String?
     public var constraint: String?
@@ -25,13 +27,14 @@ public struct PostgresError: Error, CustomStringConvertible, CustomDebugStringCo
 
     public init(
         kind: Kind, sqlState: SQLState? = nil, message: String, detail: String? = nil,
-        hint: String? = nil, table: String? = nil, column: String? = nil, constraint: String? = nil
+        hint: String? = nil, schema: String? = nil, table: String? = nil, column: String? = nil, constraint: String? = nil
     ) {
         self.kind = kind
         self.sqlState = sqlState
         self.message = message
         self.detail = detail
         self.hint = hint
+        self.schema = schema
         self.table = table
         self.column = column
         self.constraint = constraint

@@ -23,7 +23,7 @@ extension Server {
                 continue
             }
             let token = connection.durableToken ?? HandOff.newToken()
-            entries.append(HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount))
+            entries.append(HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount, mark: state.nextSaveMark))
             handing.append(connection)
             connection.durableToken = nil  // written closed here: nothing more to mark when it closes
             connection.handingOff = true
@@ -89,7 +89,7 @@ extension Server {
     /// nor to announce).
     func durableEntry(_ connection: ClientConnection) -> (HandOff.Entry, Int)? {
         let session = connection.session
-        guard configuration.durableUnits, !stopping, session.stateVersion != connection.writtenVersion else { return nil }
+        guard configuration.durableUnits, !stopping, !session.movedAway, session.stateVersion != connection.writtenVersion else { return nil }
         let state = session.state()
         guard connection.durableToken != nil || state.unit.heldCount > 0 || state.unit.depth > 0 || !state.watches.isEmpty,
               let text = try? HandOff.encode(state) else {
@@ -98,7 +98,7 @@ extension Server {
         }
         let token = connection.durableToken ?? HandOff.newToken()
         connection.durableToken = token
-        return (HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount), session.stateVersion)
+        return (HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount, mark: state.nextSaveMark), session.stateVersion)
     }
 
     /// On the loop: the state was written at the head of a step's job (the step's reply follows).

@@ -563,6 +563,12 @@ public final class Server {
         connection.streamSink = nil
         connection.machine.databaseFinished(stopping: stopping)
         connection.append(bytes: bytes)
+        if connection.session.movedAway {
+            // Resumed elsewhere: its state is the other copy's, this connection ends.
+            connection.durableToken = nil
+            connection.machine.closeWhenIdle()
+            return service(connection)
+        }
         // Signed in: the full line length from now on.
         if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
             connection.framer.maxLineLength = configuration.maxLineLength

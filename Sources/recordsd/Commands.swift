@@ -147,6 +147,7 @@ struct ServeCommand {
         work.lockTimeout = options.lockTimeout * 1000
         work.bulkTimeout = options.bulkTimeout * 1000
         work.replyStall = options.replyStall
+        work.durableTTL = options.durableUnits ? options.resumeTTL : nil
         context.work = work
         // Reads run under the read timeout; SAVE, IMPORT and EXPORT set their own per transaction.
         let pool = ConnectionPool(conninfo: database.serving, size: options.poolSize,

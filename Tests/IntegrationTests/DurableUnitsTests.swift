@@ -112,13 +112,89 @@ import Testing
         try db.query("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)", [mark])
         let moved = try replicas.servers[1].client()
         #expect(try moved.send("RESUME \(token)").status
-                == "+OK resumed: 0 pending change(s); its last SAVE committed before the server went away: the unit is saved")
+                == "+OK resumed: 0 pending change(s); its last SAVE committed, its reply lost: the unit is saved")
         #expect(try moved.send("SAVE").status == "+OK nothing to save")
         let back = try replicas.servers[1].client()
         #expect(try back.send("RESUME \(answeredToken)").status
-                == "+OK resumed: 0 pending change(s); its last SAVE committed before the server went away: the unit is saved")
+                == "+OK resumed: 0 pending change(s); its last SAVE committed, its reply lost: the unit is saved")
         #expect(try back.send("SAVE").status == "+OK nothing to save")
         #expect(try db.query("SELECT count(*) FROM project WHERE name = 'Answered'").string(0, 0) == "1")
+    }
+
+    /// Server backends that are doing something (besides the asking one): a killed server's
+    /// SAVE goes on in PostgreSQL until it ends by itself.
+    static let busyBackends = """
+        SELECT count(*) FROM pg_stat_activity
+        WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state <> 'idle'
+        """
+
+    /// A server killed while its SAVE waits in PostgreSQL, its COMMIT already sent (the insert
+    /// of a key another transaction is inserting waits for that one): the SAVE goes on after the
+    /// RESUME elsewhere. It must not commit the unit the resumed session then saves again.
+    @Test func aSaveStillRunningForAKilledServerIsNotWrittenTwice() throws {
+        let replicas = try Replicas(arguments: ["--durable-units", "--lock-timeout", "60"])
+        let db = try replicas.servers[1].database()
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT project id=990001 name="Once""#)
+        let token = try Self.token(client)
+        let blocker = try replicas.servers[1].database()
+        try blocker.execute("BEGIN; INSERT INTO project (id, name) VALUES (990001, 'Blocker')")
+        try client.write("SAVE\n")
+        let waiting = try eventually({ try db.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").string(0, 0) }, until: { $0 == "1" })
+        #expect(waiting == "1")
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status == "+OK resumed: 1 pending change(s)")
+        // The old SAVE's insert goes on now, and the rest of its round (its mark, COMMIT).
+        try blocker.execute("ROLLBACK")
+        #expect(try eventually({ try db.query(Self.busyBackends).string(0, 0) }, until: { $0 == "0" }) == "0")
+        #expect(try db.query("SELECT count(*) FROM project WHERE id = 990001").string(0, 0) == "0")
+        let saved = try moved.send("SAVE").status
+        #expect(saved == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try db.query("SELECT name FROM project WHERE id = 990001").string(0, 0) == "Once")
+    }
+
+    /// The server's liveness lock lost for a moment (its connection dropped): a session still
+    /// open there can be resumed elsewhere. The copy left behind cannot save the unit again;
+    /// it is told so and closed.
+    @Test func aCopyLeftBehindBySessionResumedElsewhereCannotSave() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let db = try replicas.servers[1].database()
+        let original = try replicas.servers[0].client()
+        try original.ok(#"INSERT project name="Only once""#)
+        let token = try Self.token(original)
+        let taker = try replicas.servers[1].client()
+        // Each server's watcher holds its lock; dropped, the lock is free until it reconnects.
+        let resumed = eventually(tries: 100, every: 20_000, {
+            _ = try? db.query("""
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'recordsd-watcher'
+                """)
+            _ = eventually(tries: 50, every: 10_000, { (try? db.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"))?.string(0, 0) ?? "" },
+                           until: { $0 == "0" })
+            return (try? taker.send("RESUME \(token)"))?.status ?? ""
+        }, until: { !$0.hasPrefix("-ERR UNAVAILABLE") })
+        #expect(resumed == "+OK resumed: 1 pending change(s)")
+        #expect(try original.send("SAVE").status == "-ERR CONFLICT this session was resumed elsewhere (RESUME with its token) and its unit lives on there: nothing was saved here, and this connection closes")
+        #expect(try original.readToEnd() == [])
+        let saved = try taker.send("SAVE").status
+        #expect(saved == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try db.query("SELECT count(*) FROM project WHERE name = 'Only once'").string(0, 0) == "1")
+    }
+
+    /// A durable session idle longer than --resume-ttl, then its server killed: the state did
+    /// not expire while the server lived.
+    @Test func anIdleSessionsStateOutlivesTheTTLWhileItsServerLives() throws {
+        let replicas = try Replicas(arguments: ["--durable-units", "--resume-ttl", "1"])
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT project name="Idle""#)
+        let token = try Self.token(client)
+        sleep(3)
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status == "+OK resumed: 1 pending change(s)")
     }
 
     /// Behind the balancer, one replica killed with SIGKILL: library clients resume on the

@@ -118,6 +118,10 @@ public enum Migrator {
                 at    timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (xid, nonce)
             );
+            -- A mark is written once: RESUME writes the handed-off session's next mark first
+            -- (HandOff.fence), so a SAVE of the old copy, still in flight or still open on a
+            -- server that lost its liveness lock, can never commit the same unit.
+            CREATE UNIQUE INDEX IF NOT EXISTS \(HandOff.fenceIndex) ON records.save_marks (nonce);
             -- Sessions a stopping server handed off, until RESUME on any server (HandOff):
             -- found by the token's hash; no served role is granted it.
             CREATE TABLE IF NOT EXISTS records.handoff (
@@ -135,6 +139,9 @@ public enum Migrator {
                 spent_at   timestamptz
             );
             CREATE INDEX IF NOT EXISTS handoff_expires ON records.handoff (expires_at);
+            -- The mark the state's next SAVE writes: kept in records.save_marks while a state
+            -- names it (a session idle for hours after a SAVE, then resumed, finds it saved).
+            ALTER TABLE records.handoff ADD COLUMN IF NOT EXISTS mark bigint;
             -- Only the server's own login sees it, whatever is granted: a user's --db-role
             -- (SET ROLE) is another current_user. Set once, by whoever creates the table.
             DO $$ BEGIN

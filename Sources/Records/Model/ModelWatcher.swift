@@ -93,7 +93,12 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             if let watched = context.watchedEntitiesIfChanged(always: due) {
                 if (try? ChangeFeed.register(server: context.serverID, watches: watched, db)) != nil {
                     lastRegistration = Date()
-                    if due { try? ChangeFeed.prune(db) }
+                    if due {
+                        try? ChangeFeed.prune(db)
+                        if let ttl = context.work.durableTTL {
+                            try? HandOff.keepOpen(server: context.serverID, ttl: ttl, db)
+                        }
+                    }
                 } else {
                     lastRegistration = .distantPast  // try again next turn
                 }

@@ -76,11 +76,14 @@ public enum HandOff {
         public var owner: String?
         public var state: String
         public var pending: Int
-        public init(token: String, owner: String?, state: String, pending: Int) {
+        /// The mark its next SAVE writes (`SessionState.nextSaveMark`).
+        public var mark: Int64?
+        public init(token: String, owner: String?, state: String, pending: Int, mark: Int64?) {
             self.token = token
             self.owner = owner
             self.state = state
             self.pending = pending
+            self.mark = mark
         }
     }
 
@@ -88,12 +91,12 @@ public enum HandOff {
     /// here (--durable-units), else they closed. A token already redeemed is never written
     /// again: a late write cannot bring back a session that moved on.
     static let storeSQL = """
-        INSERT INTO records.handoff AS h (token_hash, owner, state, pending, expires_at, server, open)
-        SELECT sha256(convert_to(t, 'UTF8')), o, s::jsonb, p, now() + make_interval(secs => $5::int), $6, $7
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::int[]) AS u(t, o, s, p)
+        INSERT INTO records.handoff AS h (token_hash, owner, state, pending, mark, expires_at, server, open)
+        SELECT sha256(convert_to(t, 'UTF8')), o, s::jsonb, p, m, now() + make_interval(secs => $6::int), $7, $8
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::bigint[]) AS u(t, o, s, p, m)
         ON CONFLICT (token_hash) DO UPDATE
-        SET state = EXCLUDED.state, pending = EXCLUDED.pending, written_at = now(), expires_at = EXCLUDED.expires_at,
-            server = EXCLUDED.server, open = EXCLUDED.open
+        SET state = EXCLUDED.state, pending = EXCLUDED.pending, mark = EXCLUDED.mark, written_at = now(),
+            expires_at = EXCLUDED.expires_at, server = EXCLUDED.server, open = EXCLUDED.open
         WHERE h.spent_at IS NULL AND h.owner IS NOT DISTINCT FROM EXCLUDED.owner
         """
 
@@ -110,7 +113,8 @@ public enum HandOff {
                 let chunk = entries[start..<min(start + 500, entries.count)]
                 try connection.query(storeSQL, [SQL.arrayLiteral(chunk.map(\.token)), SQL.arrayLiteral(chunk.map(\.owner)),
                                                 SQL.arrayLiteral(chunk.map(\.state)), SQL.arrayLiteral(chunk.map { String($0.pending) }),
-                                                String(ttl), server, open ? "t" : "f"])
+                                                SQL.arrayLiteral(chunk.map { $0.mark.map(String.init) }),
+                                                String(ttl + (open ? openSlackSeconds : 0)), server, open ? "t" : "f"])
                 start += chunk.count
             }
         }
@@ -130,6 +134,46 @@ public enum HandOff {
     /// server whose lock is free belongs to a server that is gone (a crash).
     public static func holdLiveness(server: String, _ connection: Connection) throws {
         try connection.query("SELECT pg_advisory_lock(hashtextextended($1, 0))", ["recordsd " + server])
+    }
+
+    /// The unique index that makes a commit mark single-use (`records.save_marks (nonce)`).
+    public static let fenceIndex = "save_marks_fence"
+
+    /// Whether a SAVE failed because its mark was fenced: the session was resumed elsewhere.
+    public static func isFenced(_ error: PostgresError) -> Bool {
+        error.sqlState == .uniqueViolation && error.schema == "records" && error.constraint == fenceIndex
+    }
+
+    /// What became of a handed-off session's SAVE mark.
+    public enum Fence: Equatable, Sendable {
+        /// A SAVE with this mark committed: its unit is saved.
+        case committed
+        /// Written here first: no SAVE with this mark will ever commit.
+        case fenced
+    }
+
+    /// Writes `mark` in the RESUME's transaction. A SAVE of the old copy that already wrote it
+    /// is waited for (a unique index waits for the inserting transaction); one that has not
+    /// yet will fail on it. Either way at most one copy saves the unit.
+    static func fence(_ mark: Int64, _ connection: Connection) throws -> Fence {
+        let written = try connection.query("""
+            INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)
+            ON CONFLICT (nonce) DO NOTHING RETURNING 1
+            """, [String(mark)])
+        return written.rowCount == 1 ? .fenced : .committed
+    }
+
+    /// A state open on a live server (--durable-units) expires this long past `--resume-ttl`:
+    /// the server renews it when half of this is used (`keepOpen`, every 30 s), so after a
+    /// crash it waits at least the ttl, however long the session was idle before.
+    public static let openSlackSeconds = 120
+
+    /// Keeps the states of sessions open on this server from expiring while it lives.
+    public static func keepOpen(server: String, ttl: Int, _ connection: Connection) throws {
+        try connection.query("""
+            UPDATE records.handoff SET expires_at = now() + make_interval(secs => $2::int + $3::int)
+            WHERE server = $1 AND open AND spent_at IS NULL AND expires_at < now() + make_interval(secs => $2::int + $3::int / 2)
+            """, [server, String(ttl), String(openSlackSeconds)])
     }
 
     /// Spends a live token of `owner` (nil: a session that did not sign in) whose session is

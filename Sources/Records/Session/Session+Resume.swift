@@ -43,21 +43,19 @@ extension Session {
         // Runs as the server: no served role may read records.handoff.
         return .database(DatabaseWork(identity: .server, counted: counter()) { context in
             do {
-                let (text, secondsAgo) = try context.retryingOnce { try HandOff.redeem(token, owner: owner, context.connection) }
-                var state: SessionState
-                do {
-                    state = try HandOff.decode(text)
-                } catch {
-                    throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
-                }
-                // Written before a SAVE whose COMMIT went through as its server crashed: the
-                // mark says so, and the unit is saved (never written twice).
-                var savedUnanswered = false
-                if let mark = state.nextSaveMark, state.unit.heldCount > 0,
-                   try context.connection.query("SELECT EXISTS (SELECT 1 FROM records.save_marks WHERE nonce = $1::bigint)", [String(mark)]).string(0, 0) == "t" {
-                    state.unit = UnitOfWork()
-                    state.nextSaveMark = nil
-                    savedUnanswered = true
+                // One transaction: the token is spent and the session's SAVE marks fenced
+                // together (a rollback leaves both for the next RESUME).
+                let (state, secondsAgo, savedUnanswered) = try context.retryingOnce {
+                    try context.connection.transaction { () throws -> (SessionState, Int, Bool) in
+                        let (text, secondsAgo) = try HandOff.redeem(token, owner: owner, context.connection)
+                        var state: SessionState
+                        do {
+                            state = try HandOff.decode(text)
+                        } catch {
+                            throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
+                        }
+                        return try Self.fenced(state, secondsAgo: secondsAgo, context.connection)
+                    }
                 }
                 let model = shared.model
                 let watches = state.watches.filter { model.entity(named: $0.entity) != nil }
@@ -84,7 +82,7 @@ extension Session {
                 let depth = state.unit.depth
                 let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
                                      + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : "")
-                                     + (savedUnanswered ? "; its last SAVE committed before the server went away: the unit is saved" : ""),
+                                     + (savedUnanswered ? "; its last SAVE committed, its reply lost: the unit is saved" : ""),
                                      lines: lines)
                 let taken = seeds, restored = state
                 return WorkResult(reply: reply) { session in session.restore(restored, watches: watches, seeds: taken) }
@@ -94,6 +92,32 @@ extension Session {
                 return WorkResult(reply: ErrorMapping.map(error, model: shared.model, connection: context.connection).reply)
             }
         })
+    }
+
+    /// How long RESUME waits for a SAVE the old copy has in flight (its transaction holds the
+    /// mark RESUME writes): past it, RESUME is refused and the token kept.
+    static let fenceWaitMilliseconds = 10_000
+
+    /// The state with its SAVE marks fenced (`HandOff.fence`), in the RESUME's transaction: a
+    /// mark a SAVE committed means the unit is saved (its reply was lost with the old copy);
+    /// otherwise no SAVE of the old copy can commit it any more. Either way nothing is
+    /// unsettled, and the next SAVE here writes a fresh mark.
+    static func fenced(_ state: SessionState, secondsAgo: Int, _ connection: Connection) throws -> (SessionState, Int, Bool) {
+        var state = state
+        let marks = Set([state.nextSaveMark, state.uncertain?.mark].compactMap { $0 })
+        guard !marks.isEmpty else { return (state, secondsAgo, false) }
+        try connection.query("SELECT set_config('lock_timeout', $1, true)", [String(fenceWaitMilliseconds)])
+        var committed = false
+        do {
+            for mark in marks.sorted() where try HandOff.fence(mark, connection) == .committed { committed = true }
+        } catch let error as PostgresError where error.sqlState == .lockNotAvailable {
+            throw CommandError(.unavailable, "a SAVE of this session is still running in PostgreSQL on behalf of its old server: RESUME again once it ends (the token is kept)")
+        }
+        let saved = committed && (state.unit.heldCount > 0 || state.uncertain != nil)
+        if committed { state.unit = UnitOfWork() }
+        state.uncertain = nil
+        state.nextSaveMark = nil
+        return (state, secondsAgo, saved)
     }
 
     /// On the loop: the session becomes the one handed off.

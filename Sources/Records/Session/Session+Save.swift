@@ -54,6 +54,15 @@ extension Session {
             let saved = result.saved
             let pending = result.uncertain
             if json { reply = Self.savedJSON(reply) }
+            if result.movedAway {
+                Log.warning("SAVE refused: the session was resumed elsewhere (\(who))", session: session)
+                // Its unit is the other copy's now: dropped here, and the connection ends.
+                return WorkResult(reply: reply) { session in
+                    session.unit = UnitOfWork()
+                    session.uncertainSave = nil
+                    session.movedAway = true
+                }
+            }
             return WorkResult(reply: reply) { session in
                 let before = session.stateVersion
                 session.unit.assign(assigned)

@@ -131,6 +131,9 @@ public struct WorkSettings: Sendable {
     /// Seconds a streamed reply (FIND, EXPORT) waits for a client that reads nothing before
     /// it stops and frees its connection.
     public var replyStall = 30
+    /// --durable-units: how long a crashed server's sessions wait for RESUME (`--resume-ttl`);
+    /// the server keeps its open sessions' states from expiring meanwhile. nil: off.
+    public var durableTTL: Int?
     /// Where database work counts what it wrote (SAVE's rows, retries).
     public var metrics: Metrics?
     public init() {}
@@ -178,6 +181,9 @@ public final class Session {
     /// durable state written at `before` needs no write for it, since its mark (now in
     /// `records.save_marks`) already tells RESUME the unit was saved.
     public internal(set) var lastSave: (before: Int, after: Int)?
+    /// A SAVE found this session resumed on another connection (its mark fenced): the server
+    /// closes it, and does not write its state again.
+    public internal(set) var movedAway = false
     /// Whether this session must AUTH before anything but HELP, PING, AUTH and QUIT: decided
     /// when it starts (a user added later does not lock out sessions already open).
     public let mustAuthenticate: Bool

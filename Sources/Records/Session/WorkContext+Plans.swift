@@ -62,6 +62,10 @@ extension WorkContext {
                 return SaveResult(reply: reply, saved: true, assigned: plan.assigned, attempts: plan.attempts)
             case .failed(let failure):
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                if let error = failure.postgres, HandOff.isFenced(error) {
+                    return SaveResult(reply: .error(.conflict, Self.movedMessage), saved: false, assigned: plan.assigned,
+                                      attempts: plan.attempts, movedAway: true)
+                }
                 if let stale = staleKey(failure, plan: plan, model: model) {
                     // An id its sequence gave is taken: the sequence is behind the table's data.
                     // It moves on, and the insert lets go of that id, so SAVE again gives a new one.
@@ -108,6 +112,9 @@ extension WorkContext {
               let value = assigned.values[column] else { return nil }
         return (ref, entity, column, value, entity.key.first { $0.name == column }?.drawsFrom)
     }
+
+    /// A SAVE of a session that was resumed on another connection meanwhile.
+    static let movedMessage = "this session was resumed elsewhere (RESUME with its token) and its unit lives on there: nothing was saved here, and this connection closes"
 
     static let uncertainReply = Reply.error(.unavailable,
         "PostgreSQL went away during COMMIT and cannot say yet whether it completed; pending changes are kept: SAVE again once it is back (it will not be written twice)")
@@ -169,6 +176,8 @@ struct SaveResult: Sendable {
     var attempts: Int
     /// Set when the outcome is not known yet.
     var uncertain: UncertainCommit?
+    /// The session was resumed elsewhere (its mark was fenced): this copy must end.
+    var movedAway = false
 }
 
 /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not tell yet.

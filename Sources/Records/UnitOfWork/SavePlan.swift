@@ -366,7 +366,7 @@ struct SavePlan: Sendable {
             return start()
         }
         // Another SAVE with the same key committed while this one ran: start again, and find it.
-        if attempts < Self.maxAttempts, error.sqlState == .uniqueViolation, error.table == "save_keys", settings.saveKey != nil {
+        if attempts < Self.maxAttempts, error.sqlState == .uniqueViolation, error.schema == "records", error.table == "save_keys", settings.saveKey != nil {
             return start()
         }
         let write = self.write(at: index)

@@ -114,7 +114,8 @@ public enum ChangeFeed {
             DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours';
             DELETE FROM records.handoff WHERE expires_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'
                 OR spent_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes';
-            DELETE FROM records.save_marks WHERE at < now() - interval '\(saveMarkMinutes) minutes'
+            DELETE FROM records.save_marks m WHERE at < now() - interval '\(saveMarkMinutes) minutes'
+                AND NOT EXISTS (SELECT 1 FROM records.handoff h WHERE h.mark = m.nonce AND h.spent_at IS NULL)
             """)
     }
 

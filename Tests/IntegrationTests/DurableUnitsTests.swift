@@ -156,6 +156,23 @@ import Testing
         #expect(try db.query("SELECT name FROM project WHERE id = 990001").string(0, 0) == "Once")
     }
 
+    /// Served by a newer server than the last `recordsd migrate` (--no-migrate): without the
+    /// marks' single-use index RESUME could not fence, so it refuses and keeps the token.
+    @Test func resumeWithoutTheFenceIndexIsRefusedAndTheTokenKept() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let db = try replicas.servers[1].database()
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT project name="Fenced""#)
+        let token = try Self.token(client)
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+        try db.execute("DROP INDEX records.save_marks_fence")
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status == "-ERR UNAVAILABLE records.save_marks has no single-use index yet (run `recordsd migrate` with this version): without it a unit could be saved twice, so RESUME is refused (the token is kept)")
+        try db.execute("CREATE UNIQUE INDEX save_marks_fence ON records.save_marks (nonce)")
+        #expect(try moved.send("RESUME \(token)").status == "+OK resumed: 1 pending change(s)")
+    }
+
     /// The server's liveness lock lost for a moment (its connection dropped): a session still
     /// open there can be resumed elsewhere. The copy left behind cannot save the unit again;
     /// it is told so and closed.

@@ -112,6 +112,9 @@ extension Session {
             for mark in marks.sorted() where try HandOff.fence(mark, connection) == .committed { committed = true }
         } catch let error as PostgresError where error.sqlState == .lockNotAvailable {
             throw CommandError(.unavailable, "a SAVE of this session is still running in PostgreSQL on behalf of its old server: RESUME again once it ends (the token is kept)")
+        } catch let error as PostgresError where error.sqlState == .invalidColumnReference {
+            // Served with --no-migrate by a newer server than the last `recordsd migrate`.
+            throw CommandError(.unavailable, "records.save_marks has no single-use index yet (run `recordsd migrate` with this version): without it a unit could be saved twice, so RESUME is refused (the token is kept)")
         }
         let saved = committed && (state.unit.heldCount > 0 || state.uncertain != nil)
         if committed { state.unit = UnitOfWork() }

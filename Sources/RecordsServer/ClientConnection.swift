@@ -36,6 +36,8 @@ final class ClientConnection {
     /// first write), and the session's `stateVersion` last written.
     var durableToken: String?
     var writtenVersion = 0
+    /// Whose `durableToken` is (`Session.handOffOwner` when it was given).
+    var durableOwner: String?
     var announced = false
     /// The session ended with QUIT (its durable state goes, nothing to resume).
     var quit = false

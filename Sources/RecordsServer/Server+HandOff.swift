@@ -22,8 +22,9 @@ extension Server {
                 service(connection)
                 continue
             }
-            let token = connection.durableToken ?? HandOff.newToken()
-            entries.append(HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount, mark: state.nextSaveMark))
+            let (token, retired) = stateToken(connection)
+            entries.append(HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount,
+                                         mark: state.nextSaveMark, retired: retired))
             handing.append(connection)
             connection.durableToken = nil  // written closed here: nothing more to mark when it closes
             connection.handingOff = true
@@ -96,9 +97,24 @@ extension Server {
             connection.writtenVersion = session.stateVersion
             return nil
         }
-        let token = connection.durableToken ?? HandOff.newToken()
+        let (token, retired) = stateToken(connection)
+        return (HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount,
+                              mark: state.nextSaveMark, retired: retired), session.stateVersion)
+    }
+
+    /// The token a session's state is written under: a new one when the signed-in user changed
+    /// since the last write (re-AUTH, or the user removed and added again), since only its
+    /// owner redeems a token; the old owner's row goes with the write (`retired`), and the
+    /// client is told the new token.
+    func stateToken(_ connection: ClientConnection) -> (token: String, retired: String?) {
+        let owner = connection.session.handOffOwner
+        let previous = connection.durableToken
+        if let previous, connection.durableOwner == owner { return (previous, nil) }
+        let token = HandOff.newToken()
         connection.durableToken = token
-        return (HandOff.Entry(token: token, owner: session.handOffOwner, state: text, pending: state.pendingCount, mark: state.nextSaveMark), session.stateVersion)
+        connection.durableOwner = owner
+        connection.announced = false
+        return (token, previous)
     }
 
     /// On the loop: the state was written at the head of a step's job (the step's reply follows).
@@ -158,17 +174,21 @@ extension Server {
                       _ database: Result<Lease, PostgresError>) -> String? {
         do {
             let lease = try database.get()
-            func store() throws {
+            func store() throws -> Int {
                 try lease.connection.assume(.server)
-                try HandOff.store(entries, ttl: ttl, server: server, open: open, lease.connection)
+                return try HandOff.store(entries, ttl: ttl, server: server, open: open, lease.connection)
             }
-            do { try store() } catch let error as PostgresError where error.kind == .connection {
+            var skipped: Int
+            do { skipped = try store() } catch let error as PostgresError where error.kind == .connection {
                 _ = try lease.reconnect()
-                try store()
+                skipped = try store()
             } catch let error as PostgresError where error.sqlState == .queryCanceled && !open {
-                try store()  // cancelled with the steps at the shutdown deadline: a hand-off goes on
+                skipped = try store()  // cancelled with the steps at the shutdown deadline: a hand-off goes on
             }
-            return nil
+            let why = "\(skipped) of \(entries.count) state(s) not written: resumed elsewhere meanwhile, or another user's"
+            // A hand-off of many: the others were written, and their clients get their tokens.
+            if skipped > 0 && skipped < entries.count && !open { Log.warning("shutting down: \(why)") }
+            return skipped == 0 || skipped < entries.count && !open ? nil : why
         } catch {
             return (error as? PostgresError)?.message ?? "\(error)"
         }

@@ -562,6 +562,15 @@ public final class Server {
         guard !connection.closed else { return }
         connection.streamSink = nil
         connection.machine.databaseFinished(stopping: stopping)
+        if let resumed = connection.session.takeResumedDurably() {
+            // Written with the RESUME under a new token: the client learns it before the reply.
+            if let previous = connection.durableToken, previous != resumed.token { durableSessionEnded(previous, quit: true) }
+            connection.durableToken = resumed.token
+            connection.durableOwner = connection.session.handOffOwner
+            connection.announced = true
+            connection.writtenVersion = connection.session.stateVersion
+            connection.push(Self.handOffNotice(resumed.token, pending: resumed.pending, ttl: configuration.resumeTTL))
+        }
         connection.append(bytes: bytes)
         if connection.session.movedAway {
             // Resumed elsewhere: its state is the other copy's, this connection ends.

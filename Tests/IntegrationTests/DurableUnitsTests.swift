@@ -156,6 +156,84 @@ import Testing
         #expect(try db.query("SELECT name FROM project WHERE id = 990001").string(0, 0) == "Once")
     }
 
+    /// A RESUME on a durable server writes the session's state under its new token in the
+    /// transaction that spends the old one, and answers after it: a crash right after the RESUME
+    /// (its state's write queued behind a SAVE that waits for a row) loses nothing.
+    @Test func aResumedSessionIsDurableBeforeItsReply() throws {
+        let replicas = try Replicas(arguments: ["--durable-units", "--pool-size", "1", "--lock-timeout", "60"])
+        let setup = try replicas.servers[1].client()
+        try setup.ok(#"INSERT project id=990010 name="b""#)
+        try setup.ok(#"INSERT project id=990011 name="c""#)
+        try setup.ok("SAVE")
+        let first = try replicas.servers[0].client()
+        try first.ok(#"INSERT project name="midresume""#)
+        let token = try Self.token(first)
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+
+        let db = try replicas.servers[1].database()
+        let x = try replicas.servers[1].client(), resumer = try replicas.servers[1].client(), y = try replicas.servers[1].client()
+        try x.ok(#"UPDATE project 990010 SET name="x""#)
+        try y.ok(#"UPDATE project 990011 SET name="y""#)
+        try resumer.ok("GET project 990011")  // a quick job first: the pool serves it in turn with Y
+        let holdB = try replicas.servers[1].database(), holdC = try replicas.servers[1].database()
+        try holdB.execute("BEGIN; SELECT 1 FROM project WHERE id = 990010 FOR UPDATE")
+        try holdC.execute("BEGIN; SELECT 1 FROM project WHERE id = 990011 FOR UPDATE")
+        // The one pooled connection: X's SAVE waits for row b; the RESUME, then Y's SAVE (which
+        // will wait for row c) queue behind it.
+        try x.write("SAVE\n")
+        #expect(try eventually({ try db.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").string(0, 0) }, until: { $0 == "1" }) == "1")
+        try resumer.write("RESUME \(token)\n")
+        usleep(300_000)
+        try y.write("SAVE\n")
+        usleep(300_000)
+        try holdB.execute("ROLLBACK")
+        let resumed = try resumer.readReply()
+        #expect(resumed.status == "+OK resumed: 1 pending change(s)")
+        let notice = try #require(resumer.pushed.last { $0.hasPrefix("! handoff ") })
+        let next = String(notice.split(separator: " ")[2])
+        #expect(next != token)
+        kill(replicas.servers[1].process.processIdentifier, SIGKILL)
+        replicas.servers[1].process.waitUntilExit()
+        try holdC.execute("ROLLBACK")
+
+        let fresh = try TestServer(databaseURL: replicas.databaseURL, arguments: replicas.arguments)
+        let back = try fresh.client()
+        #expect(try back.send("RESUME \(token)").status.hasPrefix("-ERR NOT_FOUND"))
+        #expect(eventually(tries: 50, { (try? back.send("RESUME \(next)"))?.status ?? "" }, until: { !$0.hasPrefix("-ERR UNAVAILABLE") })
+                == "+OK resumed: 1 pending change(s)")
+        try back.ok("SAVE")
+        #expect(try db.query("SELECT count(*) FROM project WHERE name = 'midresume'").string(0, 0) == "1")
+    }
+
+    /// A token is its owner's: when another user signs in on the session, its state moves to a
+    /// new token of the new user's (the client is told), and the old one is gone.
+    @Test func anotherUserSigningInMovesTheStateToTheirToken() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let setup = try replicas.servers[0].client()
+        try setup.ok(#"USER ADD alice writer "alice-password""#)
+        try setup.ok(#"USER ADD bob writer "bob-password""#)
+        let client = try replicas.servers[0].client()
+        try client.ok("AUTH alice alice-password")
+        try client.ok(#"INSERT project name="by alice""#)
+        let alices = try Self.token(client)
+        try client.ok("AUTH bob bob-password")
+        try client.ok(#"INSERT project name="by bob""#)
+        let bobs = try Self.token(client)
+        #expect(bobs != alices)
+        #expect(client.pushed.last == "! handoff \(bobs) (2 pending change(s)): RESUME \(bobs) on any server within 900 s restores this session")
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+        let asAlice = try replicas.servers[1].client()
+        try asAlice.ok("AUTH alice alice-password")
+        #expect(eventually(tries: 50, { (try? asAlice.send("RESUME \(alices)"))?.status ?? "" }, until: { !$0.hasPrefix("-ERR UNAVAILABLE") })
+                == "-ERR NOT_FOUND no session to resume with this token: it is unknown, or was already resumed (a token works once)")
+        let asBob = try replicas.servers[1].client()
+        try asBob.ok("AUTH bob bob-password")
+        #expect(try asBob.send("RESUME \(bobs)").status == "+OK resumed: 2 pending change(s)")
+        #expect(try asBob.ok("CHANGES").lines.count == 2)
+    }
+
     /// Served by a newer server than the last `recordsd migrate` (--no-migrate): without the
     /// marks' single-use index RESUME could not fence, so it refuses and keeps the token.
     @Test func resumeWithoutTheFenceIndexIsRefusedAndTheTokenKept() throws {

@@ -78,12 +78,16 @@ public enum HandOff {
         public var pending: Int
         /// The mark its next SAVE writes (`SessionState.nextSaveMark`).
         public var mark: Int64?
-        public init(token: String, owner: String?, state: String, pending: Int, mark: Int64?) {
+        /// A token the session's state was written under before (another owner's): removed in
+        /// the same transaction.
+        public var retired: String?
+        public init(token: String, owner: String?, state: String, pending: Int, mark: Int64?, retired: String? = nil) {
             self.token = token
             self.owner = owner
             self.state = state
             self.pending = pending
             self.mark = mark
+            self.retired = retired
         }
     }
 
@@ -100,24 +104,43 @@ public enum HandOff {
         WHERE h.spent_at IS NULL AND h.owner IS NOT DISTINCT FROM EXCLUDED.owner
         """
 
-    public static func store(_ entries: [Entry], ttl: Int, server: String, open: Bool, _ connection: Connection) throws {
-        guard !entries.isEmpty else { return }
-        try connection.transaction {
-            // A large unit takes longer than a read's time limit to write. A session still open
-            // (--durable-units) needs its state only if this server dies, and it keeps the
-            // state itself if PostgreSQL does: its writes need not wait for the disk (a
-            // commit's flush cost three times the SAVE it guards).
-            try connection.query("SELECT set_config('statement_timeout', '0', true), set_config('synchronous_commit', $1, true)", [open ? "off" : "on"])
-            var start = 0
-            while start < entries.count {
-                let chunk = entries[start..<min(start + 500, entries.count)]
-                try connection.query(storeSQL, [SQL.arrayLiteral(chunk.map(\.token)), SQL.arrayLiteral(chunk.map(\.owner)),
-                                                SQL.arrayLiteral(chunk.map(\.state)), SQL.arrayLiteral(chunk.map { String($0.pending) }),
-                                                SQL.arrayLiteral(chunk.map { $0.mark.map(String.init) }),
-                                                String(ttl + (open ? openSlackSeconds : 0)), server, open ? "t" : "f"])
-                start += chunk.count
-            }
+    /// Writes the entries; returns how many were not written: their tokens were redeemed
+    /// meanwhile (the session moved on) or are another owner's. Said, never skipped in silence.
+    @discardableResult
+    public static func store(_ entries: [Entry], ttl: Int, server: String, open: Bool, _ connection: Connection) throws -> Int {
+        guard !entries.isEmpty else { return 0 }
+        return try connection.transaction { try write(entries, ttl: ttl, server: server, open: open, connection) }
+    }
+
+    /// `store`'s statements, in the caller's transaction (RESUME writes the state it resumed
+    /// in the transaction that spends the old token).
+    /// `synchronous`: wait for the disk even for an open session (RESUME: the transaction also
+    /// spends the old token).
+    @discardableResult
+    static func write(_ entries: [Entry], ttl: Int, server: String, open: Bool, synchronous: Bool? = nil, _ connection: Connection) throws -> Int {
+        // A large unit takes longer than a read's time limit to write. A session still open
+        // (--durable-units) needs its state only if this server dies, and it keeps the
+        // state itself if PostgreSQL does: its writes need not wait for the disk (a
+        // commit's flush cost three times the SAVE it guards).
+        try connection.query("SELECT set_config('statement_timeout', '0', true), set_config('synchronous_commit', $1, true)", [synchronous ?? !open ? "on" : "off"])
+        let retired = entries.compactMap(\.retired)
+        if !retired.isEmpty {
+            try connection.query("""
+                DELETE FROM records.handoff WHERE spent_at IS NULL
+                  AND token_hash IN (SELECT sha256(convert_to(t, 'UTF8')) FROM unnest($1::text[]) AS t)
+                """, [SQL.arrayLiteral(retired)])
         }
+        var start = 0, skipped = 0
+        while start < entries.count {
+            let chunk = entries[start..<min(start + 500, entries.count)]
+            let written = try connection.query(storeSQL, [SQL.arrayLiteral(chunk.map(\.token)), SQL.arrayLiteral(chunk.map(\.owner)),
+                                                          SQL.arrayLiteral(chunk.map(\.state)), SQL.arrayLiteral(chunk.map { String($0.pending) }),
+                                                          SQL.arrayLiteral(chunk.map { $0.mark.map(String.init) }),
+                                                          String(ttl + (open ? openSlackSeconds : 0)), server, open ? "t" : "f"])
+            skipped += chunk.count - written.affectedRows
+            start += chunk.count
+        }
+        return skipped
     }
 
     /// A durable session ended on its server: closed by the client's QUIT (nothing to resume:

@@ -43,22 +43,32 @@ extension Session {
         // Runs as the server: no served role may read records.handoff.
         return .database(DatabaseWork(identity: .server, counted: counter()) { context in
             do {
-                // One transaction: the token is spent and the session's SAVE marks fenced
-                // together (a rollback leaves both for the next RESUME).
-                let (state, secondsAgo, savedUnanswered) = try context.retryingOnce {
-                    try context.connection.transaction { () throws -> (SessionState, Int, Bool) in
+                let model = shared.model
+                // --durable-units: the session goes on here under a new token, written in the
+                // same transaction (a crash right after the RESUME must not lose it).
+                let durable = shared.work.durableTTL.map { (ttl: $0, token: HandOff.newToken()) }
+                // One transaction: the token is spent, the session's SAVE marks fenced and, when
+                // durable, its state written again (a rollback leaves all of it for the next RESUME).
+                let (state, secondsAgo, savedUnanswered, gone) = try context.retryingOnce {
+                    try context.connection.transaction { () throws -> (SessionState, Int, Bool, Int) in
                         let (text, secondsAgo) = try HandOff.redeem(token, owner: owner, context.connection)
-                        var state: SessionState
+                        var handed: SessionState
                         do {
-                            state = try HandOff.decode(text)
+                            handed = try HandOff.decode(text)
                         } catch {
                             throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
                         }
-                        return try Self.fenced(state, secondsAgo: secondsAgo, context.connection)
+                        var (state, age, saved) = try Self.fenced(handed, secondsAgo: secondsAgo, context.connection)
+                        state.watches = state.watches.filter { model.entity(named: $0.entity) != nil }
+                        if let durable {
+                            let entry = HandOff.Entry(token: durable.token, owner: owner, state: try HandOff.encode(state),
+                                                      pending: state.pendingCount, mark: state.nextSaveMark)
+                            try HandOff.write([entry], ttl: durable.ttl, server: shared.serverID, open: true, synchronous: true, context.connection)
+                        }
+                        return (state, age, saved, handed.watches.count - state.watches.count)
                     }
                 }
-                let model = shared.model
-                let watches = state.watches.filter { model.entity(named: $0.entity) != nil }
+                let watches = state.watches
                 var seeds: [String: WatchSeed] = [:]
                 var lines: [String] = []
                 if !watches.isEmpty {
@@ -77,7 +87,6 @@ extension Session {
                     }
                     lines = watches.map { "watching \($0.entity) again: changes committed while the session moved (\(secondsAgo) s) were not delivered" }
                 }
-                let gone = state.watches.count - watches.count
                 if gone > 0 { lines.append("\(gone) watch(es) dropped: their entities are no longer served") }
                 let depth = state.unit.depth
                 let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
@@ -85,7 +94,10 @@ extension Session {
                                      + (savedUnanswered ? "; its last SAVE committed, its reply lost: the unit is saved" : ""),
                                      lines: lines)
                 let taken = seeds, restored = state
-                return WorkResult(reply: reply) { session in session.restore(restored, watches: watches, seeds: taken) }
+                return WorkResult(reply: reply) { session in
+                    session.restore(restored, watches: watches, seeds: taken)
+                    session.resumedDurably = durable.map { ($0.token, restored.pendingCount) }
+                }
             } catch let error as CommandError {
                 return WorkResult(reply: error.reply)
             } catch {
@@ -105,7 +117,10 @@ extension Session {
     static func fenced(_ state: SessionState, secondsAgo: Int, _ connection: Connection) throws -> (SessionState, Int, Bool) {
         var state = state
         let marks = Set([state.nextSaveMark, state.uncertain?.mark].compactMap { $0 })
-        guard !marks.isEmpty else { return (state, secondsAgo, false) }
+        guard !marks.isEmpty else {
+            state.nextSaveMark = Int64.random(in: 1...Int64.max)
+            return (state, secondsAgo, false)
+        }
         try connection.query("SELECT set_config('lock_timeout', $1, true)", [String(fenceWaitMilliseconds)])
         var committed = false
         do {
@@ -119,7 +134,8 @@ extension Session {
         let saved = committed && (state.unit.heldCount > 0 || state.uncertain != nil)
         if committed { state.unit = UnitOfWork() }
         state.uncertain = nil
-        state.nextSaveMark = nil
+        // Chosen here: a durable state written with the RESUME names the mark its SAVE writes.
+        state.nextSaveMark = Int64.random(in: 1...Int64.max)
         return (state, secondsAgo, saved)
     }
 

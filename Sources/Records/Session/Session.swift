@@ -184,6 +184,14 @@ public final class Session {
     /// A SAVE found this session resumed on another connection (its mark fenced): the server
     /// closes it, and does not write its state again.
     public internal(set) var movedAway = false
+    /// A RESUME on a durable server wrote the state under this new token (with its pending
+    /// count), for the server to take (`takeResumedDurably`) before the reply goes out.
+    var resumedDurably: (token: String, pending: Int)?
+
+    public func takeResumedDurably() -> (token: String, pending: Int)? {
+        defer { resumedDurably = nil }
+        return resumedDurably
+    }
     /// Whether this session must AUTH before anything but HELP, PING, AUTH and QUIT: decided
     /// when it starts (a user added later does not lock out sessions already open).
     public let mustAuthenticate: Bool

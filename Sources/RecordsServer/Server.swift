@@ -103,6 +103,21 @@ public final class Server {
     var lastWarning: UInt64 = 0
     var finished = false
     let sessionCount = SessionCount()
+    /// Connections closed gracefully whose client may still be sending, by descriptor, with
+    /// when to give up on them: the write side is shut (FIN after the last reply) and what
+    /// arrives is dropped until the client closes. Closing a socket with unread input resets
+    /// the connection, and a reset discards replies the client has not read yet (a hand-off
+    /// notice among them).
+    var lingering: [Int32: UInt64] = [:]
+    static let lingerSeconds: UInt64 = 5
+    /// Past this many, a connection closes at once (each holds a descriptor for up to 5 s).
+    static let maxLingering = 1024
+
+    /// Bytes the client sent that were not read yet.
+    static func hasUnreadInput(_ fd: Int32) -> Bool {
+        var count: Int32 = 0
+        return ioctl(fd, UInt(FIONREAD), &count) == 0 && count > 0
+    }
 
     public init(configuration: Configuration, context: ServerContext, pool: ConnectionPool) throws {
         self.configuration = configuration
@@ -395,7 +410,7 @@ public final class Server {
             sink.release(gone: false)
         }
         if connection.machine.closesNow(pendingOutput: connection.pendingOutput, budgetSpent: spent) {
-            return closeConnection(connection)
+            return closeConnection(connection, graceful: true)
         }
         // Stopping, and this session's last step (an IMPORT's too) is answered: hand it off.
         if stopping, !connection.farewelled, !connection.busy, connection.importing == nil, !connection.machine.isClosing {
@@ -587,7 +602,9 @@ public final class Server {
         service(connection)
     }
 
-    func closeConnection(_ connection: ClientConnection) {
+    /// `graceful`: everything it was told is written; the client may still be sending (see
+    /// `lingering`).
+    func closeConnection(_ connection: ClientConnection, graceful: Bool = false) {
         guard !connection.closed else { return }
         if let token = connection.durableToken { durableSessionEnded(token, quit: connection.quit) }
         connection.machine.didClose()
@@ -596,19 +613,53 @@ public final class Server {
         connection.waitingSink = nil
         connection.importing?.feed.fail(.error(.validation, "the client went away"))
         loop.remove(connection.fd)
-        connection.transport.close()
+        if graceful && lingering.count < Self.maxLingering && (stopping || connection.framer.bufferedByteCount > 0 || Self.hasUnreadInput(connection.fd)) {
+            linger(connection.fd, transport: connection.transport)
+        } else {
+            connection.transport.close()
+        }
         connections[connection.fd] = nil
         byID[connection.id] = nil
         sessionCount.value = connections.count
         resumeAccepting()
         Log.debug("closed", session: connection.session.id)
-        if stopping && connections.isEmpty { finished = true }
+        if stopping && connections.isEmpty && lingering.isEmpty { finished = true }
+    }
+
+    /// Shuts the write side and drops what the client still sends until it closes (or the
+    /// time runs out: `lingerSeconds`, or the hand-off deadline when stopping).
+    func linger(_ fd: Int32, transport: Transport) {
+        transport.finishWriting()
+        do {
+            try loop.add(fd, events: Readiness.readable) { [unowned self] _ in self.drainLingering(fd) }
+        } catch {
+            _ = Glibc.close(fd)
+            return
+        }
+        lingering[fd] = stopping ? handOffDeadline : now() + Self.lingerSeconds * 1_000_000_000
+    }
+
+    func drainLingering(_ fd: Int32) {
+        for _ in 0..<16 {
+            let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT)) }
+            if count > 0 { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return }
+            return endLingering(fd)  // the client closed (or the connection failed)
+        }
+    }
+
+    func endLingering(_ fd: Int32) {
+        guard lingering.removeValue(forKey: fd) != nil else { return }
+        loop.remove(fd)
+        _ = Glibc.close(fd)
+        if stopping && connections.isEmpty && lingering.isEmpty { finished = true }
     }
 
     // MARK: - Time, limits, shutdown
 
     func tick() {
         let current = now()
+        for (fd, until) in lingering where current >= until { endLingering(fd) }
         if stopping {
             let working = connections.values.filter { $0.busy && !$0.handingOff }
             if current >= stopDeadline && !cancelledAtShutdown && !working.isEmpty {
@@ -622,12 +673,17 @@ public final class Server {
                 Log.info("shutting down: cancelled the commands still running")
                 return
             }
-            // Hand-offs are waited for longer than steps (a large unit takes seconds to write).
-            let handing = connections.values.contains { $0.handingOff } && current < handOffDeadline
-            if connections.isEmpty || current >= stopDeadline && !handing {
+            // Hand-offs are waited for longer than steps (a large unit takes seconds to write),
+            // and so are clients still to read their notices (a slow reader of a stream).
+            let handing = connections.values.contains { $0.handingOff || $0.farewelled && $0.pendingOutput > 0 } && current < handOffDeadline
+            if connections.isEmpty && (lingering.isEmpty || current >= handOffDeadline) || current >= stopDeadline && !handing {
                 let left = connections.values.filter { $0.busy || $0.importing != nil }.count
                 if left > 0 { Log.warning("shutting down: \(left) session(s) still busy at the deadline were closed without a hand-off") }
+                let unread = connections.values.filter { $0.farewelled && $0.pendingOutput > 0 }.count
+                if unread > 0 { Log.warning("shutting down: \(unread) client(s) read nothing up to the deadline: their hand-off notices were not delivered") }
                 for connection in Array(connections.values) { closeConnection(connection) }
+                if current < handOffDeadline && !lingering.isEmpty { return }  // their FINs and replies go out first
+                for fd in Array(lingering.keys) { endLingering(fd) }
                 finished = true
             }
             return
@@ -672,7 +728,7 @@ public final class Server {
         Log.info("shutting down: \(connections.count) session(s) open")
         // An IMPORT under way finishes first (its client sends the rest), as a running step does.
         farewell(connections.values.filter { !$0.busy && $0.importing == nil })
-        if connections.isEmpty { finished = true }
+        if connections.isEmpty && lingering.isEmpty { finished = true }
     }
 
     func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

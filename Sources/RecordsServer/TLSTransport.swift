@@ -81,4 +81,9 @@ final class TLSTransport: Transport {
         stream.shutdown()
         _ = Glibc.close(fd)
     }
+
+    func finishWriting() {
+        stream.shutdown()
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
+    }
 }

@@ -18,6 +18,9 @@ protocol Transport: AnyObject {
     /// holds the rest of a record): read again without waiting.
     var hasBufferedInput: Bool { get }
     func close()
+    /// Says goodbye and shuts the socket's write side (FIN after what was written); the socket
+    /// stays open to read what the client still sends, then the server closes it.
+    func finishWriting()
 }
 
 enum TransportRead: Equatable {
@@ -68,5 +71,9 @@ final class PlainTransport: Transport {
 
     func close() {
         _ = Glibc.close(fd)
+    }
+
+    func finishWriting() {
+        _ = Glibc.shutdown(fd, Int32(SHUT_WR))
     }
 }

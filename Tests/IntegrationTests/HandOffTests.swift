@@ -51,6 +51,52 @@ import Testing
         #expect(try again.send("RESUME \(token)").status == "-ERR NOT_FOUND no session to resume with this token: it is unknown, or was already resumed (a token works once)")
     }
 
+    /// A client still sending when its server stops (a pipeline it reads no reply of): it gets
+    /// every reply, its token and the goodbye, then the end of the stream, never a reset that
+    /// throws away what it had not read yet.
+    @Test func aClientStillSendingAtShutdownGetsItsTokenAndNoReset() throws {
+        let replicas = try Replicas()
+        let client = try replicas.servers[0].client()
+        let lines = (0..<200_000).map { #"INSERT project name="p\#($0)""# }.joined(separator: "\n") + "\n"
+        let handed = Handed(client)
+        let writer = Thread { try? handed.value.write(lines) }
+        writer.start()
+        usleep(500_000)
+        kill(replicas.servers[0].process.processIdentifier, SIGTERM)
+        usleep(1_500_000)
+        var replies = 0
+        var rest: [String] = []
+        while let line = try client.readLine() {
+            if line.hasPrefix("+OK") { replies += 1 } else { rest.append(line) }
+        }
+        #expect(replies > 0)
+        #expect(rest.count == 2 && rest.last == "! shutdown recordsd is stopping", "\(rest.prefix(3))")
+        let token = try #require(rest.first { $0.hasPrefix("! handoff ") }.map { String($0.split(separator: " ")[2]) })
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status == "+OK resumed: \(replies) pending change(s)")
+    }
+
+    /// A client that stopped reading a FIND when its server stopped: the server waits past
+    /// the grace (up to the hand-off deadline) for it to read the stream's end, its token and
+    /// the goodbye, instead of leaving with them unsent.
+    @Test func aSlowReaderStillGetsItsTokenAfterTheGrace() throws {
+        let replicas = try Replicas(arguments: ["--shutdown-grace", "2"])
+        try replicas.servers[1].database().execute("INSERT INTO project (name) SELECT repeat('x', 1000) || i FROM generate_series(1, 5000) i")
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT project name="slow reader""#)
+        try client.write("FIND project\n")
+        usleep(500_000)
+        kill(replicas.servers[0].process.processIdentifier, SIGTERM)
+        sleep(10)  // past the grace and the 5 s given to cancelled commands, within the hand-off deadline
+        var lines: [String] = []
+        while let line = try client.readLine() { lines.append(line) }
+        #expect(lines.contains { $0.hasPrefix("-ERR UNAVAILABLE the server is stopping") })
+        #expect(lines.last == "! shutdown recordsd is stopping")
+        let token = try #require(lines.first { $0.hasPrefix("! handoff ") }.map { String($0.split(separator: " ")[2]) })
+        let moved = try replicas.servers[1].client()
+        #expect(try moved.send("RESUME \(token)").status == "+OK resumed: 1 pending change(s)")
+    }
+
     @Test func versionsReadBeforeTheMoveStillCatchConflicts() throws {
         let replicas = try Replicas()
         let setup = try replicas.servers[1].client()

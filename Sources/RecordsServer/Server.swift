@@ -108,8 +108,16 @@ public final class Server {
     /// arrives is dropped until the client closes. Closing a socket with unread input resets
     /// the connection, and a reset discards replies the client has not read yet (a hand-off
     /// notice among them).
-    var lingering: [Int32: UInt64] = [:]
+    /// A lingering connection also ends once the client has acknowledged all it was sent and
+    /// has sent nothing for `lingerQuiet`: a client that read its notice and keeps its end open
+    /// (waiting for a server that is stopping) does not hold the shutdown to its deadline.
+    var lingering: [Int32: Lingering] = [:]
+    struct Lingering {
+        var until: UInt64
+        var lastInput: UInt64
+    }
     static let lingerSeconds: UInt64 = 5
+    static let lingerQuiet: UInt64 = 300_000_000
     /// Past this many, a connection closes at once (each holds a descriptor for up to 5 s).
     static let maxLingering = 1024
 
@@ -117,6 +125,13 @@ public final class Server {
     static func hasUnreadInput(_ fd: Int32) -> Bool {
         var count: Int32 = 0
         return ioctl(fd, UInt(FIONREAD), &count) == 0 && count > 0
+    }
+
+    /// Whether the peer has acknowledged every byte written (TIOCOUTQ on a TCP socket counts
+    /// what is unsent or unacknowledged).
+    static func allAcknowledged(_ fd: Int32) -> Bool {
+        var count: Int32 = 0
+        return ioctl(fd, UInt(TIOCOUTQ), &count) == 0 && count == 0
     }
 
     public init(configuration: Configuration, context: ServerContext, pool: ConnectionPool) throws {
@@ -636,13 +651,17 @@ public final class Server {
             _ = Glibc.close(fd)
             return
         }
-        lingering[fd] = stopping ? handOffDeadline : now() + Self.lingerSeconds * 1_000_000_000
+        let current = now()
+        lingering[fd] = Lingering(until: stopping ? handOffDeadline : current + Self.lingerSeconds * 1_000_000_000, lastInput: current)
     }
 
     func drainLingering(_ fd: Int32) {
         for _ in 0..<16 {
             let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, Int32(MSG_DONTWAIT)) }
-            if count > 0 { continue }
+            if count > 0 {
+                lingering[fd]?.lastInput = now()
+                continue
+            }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return }
             return endLingering(fd)  // the client closed (or the connection failed)
         }
@@ -659,7 +678,10 @@ public final class Server {
 
     func tick() {
         let current = now()
-        for (fd, until) in lingering where current >= until { endLingering(fd) }
+        for (fd, linger) in lingering
+        where current >= linger.until || current - linger.lastInput >= Self.lingerQuiet && Self.allAcknowledged(fd) && !Self.hasUnreadInput(fd) {
+            endLingering(fd)
+        }
         if stopping {
             let working = connections.values.filter { $0.busy && !$0.handingOff }
             if current >= stopDeadline && !cancelledAtShutdown && !working.isEmpty {

@@ -66,10 +66,10 @@ extension Session {
             return WorkResult(reply: reply) { session in
                 let before = session.stateVersion
                 session.unit.assign(assigned)
-                if saved {
-                    session.unit.saved()
-                    session.nextSaveMark = Int64.random(in: 1...Int64.max)
-                }
+                if saved { session.unit.saved() }
+                // A mark is written once: after a COMMIT that may have written it (saved, or no
+                // answer) the next SAVE needs its own, or it fails on the mark's unique index.
+                if saved || pending != nil { session.nextSaveMark = Int64.random(in: 1...Int64.max) }
                 session.uncertainSave = pending
                 if saved && pending == nil { session.lastSave = (before, session.stateVersion) }
             }

@@ -76,6 +76,24 @@ import Testing
         #expect(answer == "-ERR NOT_FOUND no session to resume with this token: it is unknown, or was already resumed (a token works once)")
     }
 
+    /// RESUMEs sent the moment a replica is killed, several at once for one token (a client
+    /// retrying on many connections): one wins, the others are told the token was used; none
+    /// is told the session is still open (its server is gone).
+    @Test func concurrentResumesRightAfterACrashHaveOneWinner() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let open = try replicas.servers[0].client()
+        try open.ok(#"INSERT project name="Raced""#)
+        let token = try Self.token(open)
+        let racers = try (0..<4).map { _ in try replicas.servers[1].client() }
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        for racer in racers { try racer.write("RESUME \(token)\n") }
+        let answers = try racers.map { try $0.readReply().status }.sorted()
+        #expect(answers == ["+OK resumed: 1 pending change(s)"]
+                + Array(repeating: "-ERR NOT_FOUND no session to resume with this token: it is unknown, or was already resumed (a token works once)", count: 3),
+                "\(answers)")
+        replicas.servers[0].process.waitUntilExit()
+    }
+
     /// A SAVE that committed as its server died, its reply lost: the durable state written
     /// before it names the commit mark the SAVE writes, so RESUME finds the unit saved and a
     /// SAVE sent again writes nothing twice.

@@ -199,22 +199,30 @@ public enum HandOff {
             """, [server, String(ttl), String(openSlackSeconds)])
     }
 
-    /// Spends a live token of `owner` (nil: a session that did not sign in) whose session is
-    /// not open on a running server, in one statement; concurrent RESUMEs of one token wait for
-    /// each other and one wins.
-    static let redeemSQL = """
-        WITH found AS (
-            SELECT token_hash, state::text AS state, round(extract(epoch FROM now() - written_at))::int AS age
-            FROM records.handoff
-            WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND spent_at IS NULL AND expires_at > now()
-              AND owner IS NOT DISTINCT FROM $2
-              AND (NOT open OR pg_try_advisory_xact_lock(hashtextextended('recordsd ' || server, 0)))
-            FOR UPDATE
-        ), spent AS (
-            UPDATE records.handoff h SET spent_at = now(), state = 'null'::jsonb FROM found WHERE h.token_hash = found.token_hash
-        )
-        SELECT state, age FROM found
+    /// A live token of `owner` (nil: a session that did not sign in), locked: a concurrent
+    /// RESUME of the same token waits here for the first, then finds it spent.
+    static let findSQL = """
+        SELECT state::text, round(extract(epoch FROM now() - written_at))::int, open, server
+        FROM records.handoff
+        WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND spent_at IS NULL AND expires_at > now()
+          AND owner IS NOT DISTINCT FROM $2
+        FOR UPDATE
         """
+    static let spendSQL = "UPDATE records.handoff SET spent_at = now(), state = 'null'::jsonb WHERE token_hash = sha256(convert_to($1, 'UTF8'))"
+    /// How long RESUME waits for the liveness lock of the server a state is open on: a server
+    /// killed a moment ago is gone once PostgreSQL sees its connections close.
+    static let livenessWaitMilliseconds = 1_000
+    /// Takes the liveness lock of `server` for the transaction, waiting a moment for a server
+    /// just killed; refused while the server lives.
+    static func awaitGone(server: String, _ connection: Connection) throws {
+        try connection.query("SELECT set_config('lock_timeout', $1, true)", [String(livenessWaitMilliseconds)])
+        do {
+            try connection.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", ["recordsd " + server])
+        } catch where error.sqlState == .lockNotAvailable {
+            throw CommandError(.unavailable, "this session is still open on its server: RESUME once that connection has closed")
+        }
+    }
+
     /// Why a token was not spent.
     static let explainSQL = """
         SELECT owner IS NOT DISTINCT FROM $2, spent_at IS NOT NULL, expires_at > now()
@@ -224,9 +232,12 @@ public enum HandOff {
     /// The state `token` holds, spent; refused clearly when it is unknown or spent, expired,
     /// another user's (left for its owner), or its session is still open on a running server.
     static func redeem(_ token: String, owner: String?, _ connection: Connection) throws -> (state: String, secondsAgo: Int) {
-        let spent = try connection.query(redeemSQL, [token, owner])
-        if spent.rowCount == 1, let state = spent.string(0, 0) {
-            return (state, Int(spent.string(0, 1) ?? "0") ?? 0)
+        let found = try connection.query(findSQL, [token, owner])
+        if found.rowCount == 1, let state = found.string(0, 0) {
+            // Open: only if its server is gone.
+            if found.string(0, 2) == "t" { try awaitGone(server: found.string(0, 3) ?? "", connection) }
+            try connection.query(spendSQL, [token])
+            return (state, Int(found.string(0, 1) ?? "0") ?? 0)
         }
         let why = try connection.query(explainSQL, [token, owner])
         guard why.rowCount == 1, why.string(0, 1) == "f" else {
@@ -235,9 +246,6 @@ public enum HandOff {
         guard why.string(0, 0) == "t" else {
             throw CommandError(.forbidden, "this token belongs to another user: AUTH as the user whose session it was")
         }
-        guard why.string(0, 2) == "t" else {
-            throw CommandError(.notFound, "this token has expired (a handed-off session waits --resume-ttl seconds): its pending changes are gone")
-        }
-        throw CommandError(.unavailable, "this session is still open on its server: RESUME once that connection has closed")
+        throw CommandError(.notFound, "this token has expired (a handed-off session waits --resume-ttl seconds): its pending changes are gone")
     }
 }

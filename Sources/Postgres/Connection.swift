@@ -133,18 +133,7 @@ public final class Connection {
     @discardableResult
     public func queryPrepared(_ sql: String, _ parameters: [String?] = []) throws(PostgresError) -> QueryResult {
         let conn = try open()
-        let name: String
-        if let known = prepared[sql] {
-            name = known
-        } else {
-            if prepared.count >= Self.preparedLimit {
-                try execute("DEALLOCATE ALL")
-                prepared.removeAll()
-            }
-            name = "r\(prepared.count + 1)"
-            _ = try check(PQprepare(conn, name, sql, Int32(parameters.count), nil))
-            prepared[sql] = name
-        }
+        let name = try preparedName(sql, parameters: parameters.count)
         let raw: OpaquePointer? = withParameters(parameters) { count, values in
             PQexecPrepared(conn, name, count, values, nil, nil, 0)
         }
@@ -159,6 +148,20 @@ public final class Connection {
             }
             throw error
         }
+    }
+
+    /// The name `sql` is prepared under on this connection, preparing it the first time.
+    private func preparedName(_ sql: String, parameters: Int) throws(PostgresError) -> String {
+        if let known = prepared[sql] { return known }
+        let conn = try open()
+        if prepared.count >= Self.preparedLimit {
+            try execute("DEALLOCATE ALL")
+            prepared.removeAll()
+        }
+        let name = "r\(prepared.count + 1)"
+        _ = try check(PQprepare(conn, name, sql, Int32(parameters), nil))
+        prepared[sql] = name
+        return name
     }
 
     /// Runs a script of several statements without parameters (migrations, BEGIN/COMMIT).
@@ -361,20 +364,43 @@ public final class Connection {
     /// while sending). After a failure, PostgreSQL skips the rest up to the end of the pipeline.
     /// See https://www.postgresql.org/docs/15/libpq-pipeline-mode.html
     public func pipeline(_ statements: [(sql: String, parameters: [String?])]) throws -> [QueryResult] {
+        try pipelined(statements.count) { conn, index in
+            withParameters(statements[index].parameters) { count, values in
+                PQsendQueryParams(conn, statements[index].sql, count, nil, values, nil, nil, 0)
+            }
+        }
+    }
+
+    /// `pipeline` of statements prepared once per connection (as `queryPrepared`): the reads a
+    /// client pipelines reach PostgreSQL in one round trip, each planned once.
+    public func pipelinePrepared(_ statements: [(sql: String, parameters: [String?])]) throws -> [QueryResult] {
+        if prepared.count + statements.count > Self.preparedLimit {
+            try execute("DEALLOCATE ALL")  // up front: the names below must all stay valid
+            prepared.removeAll()
+        }
+        var names: [String] = []
+        for statement in statements { names.append(try preparedName(statement.sql, parameters: statement.parameters.count)) }
+        return try pipelined(statements.count) { conn, index in
+            withParameters(statements[index].parameters) { count, values in
+                PQsendQueryPrepared(conn, names[index], count, values, nil, nil, 0)
+            }
+        }
+    }
+
+    /// Sends `count` statements (`send` queues the one at an index) and one sync, then reads
+    /// each statement's result.
+    private func pipelined(_ count: Int, send: (OpaquePointer, Int) -> Int32) throws -> [QueryResult] {
         let conn = try open()
-        guard !statements.isEmpty else { return [] }
+        guard count > 0 else { return [] }
         guard PQenterPipelineMode(conn) == 1 else { throw PostgresError(kind: .unexpected, message: Self.errorMessage(conn)) }
         defer { PQexitPipelineMode(conn) }
-        for statement in statements {
-            let sent = withParameters(statement.parameters) { count, values in
-                PQsendQueryParams(conn, statement.sql, count, nil, values, nil, nil, 0)
-            }
-            guard sent == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        for index in 0..<count {
+            guard send(conn, index) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         }
         guard PQpipelineSync(conn) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         var results: [QueryResult] = []
         var failure: PipelineFailure?
-        for index in statements.indices {
+        for index in 0..<count {
             var last: QueryResult?
             while let raw = PQgetResult(conn) {
                 let result = QueryResult(owning: raw)

@@ -38,6 +38,18 @@ extension Server {
     }
 }
 
+extension Server {
+    /// The works at the start of `items` that `DatabaseWork.runPipelined` can send together.
+    static func pipelinableRun(_ items: ArraySlice<BatchItem>) -> [DatabaseWork] {
+        var run: [DatabaseWork] = []
+        for item in items {
+            guard case .work(let work) = item, work.isPipelinable else { break }
+            run.append(work)
+        }
+        return run
+    }
+}
+
 /// One command of a pool job: a reply known on the loop, or database work.
 enum BatchItem: Sendable {
     case reply([UInt8])

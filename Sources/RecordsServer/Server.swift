@@ -536,24 +536,37 @@ public final class Server {
             }
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
             var open = true
-            for item in works {
-                switch item {
+            var index = works.startIndex
+            while index < works.endIndex {
+                // Reads that can share a round trip go to PostgreSQL as one pipeline.
+                let reads = Self.pipelinableRun(works[index...])
+                if reads.count > 1, open, let context {
+                    for result in DatabaseWork.runPipelined(reads, context) {
+                        batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
+                        if let apply = result.apply { effects.append(apply) }
+                    }
+                    index += reads.count
+                    if !batch.flushIfLarge() { open = false }
+                    continue
+                }
+                switch works[index] {
                 case .reply(let bytes):
                     batch.pending += bytes
                 case .work(let work):
                     guard open else {
                         Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
-                        continue
+                        break
                     }
                     guard let context else {
                         if case .failure(let error) = database { Self.unavailable(error).encode(into: &batch.pending) }
-                        continue
+                        break
                     }
                     let result = work.run(context)
                     batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
                     if let apply = result.apply { effects.append(apply) }
                     delay = max(delay, result.delay)
                 }
+                index += 1
                 if open && !batch.flushIfLarge() { open = false }
             }
             let bytes = batch.pending

@@ -146,6 +146,55 @@ import Testing
         #expect(try client.send("SAVE").lines == ["#j1 journal_entry 101"])
     }
 
+    /// GETs a client pipelines reach PostgreSQL in one libpq pipeline: generated lines of every
+    /// key kind (uuid, text, composite, a unique column, ids found and missing, values
+    /// PostgreSQL refuses, reads that are not GETs between them), sent at once, answer exactly
+    /// as each sent alone and waited for; then again with pending changes (GETs of #refs).
+    @Test func pipelinedGetsAnswerAsEachAlone() throws {
+        let seed = UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
+        print("pipelinedGetsAnswerAsEachAlone seed \(seed)")
+        var generator = SplitMix(seed: seed)
+        let schema = try Schema(Self.schema)
+        let server = try TestServer(schema: schema)
+        let db = try server.database()
+        try db.execute("""
+            INSERT INTO tag VALUES ('red', 'r'), ('blue', NULL), ('Grün', 'g');
+            INSERT INTO person (name, email) SELECT 'p' || i, 'p' || i || '@x' FROM generate_series(1, 6) i;
+            UPDATE person SET manager_id = 1 WHERE id > 1;
+            INSERT INTO project (name) VALUES ('Apollo'), ('Gemini');
+            INSERT INTO project_member VALUES (1, 1, 'lead'), (1, 2, NULL), (2, 3, 'dev');
+            INSERT INTO thing (id, label) VALUES ('3de2b81b-0000-4000-8000-00000000000a', 'a'), ('3de2b81b-0000-4000-8000-00000000000b', NULL);
+            INSERT INTO code VALUES (1, 'one'), (2147483647, 'max');
+            """)
+        let choices = [
+            "GET tag \"red\"", "GET tag \"Grün\"", "GET tag \"none\"", "GET tag blue",
+            "GET person 1", "GET person 4", "GET person 99", "GET person email=\"p3@x\"", "GET person email=\"no@x\"",
+            "GET person 2 INCLUDE project_members", "GET project 1 INCLUDE project_members",
+            "GET project_member project=1 person=2", "GET project_member project=2 person=1",
+            "GET thing \"3de2b81b-0000-4000-8000-00000000000a\"", "GET thing \"3de2b81b-0000-4000-8000-00000000000c\"",
+            "GET thing \"not-a-uuid\"", "GET code 2147483647", "GET code 2147483648", "GET code 1",
+            "GET nosuch 1", "COUNT person", "PING x",
+        ]
+        let lines = (0..<300).map { _ in choices[Int(generator.next() % UInt64(choices.count))] }
+        // One session sends them alone, then together (the keys its pending inserts were shown
+        // stay the same).
+        let alone = try server.client(), together = alone
+        for pending in [false, true] {
+            var sequence = lines
+            if pending {
+                try alone.ok(#"INSERT tag AS #t label="new" color="n""#)
+                try alone.ok(#"INSERT person AS #p name="Pia" email="pia@x" manager=1"#)
+                sequence = sequence.enumerated().map { $0 % 7 == 0 ? "GET person #p" : $0 % 11 == 0 ? "GET tag #t" : $1 }
+            }
+            let expected = try sequence.map { line -> [String] in let r = try alone.send(line); return [r.status] + r.lines }
+            try together.write(sequence.map { $0 + "\n" }.joined())
+            for (index, line) in sequence.enumerated() {
+                let reply = try together.readReply()
+                #expect([reply.status] + reply.lines == expected[index], "seed \(seed), line \(index): \(line)")
+            }
+        }
+    }
+
     @Test func compositeKeysAreAddressedAndReachedFromBothSides() throws {
         let schema = try Schema(Self.schema)
         let server = try TestServer(schema: schema)

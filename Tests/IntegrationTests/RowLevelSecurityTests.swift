@@ -40,6 +40,27 @@ import Testing
         }
     }
 
+    /// Pipelined GETs (one libpq pipeline) run as the user who asks: each user sees their own
+    /// records and not another's, exactly as when each GET is sent alone.
+    @Test func pipelinedGetsRunAsTheUserWhoAsks() throws {
+        let s = try Stack()
+        try s.alice.ok(#"INSERT memo uid="a1" body="alice one""#)
+        #expect(try s.alice.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        try s.bob.ok(#"INSERT memo uid="b1" body="bob one""#)
+        #expect(try s.bob.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        let gets = (0..<40).map { ["GET memo 1", "GET memo 2", #"GET memo uid="a1""#, #"GET memo uid="b1""#][$0 % 4] }
+        for client in [s.alice, s.bob, s.rita, s.boss] {
+            let expected = try gets.map { line -> [String] in let r = try client.send(line); return [r.status] + r.lines }
+            try client.write(gets.map { $0 + "\n" }.joined())
+            for line in gets {
+                let reply = try client.readReply()
+                #expect([reply.status] + reply.lines == expected[gets.firstIndex(of: line)!], "\(line)")
+            }
+        }
+        #expect(try s.alice.send("GET memo 2").status == "-ERR NOT_FOUND no memo with id 2")
+        #expect(try s.bob.send("GET memo 2").status == "+OK 1 record")
+    }
+
     @Test func eachUserReadsAndCountsOnlyTheirOwn() throws {
         let s = try Stack()
         try s.alice.ok(#"INSERT memo uid="a1" body="alice one""#)

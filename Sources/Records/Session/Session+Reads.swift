@@ -16,8 +16,41 @@ extension Session {
         }
         let template = try model.selects.get(request, model: model, columns: columns)  // names checked before any I/O
         let snapshot = self.snapshot
-        return database(model) { context in
-            let ((line, version), view) = try context.withView(snapshot, model: model) { view -> (String, (RecordKey, String)?) in
+        let notFound: CommandError
+        switch target {
+        case .stored(let key): notFound = CommandError(.notFound, entity.missing(key))
+        case .pending(let ref): notFound = CommandError(.notFound, "no \(entity.name) #\(ref)")
+        case .unique(_, let given):
+            notFound = CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " "))
+        }
+        /// The reply to the row found (or not), with what the session takes from it.
+        @Sendable func answer(_ result: QueryResult, _ select: QueryBuilder.Select, _ view: ViewPlan.View) -> WorkResult {
+            guard result.rowCount == 1 else { return WorkResult(reply: notFound.reply) }
+            let line = select.encoder.line(result, row: 0)
+            let version = Self.version(result, row: 0, select: select, entity: entity, view: view)
+            let allocated = view.allocated
+            return WorkResult(reply: .ok("1 record" + view.note, lines: [line])) { session in
+                session.unit.assign(allocated)
+                if let version { session.unit.recordReads([version]) }
+            }
+        }
+        // Nothing pending to apply first: one statement, which may share a round trip with
+        // the reads pipelined behind it.
+        var read: PipelinedRead?
+        if snapshot.changes.isEmpty {
+            let filter: [Target.Filter]?
+            switch target {
+            case .stored(let key): filter = zip(entity.keyColumns, key.values).map { Target.Filter(column: $0, value: $1) }
+            case .unique(_, let given): filter = given
+            case .pending: filter = nil
+            }
+            if let filter {
+                let select = template.binding(filter.map(\.value))
+                read = PipelinedRead(sql: select.sql, parameters: select.parameters) { answer($0, select, ViewPlan.View()) }
+            }
+        }
+        return database(model, read: read) { context in
+            try context.withView(snapshot, model: model) { view -> WorkResult in
                 let filter: [Target.Filter]
                 switch target {
                 case .pending(let ref):
@@ -32,22 +65,9 @@ extension Session {
                     filter = given
                 }
                 let select = template.binding(filter.map(\.value))
-                let result = try context.retryingOnce { try context.connection.queryPrepared(select.sql, select.parameters) }
-                guard result.rowCount == 1 else {
-                    switch target {
-                    case .stored(let key): throw CommandError(.notFound, entity.missing(key))
-                    case .pending(let ref): throw CommandError(.notFound, "no \(entity.name) #\(ref)")
-                    case .unique(_, let given):
-                        throw CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " "))
-                    }
-                }
-                return (select.encoder.line(result, row: 0), Self.version(result, row: 0, select: select, entity: entity, view: view))
-            }
-            let allocated = view.allocated
-            return WorkResult(reply: .ok("1 record" + view.note, lines: [line])) { session in
-                session.unit.assign(allocated)
-                if let version { session.unit.recordReads([version]) }
-            }
+                let found = try context.retryingOnce { try context.connection.queryPrepared(select.sql, select.parameters) }
+                return answer(found, select, view)
+            }.0
         }
     }
 

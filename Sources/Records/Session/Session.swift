@@ -37,14 +37,47 @@ public struct DatabaseWork: Sendable {
     let undo: (@Sendable (Session) -> Void)?
     /// Counts the work's outcome (verb, reply, seconds) when it finishes.
     let counted: (@Sendable (Reply, Double) -> Void)?
+    /// The same work as one statement and what its result answers, for a read that needs
+    /// nothing else (no pending changes to apply first): reads pipelined by a client are sent
+    /// to PostgreSQL together (`runPipelined`).
+    let read: PipelinedRead?
 
     init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil,
-         counted: (@Sendable (Reply, Double) -> Void)? = nil, _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
+         counted: (@Sendable (Reply, Double) -> Void)? = nil, read: PipelinedRead? = nil,
+         _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
         self.identity = identity
         self.undo = undo
         self.counted = counted
+        self.read = read
         self.body = body
+    }
+
+    /// Whether `runPipelined` can send it with others.
+    public var isPipelinable: Bool { read != nil }
+
+    /// Runs reads in one libpq pipeline (one round trip), in order, answering as each would
+    /// alone; any failure of the pipeline runs them one by one instead (they change nothing),
+    /// so errors are reported exactly as without it.
+    public static func runPipelined(_ works: [DatabaseWork], _ context: WorkContext) -> [WorkResult] {
+        guard works.count > 1, let identity = works.first?.identity,
+              works.allSatisfy({ $0.read != nil && $0.identity == identity }) else { return works.map { $0.run(context) } }
+        let started = Date()
+        context.identity = identity
+        let results: [QueryResult]
+        do {
+            try context.retryingOnce { try context.assumeIdentity() }
+            let statements = works.map { ($0.read!.sql, $0.read!.parameters) }
+            results = try context.retryingOnce { try context.connection.pipelinePrepared(statements) }
+        } catch {
+            return works.map { $0.run(context) }
+        }
+        let each = Date().timeIntervalSince(started) / Double(works.count)
+        return zip(works, results).map { work, result in
+            let answer = work.read!.finish(result)
+            work.counted?(answer.reply, each)
+            return answer
+        }
     }
 
     public func run(_ context: WorkContext) -> WorkResult {
@@ -66,6 +99,13 @@ public struct DatabaseWork: Sendable {
         }
         return body(context)
     }
+}
+
+/// A read as one prepared statement and what its result answers.
+struct PipelinedRead: Sendable {
+    var sql: String
+    var parameters: [String?]
+    var finish: @Sendable (QueryResult) -> WorkResult
 }
 
 /// What a database step produced: its reply, and what the session takes from it.
@@ -451,8 +491,8 @@ public final class Session {
 
     /// A database step: `body` runs on a pool worker; an error it throws becomes the reply.
     func database(_ model: Model, hold: DatabaseWork.Hold = .statements, undo: (@Sendable (Session) -> Void)? = nil,
-                  _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
-        .database(DatabaseWork(hold: hold, identity: identity, undo: undo, counted: counter()) { context in
+                  read: PipelinedRead? = nil, _ body: @escaping @Sendable (WorkContext) throws -> WorkResult) -> Step {
+        .database(DatabaseWork(hold: hold, identity: identity, undo: undo, counted: counter(), read: read) { context in
             do {
                 return try body(context)
             } catch {

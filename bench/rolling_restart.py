@@ -79,8 +79,11 @@ class Client:
         """The reply's status; a connection lost on the way is followed to the other replica."""
         try:
             self.sock.sendall((line + "\n").encode())
-            return self.read_reply()
+            reply = self.read_reply()
+            self.history.append(f"{line[15:40]} -> {reply[0][:60]}")
+            return reply
         except (Lost, OSError):
+            self.history.append(f"{line[15:40]} -> lost")
             return self.move(line)
 
     def move(self, line):
@@ -113,15 +116,21 @@ class Client:
                 continue
             break
         self.moves += 1
+        self.history.append(f"RESUME -> {status[:90]}")
         self.longest_pause = max(self.longest_pause, time.time() - started)
         if not status.startswith("+OK resumed: "):
             raise RuntimeError(f"client {self.number}: RESUME answered {status}")
         held = int(status.split(" ")[2])
         if "the unit is saved" in status:
-            # Its SAVE committed as the server died: what was pending is saved.
+            # The last SAVE committed, and the state written before it is the newest the server
+            # kept: what was pending is saved. A line after that SAVE (an INSERT whose reply
+            # was lost with the server) did not run: it is sent again.
             self.saved.update(self.pending)
             self.pending = []
-            return "+OK nothing to save", []
+            if line == "SAVE":
+                self.saves += 1
+                return "+OK (saved before the move)", []
+            return self.send(line)
         if line == "SAVE" and held == 0 and self.pending:
             # The SAVE committed and its emptied unit was written before the crash; its reply was lost.
             self.saved.update(self.pending)
@@ -217,6 +226,11 @@ def main():
     expected = {name for c in clients for name in c.saved}
     extra = sum(1 for name in stored if name not in expected)
     lost_units = sum(1 for c in clients if any(name not in stored for name in c.saved))
+    for c in clients:
+        missing = sorted(name for name in c.saved if name not in stored)
+        if missing:
+            at = next((i for i, h in enumerate(c.history) if missing[0] + '"' in h), len(c.history))
+            print(f"  client {c.number} lost {missing[:5]}; around it {c.history[max(0, at - 3):at + 12]}", file=sys.stderr)
     print(f"mode {MODE}: {CLIENTS} clients, {ROUNDS} rounds of restarting both replicas")
     print(f"saves {sum(c.saves for c in clients)}, rows acknowledged {len(expected)}, stored {sum(stored.values())}")
     print(f"lost_units {lost_units} lost_rows {lost_rows} doubled_rows {doubled} unexpected_rows {extra}")

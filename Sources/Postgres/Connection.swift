@@ -364,42 +364,48 @@ public final class Connection {
     /// while sending). After a failure, PostgreSQL skips the rest up to the end of the pipeline.
     /// See https://www.postgresql.org/docs/15/libpq-pipeline-mode.html
     public func pipeline(_ statements: [(sql: String, parameters: [String?])]) throws -> [QueryResult] {
-        try pipelined(statements.count) { conn, index in
+        var results: [QueryResult] = []
+        try pipelined(statements.count, each: { results.append($1) }) { conn, index in
             withParameters(statements[index].parameters) { count, values in
                 PQsendQueryParams(conn, statements[index].sql, count, nil, values, nil, nil, 0)
             }
         }
+        return results
     }
 
-    /// `pipeline` of statements prepared once per connection (as `queryPrepared`): the reads a
-    /// client pipelines reach PostgreSQL in one round trip, each planned once.
-    public func pipelinePrepared(_ statements: [(sql: String, parameters: [String?])]) throws -> [QueryResult] {
+    /// `pipeline` of statements prepared once per connection (as `queryPrepared`), each result
+    /// handed to `each` as it arrives (one held at a time, however large): the reads a client
+    /// pipelines reach PostgreSQL in one round trip, each planned once. A failed statement
+    /// throws `PipelineFailure` after the results before it were handed over.
+    public func pipelinePrepared(_ statements: [(sql: String, parameters: [String?])],
+                                 each: (Int, QueryResult) throws -> Void) throws {
         if prepared.count + statements.count > Self.preparedLimit {
             try execute("DEALLOCATE ALL")  // up front: the names below must all stay valid
             prepared.removeAll()
         }
         var names: [String] = []
         for statement in statements { names.append(try preparedName(statement.sql, parameters: statement.parameters.count)) }
-        return try pipelined(statements.count) { conn, index in
+        try pipelined(statements.count, each: each) { conn, index in
             withParameters(statements[index].parameters) { count, values in
                 PQsendQueryPrepared(conn, names[index], count, values, nil, nil, 0)
             }
         }
     }
 
-    /// Sends `count` statements (`send` queues the one at an index) and one sync, then reads
-    /// each statement's result.
-    private func pipelined(_ count: Int, send: (OpaquePointer, Int) -> Int32) throws -> [QueryResult] {
+    /// Sends `count` statements (`send` queues the one at an index) and one sync, then hands
+    /// each statement's result to `each` in order, up to the first that failed.
+    private func pipelined(_ count: Int, each: (Int, QueryResult) throws -> Void,
+                           send: (OpaquePointer, Int) -> Int32) throws {
         let conn = try open()
-        guard count > 0 else { return [] }
+        guard count > 0 else { return }
         guard PQenterPipelineMode(conn) == 1 else { throw PostgresError(kind: .unexpected, message: Self.errorMessage(conn)) }
         defer { PQexitPipelineMode(conn) }
         for index in 0..<count {
             guard send(conn, index) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         }
         guard PQpipelineSync(conn) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-        var results: [QueryResult] = []
         var failure: PipelineFailure?
+        var handing: Error?
         for index in 0..<count {
             var last: QueryResult?
             while let raw = PQgetResult(conn) {
@@ -414,16 +420,19 @@ public final class Connection {
             guard let last else {
                 throw PostgresError(kind: .connection, message: Self.errorMessage(conn))
             }
-            results.append(last)
+            // Past a failure (or a consumer's error) the rest is read and dropped, up to the sync.
+            if failure == nil && handing == nil {
+                do { try each(index, last) } catch { handing = error }
+            }
         }
         // The synchronization point ends the pipeline.
         while let raw = PQgetResult(conn) {
             let status = QueryResult(owning: raw).status
             if status == PGRES_PIPELINE_SYNC { break }
         }
+        if let handing { throw handing }
         if let failure { throw failure }
         if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-        return results
     }
 
     // MARK: - Notifications

@@ -541,12 +541,16 @@ public final class Server {
                 // Reads that can share a round trip go to PostgreSQL as one pipeline.
                 let reads = Self.pipelinableRun(works[index...])
                 if reads.count > 1, open, let context {
-                    for result in DatabaseWork.runPipelined(reads, context) {
+                    DatabaseWork.runPipelined(reads, context) { result in
+                        guard open else {
+                            Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
+                            return
+                        }
                         batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
                         if let apply = result.apply { effects.append(apply) }
+                        if !batch.flushIfLarge() { open = false }  // one large reply at a time
                     }
                     index += reads.count
-                    if !batch.flushIfLarge() { open = false }
                     continue
                 }
                 switch works[index] {

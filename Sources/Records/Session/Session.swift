@@ -56,30 +56,6 @@ public struct DatabaseWork: Sendable {
     /// Whether `runPipelined` can send it with others.
     public var isPipelinable: Bool { read != nil }
 
-    /// Runs reads in one libpq pipeline (one round trip), in order, answering as each would
-    /// alone; any failure of the pipeline runs them one by one instead (they change nothing),
-    /// so errors are reported exactly as without it.
-    public static func runPipelined(_ works: [DatabaseWork], _ context: WorkContext) -> [WorkResult] {
-        guard works.count > 1, let identity = works.first?.identity,
-              works.allSatisfy({ $0.read != nil && $0.identity == identity }) else { return works.map { $0.run(context) } }
-        let started = Date()
-        context.identity = identity
-        let results: [QueryResult]
-        do {
-            try context.retryingOnce { try context.assumeIdentity() }
-            let statements = works.map { ($0.read!.sql, $0.read!.parameters) }
-            results = try context.retryingOnce { try context.connection.pipelinePrepared(statements) }
-        } catch {
-            return works.map { $0.run(context) }
-        }
-        let each = Date().timeIntervalSince(started) / Double(works.count)
-        return zip(works, results).map { work, result in
-            let answer = work.read!.finish(result)
-            work.counted?(answer.reply, each)
-            return answer
-        }
-    }
-
     public func run(_ context: WorkContext) -> WorkResult {
         let started = Date()
         let result = runUncounted(context)
@@ -98,6 +74,31 @@ public struct DatabaseWork: Sendable {
                               apply: undo)
         }
         return body(context)
+    }
+
+    /// Runs reads in one libpq pipeline (one round trip), handing each answer to `deliver` in
+    /// order as its result arrives (one result held at a time). Should the pipeline fail, the
+    /// reads not yet answered run one by one instead (reads change nothing), so every error
+    /// answers as it would alone.
+    public static func runPipelined(_ works: [DatabaseWork], _ context: WorkContext, deliver: (WorkResult) -> Void) {
+        guard works.count > 1, let identity = works.first?.identity,
+              works.allSatisfy({ $0.read != nil && $0.identity == identity }) else { return works.forEach { deliver($0.run(context)) } }
+        var answered = 0
+        do {
+            context.identity = identity
+            try context.retryingOnce { try context.assumeIdentity() }
+            var started = Date()
+            try context.connection.pipelinePrepared(works.map { ($0.read!.sql, $0.read!.parameters) }) { index, result in
+                let work = works[index]
+                let answer = work.read!.finish(result)
+                work.counted?(answer.reply, Date().timeIntervalSince(started))
+                started = Date()
+                answered += 1
+                deliver(answer)
+            }
+        } catch {
+            for work in works[answered...] { deliver(work.run(context)) }
+        }
     }
 }
 

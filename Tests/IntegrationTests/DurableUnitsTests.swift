@@ -130,11 +130,11 @@ import Testing
         try db.query("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)", [mark])
         let moved = try replicas.servers[1].client()
         #expect(try moved.send("RESUME \(token)").status
-                == "+OK resumed: 0 pending change(s); its last SAVE committed, its reply lost: the unit is saved")
+                == "+OK resumed: 0 pending change(s); its last SAVE committed (its reply may have been lost): the unit is saved, and nothing sent after that SAVE was kept")
         #expect(try moved.send("SAVE").status == "+OK nothing to save")
         let back = try replicas.servers[1].client()
         #expect(try back.send("RESUME \(answeredToken)").status
-                == "+OK resumed: 0 pending change(s); its last SAVE committed, its reply lost: the unit is saved")
+                == "+OK resumed: 0 pending change(s); its last SAVE committed (its reply may have been lost): the unit is saved, and nothing sent after that SAVE was kept")
         #expect(try back.send("SAVE").status == "+OK nothing to save")
         #expect(try db.query("SELECT count(*) FROM project WHERE name = 'Answered'").string(0, 0) == "1")
     }

@@ -255,6 +255,31 @@ import Testing
         #expect(event == ["! project \(id) inserted"])
     }
 
+    /// A watch whose WHERE names a column dropped while the session moved would never fire
+    /// again: RESUME drops it and says so, and keeps the watch that still applies.
+    @Test func aResumedWatchWhoseColumnWasDroppedIsDroppedAndSaid() throws {
+        let replicas = try Replicas()
+        let db = try replicas.servers[0].database()
+        // Servers reload their model when told the schema changed (as `recordsd migrate` does).
+        try db.execute("ALTER TABLE project ADD COLUMN stage text; NOTIFY records_schema")
+        let watcher = try replicas.servers[0].client()
+        let watching = eventually(tries: 100, { (try? watcher.send(#"WATCH project WHERE stage == "x""#))?.status ?? "" }, until: { $0.hasPrefix("+OK") })
+        #expect(watching == "+OK watching project where the predicate matches")
+        let other = try replicas.servers[1].client()
+        _ = eventually(tries: 100, { (try? other.send(#"COUNT project WHERE stage == "x""#))?.status ?? "" }, until: { $0 == "+OK 0" })
+        try watcher.ok("WATCH department")
+        let farewell = try replicas.restart(0, reading: [watcher])[0]
+        let token = try #require(farewell.token)
+        try db.execute("ALTER TABLE project DROP COLUMN stage; NOTIFY records_schema")
+        let moved = try replicas.servers[1].client()
+        // The other server's model follows the drop before the RESUME.
+        _ = eventually(tries: 100, { (try? moved.send(#"COUNT project WHERE stage == "x""#))?.status ?? "" }, until: { $0.hasPrefix("-ERR UNKNOWN") })
+        let resumed = try moved.send("RESUME \(token)")
+        #expect(resumed.status == "+OK resumed: 0 pending change(s)")
+        #expect(resumed.lines.count == 2 && resumed.lines[0].hasPrefix("watching department again")
+                && resumed.lines[1] == "1 watch(es) dropped: their entities, or columns their WHERE names, are no longer served", "\(resumed.lines)")
+    }
+
     /// Generated schemas (uuid, text, client-given and composite keys, self-references, join
     /// tables, every delete rule) and generated units, as DifferentialTests runs them, with
     /// every unit handed to the other server before its SAVE: both databases must still agree.

@@ -59,7 +59,13 @@ extension Session {
                             throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
                         }
                         var (state, age, saved) = try Self.fenced(handed, secondsAgo: secondsAgo, context.connection)
-                        state.watches = state.watches.filter { model.entity(named: $0.entity) != nil }
+                        // A watch whose entity, or a column its WHERE names, is no longer served
+                        // would never fire: dropped, and the reply says so.
+                        state.watches = state.watches.filter { watched in
+                            guard model.entity(named: watched.entity) != nil else { return false }
+                            guard let predicate = watched.predicate else { return true }
+                            return (try? QueryBuilder.count(watched.entity, predicate: predicate, model: model)) != nil
+                        }
                         if let durable {
                             let entry = HandOff.Entry(token: durable.token, owner: owner, state: try HandOff.encode(state),
                                                       pending: state.pendingCount, mark: state.nextSaveMark)
@@ -87,11 +93,11 @@ extension Session {
                     }
                     lines = watches.map { "watching \($0.entity) again: changes committed while the session moved (\(secondsAgo) s) were not delivered" }
                 }
-                if gone > 0 { lines.append("\(gone) watch(es) dropped: their entities are no longer served") }
+                if gone > 0 { lines.append("\(gone) watch(es) dropped: their entities, or columns their WHERE names, are no longer served") }
                 let depth = state.unit.depth
                 let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
                                      + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : "")
-                                     + (savedUnanswered ? "; its last SAVE committed, its reply lost: the unit is saved" : ""),
+                                     + (savedUnanswered ? "; its last SAVE committed (its reply may have been lost): the unit is saved, and nothing sent after that SAVE was kept" : ""),
                                      lines: lines)
                 let taken = seeds, restored = state
                 return WorkResult(reply: reply) { session in

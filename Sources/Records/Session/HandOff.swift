@@ -209,18 +209,19 @@ public enum HandOff {
         FOR UPDATE
         """
     static let spendSQL = "UPDATE records.handoff SET spent_at = now(), state = 'null'::jsonb WHERE token_hash = sha256(convert_to($1, 'UTF8'))"
-    /// How long RESUME waits for the liveness lock of the server a state is open on: a server
-    /// killed a moment ago is gone once PostgreSQL sees its connections close.
-    static let livenessWaitMilliseconds = 1_000
-    /// Takes the liveness lock of `server` for the transaction, waiting a moment for a server
-    /// just killed; refused while the server lives.
+    /// How many more times (100 ms apart) RESUME tries the liveness lock of the server a state
+    /// is open on: a server killed a moment ago is gone once PostgreSQL sees its connections close.
+    static let livenessTries = 10
+    /// Takes the liveness lock of `server` for the transaction, trying again for a moment for a
+    /// server just killed; refused while the server lives. Tried, never waited for: a wait
+    /// queued behind the live holder let sessions still open be taken.
     static func awaitGone(server: String, _ connection: Connection) throws {
-        try connection.query("SELECT set_config('lock_timeout', $1, true)", [String(livenessWaitMilliseconds)])
-        do {
-            try connection.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", ["recordsd " + server])
-        } catch where error.sqlState == .lockNotAvailable {
-            throw CommandError(.unavailable, "this session is still open on its server: RESUME once that connection has closed")
+        for attempt in 0...livenessTries {
+            if attempt > 0 { usleep(100_000) }
+            let taken = try connection.query("SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))", ["recordsd " + server])
+            if taken.string(0, 0) == "t" { return }
         }
+        throw CommandError(.unavailable, "this session is still open on its server: RESUME once that connection has closed")
     }
 
     /// Why a token was not spent.

@@ -177,6 +177,11 @@ struct ServeCommand {
         // can WATCH, so nothing a watching session should see is taken for history.
         let watcher = ModelWatcher(conninfo: database.serving, schema: options.schema, context: context)
         watcher.start()
+        // --durable-units: no session is served before this server is known to be alive, or a
+        // RESUME elsewhere would take its open sessions for a crashed server's.
+        if options.durableUnits && !watcher.awaitLive(seconds: 60) {
+            throw Refusal(description: "--durable-units: could not hold this server's liveness lock in PostgreSQL within 60 s; not serving")
+        }
         try server.bind(reserved: reserved, reservedTLS: reservedTLS)
         var endpoints: AdminServer?
         if let listen = options.adminListen {

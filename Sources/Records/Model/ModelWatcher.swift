@@ -16,6 +16,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     private var reloadRequested = false
     private var stopped = false
     private var thread: Thread?
+    /// Signalled once the server's liveness lock is first held (`HandOff.holdLiveness`).
+    private let live = DispatchSemaphore(value: 0)
 
     public init(conninfo: String, schema: String, context: ServerContext) {
         self.conninfo = conninfo
@@ -34,6 +36,14 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         if placed.wait(timeout: .now() + 10) == .timedOut {
             Log.warning("model watcher: no first read of the change log yet; changes until it are not reported")
         }
+    }
+
+    /// Waits until this server holds its liveness lock: until then another server would take
+    /// its durable sessions for a crashed server's. False when `seconds` passed first.
+    public func awaitLive(seconds: Int) -> Bool {
+        guard live.wait(timeout: .now() + .seconds(seconds)) == .success else { return false }
+        live.signal()  // stays signalled for later callers
+        return true
     }
 
     public func requestReload() {
@@ -80,6 +90,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil,
                    (try? HandOff.holdLiveness(server: context.serverID, connection)) != nil {
                     if reconnected { reload = true }  // a change may have come while we were away
+                    else { live.signal() }
                     reconnected = true
                 } else {
                     connection = nil

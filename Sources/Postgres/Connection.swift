@@ -12,6 +12,11 @@ public final class Connection {
     private var cachedCanceller: Canceller?
     /// SQL text -> name of its prepared statement on this connection.
     private var prepared: [String: String] = [:]
+    /// Numbers prepared statements, never reused on one connection: names forgotten while a
+    /// transaction was aborted (DEALLOCATE cannot run there) must not collide.
+    private var preparedSerial = 0
+    /// Statements forgotten but still prepared server-side: deallocated at the next chance.
+    private var preparedStale = false
     /// Beyond this many, the cache is dropped (DEALLOCATE ALL) and starts again.
     public static let preparedLimit = 512
     /// What session settings the owner applied, as the owner names them (recordsd: the
@@ -70,6 +75,7 @@ public final class Connection {
         handle = nil
         cachedCanceller = nil
         prepared.removeAll()
+        preparedStale = false
         settingsTag = nil
     }
 
@@ -142,11 +148,28 @@ public final class Connection {
         } catch {
             // A schema change can invalidate a cached plan's result type: prepare afresh once.
             if error.sqlState?.rawValue == "0A000" {
-                _ = try? execute("DEALLOCATE ALL")
-                prepared.removeAll()
+                forgetPrepared()
                 return try query(sql, parameters)
             }
             throw error
+        }
+    }
+
+    /// A schema change invalidated a cached plan's result type (SQLSTATE 0A000): every
+    /// statement is prepared afresh, the old ones deallocated once outside a transaction.
+    private func forgetPrepared() {
+        prepared.removeAll()
+        preparedStale = true
+    }
+
+    /// `preparedName` for statement `index` of a pipeline: one PostgreSQL refuses to prepare
+    /// fails at its place, as it would have in the pipeline.
+    private func preparedName(_ sql: String, parameters: Int, at index: Int) throws -> String {
+        let outcome = Result { () throws(PostgresError) -> String in try preparedName(sql, parameters: parameters) }
+        switch outcome {
+        case .success(let name): return name
+        case .failure(let error) where error.kind == .connection: throw error
+        case .failure(let error): throw PipelineFailure(index: index, error: error)
         }
     }
 
@@ -154,11 +177,13 @@ public final class Connection {
     private func preparedName(_ sql: String, parameters: Int) throws(PostgresError) -> String {
         if let known = prepared[sql] { return known }
         let conn = try open()
-        if prepared.count >= Self.preparedLimit {
+        if (preparedStale || prepared.count >= Self.preparedLimit) && PQtransactionStatus(conn) == PQTRANS_IDLE {
             try execute("DEALLOCATE ALL")
             prepared.removeAll()
+            preparedStale = false
         }
-        let name = "r\(prepared.count + 1)"
+        preparedSerial += 1
+        let name = "r\(preparedSerial)"
         _ = try check(PQprepare(conn, name, sql, Int32(parameters), nil))
         prepared[sql] = name
         return name
@@ -379,16 +404,25 @@ public final class Connection {
     /// throws `PipelineFailure` after the results before it were handed over.
     public func pipelinePrepared(_ statements: [(sql: String, parameters: [String?])],
                                  each: (Int, QueryResult) throws -> Void) throws {
-        if prepared.count + statements.count > Self.preparedLimit {
+        let conn = try open()
+        if (preparedStale || prepared.count + statements.count > Self.preparedLimit) && PQtransactionStatus(conn) == PQTRANS_IDLE {
             try execute("DEALLOCATE ALL")  // up front: the names below must all stay valid
             prepared.removeAll()
+            preparedStale = false
         }
         var names: [String] = []
-        for statement in statements { names.append(try preparedName(statement.sql, parameters: statement.parameters.count)) }
-        try pipelined(statements.count, each: each) { conn, index in
-            withParameters(statements[index].parameters) { count, values in
-                PQsendQueryPrepared(conn, names[index], count, values, nil, nil, 0)
+        for (index, statement) in statements.enumerated() {
+            names.append(try preparedName(statement.sql, parameters: statement.parameters.count, at: index))
+        }
+        do {
+            try pipelined(statements.count, each: each) { conn, index in
+                withParameters(statements[index].parameters) { count, values in
+                    PQsendQueryPrepared(conn, names[index], count, values, nil, nil, 0)
+                }
             }
+        } catch let failure as PipelineFailure where failure.error.sqlState?.rawValue == "0A000" {
+            forgetPrepared()  // this round fails; the next prepares afresh
+            throw failure
         }
     }
 

@@ -9,20 +9,22 @@ extension Session {
         let entity = try entity(entityName, model)
         let target = try target(address, in: entity, model: model)
         let request = { var r = FetchRequest(entity: entity.name, include: include); r.includeOrder = includeOrder; return r }()
-        let columns: [String]
+        // The filter's columns, its values where the loop knows them (a pending #ref's key is
+        // known only once the view applies the unit), and what a miss answers.
+        let columns: [String], known: [String]?, notFound: CommandError, pending: String
         switch target {
-        case .unique(_, let given): columns = given.map(\.column)
-        case .pending, .stored: columns = entity.keyColumns
+        case .stored(let key):
+            (columns, known, pending) = (entity.keyColumns, key.values, "")
+            notFound = CommandError(.notFound, entity.missing(key))
+        case .unique(_, let given):
+            (columns, known, pending) = (given.map(\.column), given.map(\.value), "")
+            notFound = CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " "))
+        case .pending(let ref):
+            (columns, known, pending) = (entity.keyColumns, nil, ref)
+            notFound = CommandError(.notFound, "no \(entity.name) #\(ref)")
         }
         let template = try model.selects.get(request, model: model, columns: columns)  // names checked before any I/O
         let snapshot = self.snapshot
-        let notFound: CommandError
-        switch target {
-        case .stored(let key): notFound = CommandError(.notFound, entity.missing(key))
-        case .pending(let ref): notFound = CommandError(.notFound, "no \(entity.name) #\(ref)")
-        case .unique(_, let given):
-            notFound = CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " "))
-        }
         /// The reply to the row found (or not), with what the session takes from it.
         @Sendable func answer(_ result: QueryResult, _ select: QueryBuilder.Select, _ view: ViewPlan.View) -> WorkResult {
             guard result.rowCount == 1 else { return WorkResult(reply: notFound.reply) }
@@ -36,35 +38,22 @@ extension Session {
         }
         // Nothing pending to apply first: one statement, which may share a round trip with
         // the reads pipelined behind it.
-        var read: PipelinedRead?
-        if snapshot.changes.isEmpty {
-            let filter: [Target.Filter]?
-            switch target {
-            case .stored(let key): filter = zip(entity.keyColumns, key.values).map { Target.Filter(column: $0, value: $1) }
-            case .unique(_, let given): filter = given
-            case .pending: filter = nil
-            }
-            if let filter {
-                let select = template.binding(filter.map(\.value))
-                read = PipelinedRead(sql: select.sql, parameters: select.parameters) { answer($0, select, ViewPlan.View()) }
-            }
-        }
+        let bound = known.map { template.binding($0) }
+        let read = snapshot.changes.isEmpty ? bound.map { select in
+            PipelinedRead(sql: select.sql, parameters: select.parameters) { answer($0, select, ViewPlan.View()) }
+        } : nil
         return database(model, read: read) { context in
             try context.withView(snapshot, model: model) { view -> WorkResult in
-                let filter: [Target.Filter]
-                switch target {
-                case .pending(let ref):
-                    guard let key = view.keys[ref] else {
-                        let reason = view.excluded.first { $0.change == .insert(ref) }?.reason ?? "it cannot be applied yet"
-                        throw CommandError(.notFound, "#\(ref) is pending but cannot be shown yet: \(reason)")
+                let select: QueryBuilder.Select
+                if let bound {
+                    select = bound
+                } else {
+                    guard let key = view.keys[pending] else {
+                        let reason = view.excluded.first { $0.change == .insert(pending) }?.reason ?? "it cannot be applied yet"
+                        throw CommandError(.notFound, "#\(pending) is pending but cannot be shown yet: \(reason)")
                     }
-                    filter = entity.keyColumns.map { Target.Filter(column: $0, value: key.values[$0] ?? "") }
-                case .stored(let key):
-                    filter = zip(entity.keyColumns, key.values).map { Target.Filter(column: $0, value: $1) }
-                case .unique(_, let given):
-                    filter = given
+                    select = template.binding(entity.keyColumns.map { key.values[$0] ?? "" })
                 }
-                let select = template.binding(filter.map(\.value))
                 let found = try context.retryingOnce { try context.connection.queryPrepared(select.sql, select.parameters) }
                 return answer(found, select, view)
             }.0

@@ -58,7 +58,7 @@ extension Session {
                         } catch {
                             throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
                         }
-                        var (state, age, saved) = try Self.fenced(handed, secondsAgo: secondsAgo, context.connection)
+                        var (state, saved) = try Self.fenced(handed, context.connection)
                         // A watch whose entity, or a column its WHERE names, is no longer served
                         // would never fire: dropped, and the reply says so.
                         state.watches = state.watches.filter { watched in
@@ -71,7 +71,7 @@ extension Session {
                                                       pending: state.pendingCount, mark: state.nextSaveMark)
                             try HandOff.write([entry], ttl: durable.ttl, server: shared.serverID, open: true, synchronous: true, context.connection)
                         }
-                        return (state, age, saved, handed.watches.count - state.watches.count)
+                        return (state, secondsAgo, saved, handed.watches.count - state.watches.count)
                     }
                 }
                 let watches = state.watches
@@ -120,12 +120,12 @@ extension Session {
     /// mark a SAVE committed means the unit is saved (its reply was lost with the old copy);
     /// otherwise no SAVE of the old copy can commit it any more. Either way nothing is
     /// unsettled, and the next SAVE here writes a fresh mark.
-    static func fenced(_ state: SessionState, secondsAgo: Int, _ connection: Connection) throws -> (SessionState, Int, Bool) {
+    static func fenced(_ state: SessionState, _ connection: Connection) throws -> (SessionState, saved: Bool) {
         var state = state
         let marks = Set([state.nextSaveMark, state.uncertain?.mark].compactMap { $0 })
         guard !marks.isEmpty else {
             state.nextSaveMark = Int64.random(in: 1...Int64.max)
-            return (state, secondsAgo, false)
+            return (state, false)
         }
         try connection.query("SELECT set_config('lock_timeout', $1, true)", [String(fenceWaitMilliseconds)])
         var committed = false
@@ -142,7 +142,7 @@ extension Session {
         state.uncertain = nil
         // Chosen here: a durable state written with the RESUME names the mark its SAVE writes.
         state.nextSaveMark = Int64.random(in: 1...Int64.max)
-        return (state, secondsAgo, saved)
+        return (state, saved)
     }
 
     /// On the loop: the session becomes the one handed off.

@@ -146,7 +146,8 @@ extension Server {
             }
             connection.writtenVersion = version
         }
-        // Stopping: the session is handed off now (closing here dropped its notices).
+        // Stopping: the session is handed off now, as after a step (closing here dropped its
+        // notices).
         if stopping && !connection.farewelled { return farewell([connection]) }
         service(connection)
     }

@@ -535,43 +535,39 @@ public final class Server {
                 inbox.post(.persisted(connection: id, version: version, pending: entry.pending, failure: failure, ahead: true))
             }
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
+            // Past a client that stopped reading, works are answered without being run.
             var open = true
+            func answer(_ result: WorkResult?) {
+                guard open, let result else {
+                    return Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
+                }
+                batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
+                if let apply = result.apply { effects.append(apply) }
+                delay = max(delay, result.delay)
+                if !batch.flushIfLarge() { open = false }  // one large reply at a time
+            }
             var index = works.startIndex
             while index < works.endIndex {
                 // Reads that can share a round trip go to PostgreSQL as one pipeline.
                 let reads = Self.pipelinableRun(works[index...])
                 if reads.count > 1, open, let context {
-                    DatabaseWork.runPipelined(reads, context) { result in
-                        guard open else {
-                            Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
-                            return
-                        }
-                        batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
-                        if let apply = result.apply { effects.append(apply) }
-                        if !batch.flushIfLarge() { open = false }  // one large reply at a time
-                    }
+                    DatabaseWork.runPipelined(reads, context) { answer($0) }
                     index += reads.count
                     continue
                 }
                 switch works[index] {
                 case .reply(let bytes):
                     batch.pending += bytes
+                    if open && !batch.flushIfLarge() { open = false }
                 case .work(let work):
-                    guard open else {
-                        Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
-                        break
+                    if open, context == nil, case .failure(let error) = database {
+                        Self.unavailable(error).encode(into: &batch.pending)
+                        if !batch.flushIfLarge() { open = false }
+                    } else {
+                        answer(open ? context.map(work.run) : nil)
                     }
-                    guard let context else {
-                        if case .failure(let error) = database { Self.unavailable(error).encode(into: &batch.pending) }
-                        break
-                    }
-                    let result = work.run(context)
-                    batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
-                    if let apply = result.apply { effects.append(apply) }
-                    delay = max(delay, result.delay)
                 }
                 index += 1
-                if open && !batch.flushIfLarge() { open = false }
             }
             let bytes = batch.pending
             let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
@@ -655,6 +651,11 @@ public final class Server {
         sessionCount.value = connections.count
         resumeAccepting()
         Log.debug("closed", session: connection.session.id)
+        finishIfDrained()
+    }
+
+    /// Stopping, with no session left and no lingering close under way: the loop ends.
+    func finishIfDrained() {
         if stopping && connections.isEmpty && lingering.isEmpty { finished = true }
     }
 
@@ -688,7 +689,7 @@ public final class Server {
         guard lingering.removeValue(forKey: fd) != nil else { return }
         loop.remove(fd)
         _ = Glibc.close(fd)
-        if stopping && connections.isEmpty && lingering.isEmpty { finished = true }
+        finishIfDrained()
     }
 
     // MARK: - Time, limits, shutdown
@@ -767,7 +768,7 @@ public final class Server {
         Log.info("shutting down: \(connections.count) session(s) open")
         // An IMPORT under way finishes first (its client sends the rest), as a running step does.
         farewell(connections.values.filter { !$0.busy && $0.importing == nil })
-        if connections.isEmpty && lingering.isEmpty { finished = true }
+        finishIfDrained()
     }
 
     func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

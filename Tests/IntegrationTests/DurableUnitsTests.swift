@@ -143,7 +143,7 @@ import Testing
     /// SAVE goes on in PostgreSQL until it ends by itself.
     static let busyBackends = """
         SELECT count(*) FROM pg_stat_activity
-        WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state <> 'idle'
+        WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND state <> 'idle' AND datname = current_database()
         """
 
     /// A server killed while its SAVE waits in PostgreSQL, its COMMIT already sent (the insert
@@ -158,7 +158,7 @@ import Testing
         let blocker = try replicas.servers[1].database()
         try blocker.execute("BEGIN; INSERT INTO project (id, name) VALUES (990001, 'Blocker')")
         try client.write("SAVE\n")
-        let waiting = try eventually({ try db.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").string(0, 0) }, until: { $0 == "1" })
+        let waiting = try eventually({ try db.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").string(0, 0) }, until: { $0 == "1" })
         #expect(waiting == "1")
         kill(replicas.servers[0].process.processIdentifier, SIGKILL)
         replicas.servers[0].process.waitUntilExit()
@@ -200,7 +200,7 @@ import Testing
         // The one pooled connection: X's SAVE waits for row b; the RESUME, then Y's SAVE (which
         // will wait for row c) queue behind it.
         try x.write("SAVE\n")
-        #expect(try eventually({ try db.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").string(0, 0) }, until: { $0 == "1" }) == "1")
+        #expect(try eventually({ try db.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").string(0, 0) }, until: { $0 == "1" }) == "1")
         try resumer.write("RESUME \(token)\n")
         usleep(300_000)
         try y.write("SAVE\n")
@@ -282,9 +282,13 @@ import Testing
         // Each server's watcher holds its lock; dropped, the lock is free until it reconnects.
         let resumed = eventually(tries: 100, every: 20_000, {
             _ = try? db.query("""
-                SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'recordsd-watcher'
+                SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                WHERE application_name = 'recordsd-watcher' AND datname = current_database()
                 """)
-            _ = eventually(tries: 50, every: 10_000, { (try? db.query("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"))?.string(0, 0) ?? "" },
+            _ = eventually(tries: 50, every: 10_000, { (try? db.query("""
+                SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """))?.string(0, 0) ?? "" },
                            until: { $0 == "0" })
             return (try? taker.send("RESUME \(token)"))?.status ?? ""
         }, until: { !$0.hasPrefix("-ERR UNAVAILABLE") })

@@ -162,17 +162,6 @@ public final class Connection {
         preparedStale = true
     }
 
-    /// `preparedName` for statement `index` of a pipeline: one PostgreSQL refuses to prepare
-    /// fails at its place, as it would have in the pipeline.
-    private func preparedName(_ sql: String, parameters: Int, at index: Int) throws -> String {
-        let outcome = Result { () throws(PostgresError) -> String in try preparedName(sql, parameters: parameters) }
-        switch outcome {
-        case .success(let name): return name
-        case .failure(let error) where error.kind == .connection: throw error
-        case .failure(let error): throw PipelineFailure(index: index, error: error)
-        }
-    }
-
     /// The name `sql` is prepared under on this connection, preparing it the first time.
     private func preparedName(_ sql: String, parameters: Int) throws(PostgresError) -> String {
         if let known = prepared[sql] { return known }
@@ -387,73 +376,94 @@ public final class Connection {
     /// Sends every statement at once and reads their results (libpq's pipeline mode): one
     /// round trip for the lot. Statements must return small results (the connection blocks
     /// while sending). After a failure, PostgreSQL skips the rest up to the end of the pipeline.
+    /// Those `prepared` says are sent as statements prepared once per connection (as
+    /// `queryPrepared`): parsed and planned the first time, only bound and executed after.
     /// See https://www.postgresql.org/docs/15/libpq-pipeline-mode.html
-    public func pipeline(_ statements: [(sql: String, parameters: [String?])]) throws -> [QueryResult] {
+    public func pipeline(_ statements: [(sql: String, parameters: [String?])],
+                         prepared: (Int) -> Bool = { _ in false }) throws -> [QueryResult] {
         var results: [QueryResult] = []
-        try pipelined(statements.count, each: { results.append($1) }) { conn, index in
-            withParameters(statements[index].parameters) { count, values in
-                PQsendQueryParams(conn, statements[index].sql, count, nil, values, nil, nil, 0)
-            }
-        }
+        results.reserveCapacity(statements.count)
+        try pipelined(statements, prepared: prepared) { results.append($1) }
         return results
     }
 
-    /// `pipeline` of statements prepared once per connection (as `queryPrepared`), each result
-    /// handed to `each` as it arrives (one held at a time, however large): the reads a client
-    /// pipelines reach PostgreSQL in one round trip, each planned once. A failed statement
-    /// throws `PipelineFailure` after the results before it were handed over.
+    /// `pipeline` of statements all prepared, each result handed to `each` as it arrives (one
+    /// held at a time, however large): the reads a client pipelines reach PostgreSQL in one
+    /// round trip, each planned once. A failed statement throws `PipelineFailure` after the
+    /// results before it were handed over.
     public func pipelinePrepared(_ statements: [(sql: String, parameters: [String?])],
                                  each: (Int, QueryResult) throws -> Void) throws {
-        let conn = try open()
-        if (preparedStale || prepared.count + statements.count > Self.preparedLimit) && PQtransactionStatus(conn) == PQTRANS_IDLE {
-            try execute("DEALLOCATE ALL")  // up front: the names below must all stay valid
-            prepared.removeAll()
-            preparedStale = false
-        }
-        var names: [String] = []
-        for (index, statement) in statements.enumerated() {
-            names.append(try preparedName(statement.sql, parameters: statement.parameters.count, at: index))
-        }
-        do {
-            try pipelined(statements.count, each: each) { conn, index in
-                withParameters(statements[index].parameters) { count, values in
-                    PQsendQueryPrepared(conn, names[index], count, values, nil, nil, 0)
-                }
-            }
-        } catch let failure as PipelineFailure where failure.error.sqlState?.rawValue == "0A000" {
-            forgetPrepared()  // this round fails; the next prepares afresh
-            throw failure
-        }
+        try pipelined(statements, prepared: { _ in true }, each: each)
     }
 
-    /// Sends `count` statements (`send` queues the one at an index) and one sync, then hands
-    /// each statement's result to `each` in order, up to the first that failed.
-    private func pipelined(_ count: Int, each: (Int, QueryResult) throws -> Void,
-                           send: (OpaquePointer, Int) -> Int32) throws {
+    /// How a statement of a pipeline goes: as text, or under a prepared name, preparing it
+    /// first in the same pipeline when this connection has not yet (so a statement PostgreSQL
+    /// refuses to prepare fails at its place, after the ones before it ran).
+    private enum Sending {
+        case text
+        case prepared(name: String, prepare: Bool)
+    }
+
+    /// Sends the statements and one sync, then hands each statement's result to `each` in
+    /// order, up to the first that failed.
+    private func pipelined(_ statements: [(sql: String, parameters: [String?])], prepared isPrepared: (Int) -> Bool,
+                           each: (Int, QueryResult) throws -> Void) throws {
         let conn = try open()
-        guard count > 0 else { return }
+        guard !statements.isEmpty else { return }
+        let fresh = Set(statements.indices.filter { isPrepared($0) && self.prepared[statements[$0].sql] == nil }.map { statements[$0].sql })
+        if (preparedStale || (!fresh.isEmpty && self.prepared.count + fresh.count > Self.preparedLimit)) && PQtransactionStatus(conn) == PQTRANS_IDLE {
+            try execute("DEALLOCATE ALL")  // up front: the names below must all stay valid
+            self.prepared.removeAll()
+            preparedStale = false
+        }
+        var naming: [String: String] = [:]
+        let sending = statements.indices.map { index -> Sending in
+            let sql = statements[index].sql
+            guard isPrepared(index) else { return .text }
+            if let name = self.prepared[sql] ?? naming[sql] { return .prepared(name: name, prepare: false) }
+            preparedSerial += 1
+            let name = "r\(preparedSerial)"
+            naming[sql] = name
+            return .prepared(name: name, prepare: true)
+        }
         guard PQenterPipelineMode(conn) == 1 else { throw PostgresError(kind: .unexpected, message: Self.errorMessage(conn)) }
         defer { PQexitPipelineMode(conn) }
-        for index in 0..<count {
-            guard send(conn, index) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        for (index, statement) in statements.enumerated() {
+            let sent = withParameters(statement.parameters) { count, values -> Int32 in
+                switch sending[index] {
+                case .text:
+                    return PQsendQueryParams(conn, statement.sql, count, nil, values, nil, nil, 0)
+                case .prepared(let name, let prepare):
+                    if prepare, PQsendPrepare(conn, name, statement.sql, count, nil) != 1 { return 0 }
+                    return PQsendQueryPrepared(conn, name, count, values, nil, nil, 0)
+                }
+            }
+            guard sent == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         }
         guard PQpipelineSync(conn) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         var failure: PipelineFailure?
         var handing: Error?
-        for index in 0..<count {
+        /// The results of one sent command, up to its end: the last, and whether it failed.
+        func next(_ index: Int) throws -> QueryResult {
             var last: QueryResult?
             while let raw = PQgetResult(conn) {
                 let result = QueryResult(owning: raw)
                 switch PQresultStatus(raw) {
-                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_PIPELINE_ABORTED: last = result
+                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_PIPELINE_ABORTED: break
                 default:
                     if failure == nil { failure = PipelineFailure(index: index, error: Self.error(from: raw, connection: conn)) }
-                    last = result
                 }
+                last = result
             }
-            guard let last else {
-                throw PostgresError(kind: .connection, message: Self.errorMessage(conn))
+            guard let last else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+            return last
+        }
+        for index in statements.indices {
+            if case .prepared(let name, true) = sending[index] {
+                // Known from now on only if PostgreSQL prepared it (not skipped, not refused).
+                if try next(index).status == PGRES_COMMAND_OK { self.prepared[statements[index].sql] = name }
             }
+            let last = try next(index)
             // Past a failure (or a consumer's error) the rest is read and dropped, up to the sync.
             if failure == nil && handing == nil {
                 do { try each(index, last) } catch { handing = error }
@@ -465,7 +475,11 @@ public final class Connection {
             if status == PGRES_PIPELINE_SYNC { break }
         }
         if let handing { throw handing }
-        if let failure { throw failure }
+        if let failure {
+            // A schema change invalidated a cached plan's result type: prepare afresh.
+            if failure.error.sqlState?.rawValue == "0A000" { forgetPrepared() }
+            throw failure
+        }
         if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
     }
 

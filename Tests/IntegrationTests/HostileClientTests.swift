@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Foundation
 import Postgres
+import Records
 import Testing
 
 /// Hostile clients and failing infrastructure: each defect reported against the server
@@ -134,6 +135,25 @@ import Testing
         try holder.execute("ROLLBACK")
         #expect(try client.send("SAVE").ok)
         #expect(try scalar(db, "SELECT name FROM game") == "Chess")
+    }
+
+    /// A SAVE whose COMMIT got no answer is settled by writing its mark as a fence. The fence's
+    /// own answer can be lost too: written again, it must still say "not committed", never
+    /// take its own earlier row for the SAVE's.
+    @Test func aFenceAskedTwiceNeverTakesItselfForTheSave() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let mark = Int64.random(in: 1...Int64.max)
+        #expect(try HandOff.fence(mark, db) == .fenced)
+        #expect(try HandOff.fence(mark, db) == .fenced)
+        // A SAVE's own mark (its transaction's id) says committed.
+        let saved = Int64.random(in: 1...Int64.max)
+        try db.query("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)", [String(saved)])
+        #expect(try HandOff.fence(saved, db) == .committed)
+        // And a SAVE that comes after a fence cannot commit.
+        #expect(throws: PostgresError.self) {
+            try db.query("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)", [String(mark)])
+        }
     }
 
     /// The connection to PostgreSQL dies after COMMIT was sent: whether it committed is asked

@@ -186,6 +186,33 @@ import Testing
         #expect(filtered == ["! memo 2 inserted", "! memo 2 deleted"], "\(filtered)")
     }
 
+    /// Keys taken ahead of SAVEs (`KeyReserve`) are kept per database role: a role without
+    /// the right to use a key's sequence gets none of the values another role's SAVE took.
+    @Test func keysTakenAheadAreNeverGivenToARoleThatMayNotTakeThem() throws {
+        let s = try Stack { app in
+            """
+            CREATE ROLE \(app)_filer NOLOGIN;
+            CREATE ROLE \(app)_keyed NOLOGIN;
+            GRANT USAGE ON SCHEMA records TO \(app)_filer, \(app)_keyed;
+            GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA records TO \(app)_filer, \(app)_keyed;
+            GRANT SELECT, INSERT ON game TO \(app)_filer, \(app)_keyed;
+            GRANT USAGE ON SEQUENCE game_id_seq TO \(app)_keyed;
+            GRANT \(app)_filer, \(app)_keyed TO \(app);
+            """
+        }
+        try s.boss.ok("USER ADD keyed writer keyed-password --db-role \(s.appRole)_keyed")
+        try s.boss.ok("USER ADD filer writer filer-password --db-role \(s.appRole)_filer")
+        let keyed = try s.server.client(), filer = try s.server.client()
+        try keyed.ok("AUTH keyed keyed-password")
+        try filer.ok("AUTH filer filer-password")
+        try keyed.ok(#"INSERT game name="keyed""#)
+        #expect(try keyed.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        try filer.ok(#"INSERT game name="filer""#)
+        let refused = try filer.send("SAVE").status
+        #expect(refused.hasPrefix("-ERR FORBIDDEN") && refused.contains("game_id_seq"), "\(refused)")
+        #expect(try s.owner.query("SELECT string_agg(name, ',' ORDER BY id) FROM game").string(0, 0) == "keyed")
+    }
+
     @Test func aUserMappedToADatabaseRoleRunsAsIt() throws {
         let s = try Stack { app in
             """

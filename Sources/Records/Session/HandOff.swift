@@ -16,7 +16,6 @@ public struct SessionState: Codable, Sendable {
 
     /// A SAVE whose COMMIT got no answer: the next SAVE still asks about it first, on any server.
     public struct Uncertain: Codable, Sendable {
-        var xid: String
         var mark: Int64
         var ifCommitted: Reply
         /// How long ago it happened, seconds (uptime does not cross machines).
@@ -175,15 +174,20 @@ public enum HandOff {
         case fenced
     }
 
-    /// Writes `mark` in the RESUME's transaction. A SAVE of the old copy that already wrote it
+    /// Writes `mark` (in the caller's transaction, or on its own). A SAVE that already wrote it
     /// is waited for (a unique index waits for the inserting transaction); one that has not
-    /// yet will fail on it. Either way at most one copy saves the unit.
-    static func fence(_ mark: Int64, _ connection: Connection) throws -> Fence {
-        let written = try connection.query("""
-            INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1::bigint)
-            ON CONFLICT (nonce) DO NOTHING RETURNING 1
+    /// yet will fail on it. Either way at most one SAVE with the mark commits, and what is
+    /// answered stays true. A fence's row has transaction id 0, which no SAVE's has: a fence
+    /// written before (its answer lost) still answers `fenced`, never `committed`.
+    public static func fence(_ mark: Int64, _ connection: Connection) throws -> Fence {
+        // The second test reads the statement's snapshot: a fence committed before it is seen,
+        // a SAVE committed while the insert waited is not (it is the conflict).
+        let answer = try connection.query("""
+            WITH written AS (INSERT INTO records.save_marks (xid, nonce) VALUES ('0', $1::bigint)
+                             ON CONFLICT (nonce) DO NOTHING RETURNING 1)
+            SELECT EXISTS (SELECT 1 FROM written) OR EXISTS (SELECT 1 FROM records.save_marks WHERE nonce = $1::bigint AND xid = '0')
             """, [String(mark)])
-        return written.rowCount == 1 ? .fenced : .committed
+        return answer.string(0, 0) == "t" ? .fenced : .committed
     }
 
     /// A state open on a live server (--durable-units) expires this long past `--resume-ttl`:

@@ -138,7 +138,7 @@ extension Session {
         let entity = try entity(entityName, model)
         if let columns { _ = try ImportJob.check(columns, entity: entity) }
         return ImportJob(entity: entity, table: model.table(entity), columns: columns, model: model, session: id,
-                         timeout: context.work.bulkTimeout, identity: identity)
+                         timeout: context.work.bulkTimeout, identity: identity, keys: context.work.keys)
     }
 }
 
@@ -153,6 +153,8 @@ public struct ImportJob: Sendable {
     let timeout: Int
     /// Who the rows are written as: policies' `WITH CHECK` decide which it may import.
     let identity: Identity
+    /// The server's reserved keys, dropped for a sequence the import moves.
+    let keys: KeyReserve?
 
     /// Column names checked against the model: attributes and foreign-key columns, by exact
     /// name first (`Name` and `name` are two columns), else case-insensitively when unique.
@@ -205,6 +207,7 @@ public struct ImportJob: Sendable {
                     """, [key.drawsFrom])
             }
             try connection.execute("COMMIT")
+            for key in bumps { if let sequence = key.drawsFrom { keys?.drop(sequence) } }
             Log.info("imported \(rows) \(entity.name) records", session: session)
             return .ok("imported \(rows) record\(rows == 1 ? "" : "s")")
         } catch {

@@ -20,7 +20,7 @@ extension Session {
             watches: watches.keys.sorted().map { SessionState.Watched(entity: $0, predicate: watches[$0]!) },
             jsonReplies: jsonReplies,
             uncertain: uncertainSave.map {
-                SessionState.Uncertain(xid: $0.xid, mark: $0.mark, ifCommitted: $0.ifCommitted, ageSeconds: Double(now &- $0.at) / 1e9)
+                SessionState.Uncertain(mark: $0.mark, ifCommitted: $0.ifCommitted, ageSeconds: Double(now &- $0.at) / 1e9)
             },
             nextSaveMark: nextSaveMark)
     }
@@ -159,7 +159,7 @@ extension Session {
         let now = DispatchTime.now().uptimeNanoseconds
         uncertainSave = state.uncertain.map {
             let age = UInt64(max(0, $0.ageSeconds) * 1e9)
-            return UncertainCommit(xid: $0.xid, mark: $0.mark, ifCommitted: $0.ifCommitted, at: now > age ? now - age : 0)
+            return UncertainCommit(mark: $0.mark, ifCommitted: $0.ifCommitted, at: now > age ? now - age : 0)
         }
     }
 }

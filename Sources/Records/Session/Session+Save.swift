@@ -53,6 +53,7 @@ extension Session {
             let assigned = result.assigned
             let saved = result.saved
             let pending = result.uncertain
+            let markSpent = result.markSpent
             if json { reply = Self.savedJSON(reply) }
             if result.movedAway {
                 Log.warning("SAVE refused: the session was resumed elsewhere (\(who))", session: session)
@@ -69,7 +70,7 @@ extension Session {
                 if saved { session.unit.saved() }
                 // A mark is written once: after a COMMIT that may have written it (saved, or no
                 // answer) the next SAVE needs its own, or it fails on the mark's unique index.
-                if saved || pending != nil { session.nextSaveMark = Int64.random(in: 1...Int64.max) }
+                if saved || pending != nil || markSpent { session.nextSaveMark = Int64.random(in: 1...Int64.max) }
                 session.uncertainSave = pending
                 if saved && pending == nil { session.lastSave = (before, session.stateVersion) }
             }

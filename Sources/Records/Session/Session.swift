@@ -177,6 +177,9 @@ public struct WorkSettings: Sendable {
     public var durableTTL: Int?
     /// Where database work counts what it wrote (SAVE's rows, retries).
     public var metrics: Metrics?
+    /// Sequence values taken ahead for SAVEs (nil: each SAVE allocates its keys in its
+    /// transaction, a round trip more).
+    public var keys: KeyReserve? = KeyReserve()
     public init() {}
 }
 

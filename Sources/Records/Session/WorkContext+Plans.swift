@@ -46,7 +46,9 @@ extension WorkContext {
     /// back: a retry writes the same ids.
     func runSave(_ plan: SavePlan, model: Model) -> SaveResult {
         var plan = plan
+        reserveKeys(&plan, model: model)
         var action = plan.start()
+        defer { for sequence in plan.movedSequences { settings.keys?.drop(sequence) } }
         while true {
             switch action {
             case .run(let statements):
@@ -76,21 +78,23 @@ extension WorkContext {
                             SELECT setval($1::regclass, m) FROM (SELECT max(\(SQL.identifier(stale.column)))::bigint AS m FROM \(model.table(stale.entity))) AS s
                             WHERE m > coalesce(pg_sequence_last_value($1::regclass), 0)
                             """, [sequence])
+                        settings.keys?.drop(sequence)
                     }
                     let message = "#\(stale.ref): \(stale.entity.label(stale.column)) \(stale.value) is already taken: it came from the key's sequence, which was behind the table's data; nothing was saved: SAVE again to give it a new one"
                     return SaveResult(reply: .error(.validation, message), saved: false, assigned: assigned, attempts: plan.attempts)
                 }
                 return SaveResult(reply: reply(for: failure, changes: plan.changes, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
-            case .uncertain(let xid, let mark, let ifCommitted):
-                let commit = UncertainCommit(xid: xid, mark: mark, ifCommitted: ifCommitted)
+            case .uncertain(let mark, let ifCommitted):
+                let commit = UncertainCommit(mark: mark, ifCommitted: ifCommitted)
                 let status = transactionStatus(commit)
-                Log.warning("a SAVE's COMMIT got no answer; PostgreSQL says transaction \(xid) \(status.map { "\($0)" } ?? "cannot be asked yet")")
+                Log.warning("a SAVE's COMMIT got no answer; its mark says \(status.map { "\($0)" } ?? "nothing yet")")
                 switch status {
                 case .committed?:
                     return SaveResult(reply: ifCommitted, saved: true, assigned: plan.assigned, attempts: plan.attempts)
                 case .aborted?:
+                    // The fence wrote the mark: the next SAVE needs another.
                     return SaveResult(reply: .error(.unavailable, "PostgreSQL went away during COMMIT, which did not complete: nothing was saved; pending changes are kept: try again"),
-                                      saved: false, assigned: plan.assigned, attempts: plan.attempts)
+                                      saved: false, assigned: plan.assigned, attempts: plan.attempts, markSpent: true)
                 case nil:
                     return SaveResult(reply: Self.uncertainReply, saved: false, assigned: plan.assigned, attempts: plan.attempts,
                                       uncertain: commit)
@@ -119,26 +123,38 @@ extension WorkContext {
     static let uncertainReply = Reply.error(.unavailable,
         "PostgreSQL went away during COMMIT and cannot say yet whether it completed; pending changes are kept: SAVE again once it is back (it will not be written twice)")
 
+    /// Takes the keys the plan's inserts draw from sequences out of the server's reserve, so
+    /// that its first round has nothing to ask. Without a reserve, or when a key comes from
+    /// another default or the reserve cannot be filled, round 1 allocates them as before.
+    private func reserveKeys(_ plan: inout SavePlan, model: Model) {
+        guard let reserve = settings.keys, !connection.inTransaction else { return }
+        let requests = plan.keyRequests
+        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests, model: model),
+              let values = try? reserve.take(needs, role: identity.databaseRole ?? "", on: connection) else { return }
+        plan.assign(KeyAllocation.drawn(requests, model: model, values: values))
+    }
+
     enum TransactionStatus { case committed, aborted }
 
-    /// Whether the transaction of a COMMIT that got no answer committed, asked on a fresh
-    /// connection for up to `seconds`; nil when PostgreSQL cannot be asked in that time. Once
-    /// the transaction is no longer running, its commit mark decides: after a crash PostgreSQL
-    /// may give the same transaction id to another transaction, so `pg_xact_status` alone could
-    /// answer for the wrong one.
+    /// Whether the SAVE of a COMMIT that got no answer committed, asked on a fresh connection
+    /// for up to `seconds`; nil when PostgreSQL cannot be asked in that time. Its commit mark
+    /// decides, written here as a fence (`HandOff.fence`): found written by the SAVE, it
+    /// committed; written here first, the SAVE can no longer commit, whatever it still does.
+    /// A transaction id would not do: the reply carrying it may be lost with the rest, and
+    /// after a crash PostgreSQL may give the same id to another transaction.
     func transactionStatus(_ commit: UncertainCommit, seconds: Int = 10) -> TransactionStatus? {
         for attempt in 0..<(seconds * 4) {
             if attempt > 0 { usleep(250_000) }
             if !connection.isHealthy || attempt > 0 {
                 guard (try? reconnect()) != nil else { continue }
             }
-            // An id past every id given since (lost in a crash) is no transaction's yet.
-            guard let rows = try? connection.query("""
-                SELECT CASE WHEN $1::xid8 >= pg_snapshot_xmax(pg_current_snapshot()) THEN 'lost' ELSE pg_xact_status($1::xid8) END,
-                       EXISTS (SELECT 1 FROM records.save_marks WHERE xid = $1::xid8 AND nonce = $2::bigint)
-                """, [commit.xid, String(commit.mark)]), let status = rows.string(0, 0) else { continue }
-            if status == "in progress" { continue }  // the old backend has not finished yet
-            return rows.string(0, 1) == "t" ? .committed : .aborted
+            // A SAVE still running holds its mark: waited for a while, then asked again.
+            let fence = try? connection.transaction {
+                try connection.query("SELECT set_config('lock_timeout', '1000', true)")
+                return try HandOff.fence(commit.mark, connection)
+            }
+            guard let fence else { continue }
+            return fence == .committed ? .committed : .aborted
         }
         return nil
     }
@@ -178,11 +194,12 @@ struct SaveResult: Sendable {
     var uncertain: UncertainCommit?
     /// The session was resumed elsewhere (its mark was fenced): this copy must end.
     var movedAway = false
+    /// The mark was written (by the SAVE or by a fence): the next SAVE needs its own.
+    var markSpent = false
 }
 
 /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not tell yet.
 struct UncertainCommit: Sendable {
-    var xid: String
     var mark: Int64
     /// The reply, should it turn out committed.
     var ifCommitted: Reply

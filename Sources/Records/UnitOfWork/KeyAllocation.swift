@@ -70,12 +70,13 @@ enum KeyAllocation {
                          skip: Set<ChangeID> = []) -> [Request] {
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
-        var allocatedOf: [String: (name: String, columns: [String])?] = [:]
+        // Per entity, once; an entity the model no longer has allocates nothing (validation says why).
+        var allocatedOf: [String: (name: String, columns: [String])] = [:]
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
             if allocatedOf[insert.entity] == nil {
-                allocatedOf[insert.entity] = model.entity(exactly: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) }
+                allocatedOf[insert.entity] = model.entity(exactly: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) } ?? ("", [])
             }
-            guard let entity = allocatedOf[insert.entity]!, !entity.columns.isEmpty else { continue }
+            guard let entity = allocatedOf[insert.entity], !entity.columns.isEmpty else { continue }
             let values = known[insert.ref]?.values
             let missing = entity.columns.filter { values?[$0] == nil && insert.value(of: $0) == nil }
             guard !missing.isEmpty else { continue }
@@ -159,6 +160,48 @@ enum KeyAllocation {
             requests[index].statement = sql.statement
         }
         return requests
+    }
+
+    /// The sequences `requests` draw from, in order, with how many values each needs; nil when
+    /// some column's value comes from another default, which the save's transaction evaluates.
+    static func sequenceNeeds(_ requests: [Request], model: Model) -> [(sequence: String, count: Int)]? {
+        var order: [String] = []
+        var counts: [String: Int] = [:]
+        for request in requests {
+            guard let entity = model.entity(exactly: request.entity) else { return nil }
+            for column in request.columns {
+                guard case .sequence(let sequence)? = entity.allocatedColumns.first(where: { $0.name == column })?.allocation else { return nil }
+                if counts[sequence] == nil { order.append(sequence) }
+                counts[sequence, default: 0] += request.refs.count
+            }
+        }
+        return order.map { ($0, counts[$0]!) }
+    }
+
+    /// The keys `requests` allocate, drawn from `values` (by sequence, in the order
+    /// `sequenceNeeds` counted them).
+    static func drawn(_ requests: [Request], model: Model, values: [String: [String]]) -> [String: AssignedKey] {
+        var next: [String: Int] = [:]
+        var keys: [String: AssignedKey] = [:]
+        for request in requests {
+            guard let entity = model.entity(exactly: request.entity) else { continue }
+            let sequences = request.columns.map { column -> String? in
+                guard case .sequence(let sequence)? = entity.allocatedColumns.first(where: { $0.name == column })?.allocation else { return nil }
+                return sequence
+            }
+            for ref in request.refs {
+                var drawn: [String: String] = [:]
+                for (column, sequence) in zip(request.columns, sequences) {
+                    guard let sequence, let pool = values[sequence] else { continue }
+                    let index = next[sequence, default: 0]
+                    guard index < pool.count else { continue }
+                    drawn[column] = pool[index]
+                    next[sequence] = index + 1
+                }
+                keys[ref] = AssignedKey(entity: request.entity, values: drawn)
+            }
+        }
+        return keys
     }
 
     /// `keys` with the filled values added, for writing (the unit keeps `keys` only).

@@ -4,13 +4,14 @@ import Postgres
 /// and is fed their results; it never touches a connection, so every decision is tested without
 /// PostgreSQL. The rounds:
 ///
-/// 1. BEGIN, the timeouts, the transaction's id (known before COMMIT, so that a connection lost
-///    during COMMIT can be asked about later), a SAVE KEY's earlier outcome, deferred
-///    constraints, key allocation for pending inserts, and `SELECT ... FOR UPDATE` of the
-///    records the unit updates or deletes.
+/// 1. BEGIN, the timeouts, a SAVE KEY's earlier outcome, deferred constraints, key allocation
+///    for pending inserts, and `SELECT ... FOR UPDATE` of the records the unit updates or
+///    deletes.
 /// 2. The versions judged under the merge policy; then inserts, nil-then-set references,
 ///    updates, changes by predicate, sequence moves, and the keys a DELETE ... WHERE matches;
-///    with nothing to delete, COMMIT too.
+///    with nothing to delete, the commit mark and COMMIT too. When round 1 has nothing to
+///    ask (every key known, from the client or `KeyReserve`, nothing to lock, no SAVE KEY),
+///    it rides in this round: a unit of inserts is one round trip.
 /// 3. With deletes: the delete rules' preview, a level a round; a denied delete fails here.
 /// 4. Deletes and COMMIT.
 ///
@@ -66,9 +67,9 @@ struct SavePlan: Sendable {
         case committed(Reply)
         /// Nothing was written (the transaction is rolled back, or was never begun).
         case failed(Failure)
-        /// The connection was lost while COMMIT was in flight: whether transaction `xid`
-        /// committed is for `pg_xact_status` to say.
-        case uncertain(xid: String, mark: Int64, ifCommitted: Reply)
+        /// The connection was lost while COMMIT was in flight: whether the transaction
+        /// committed is for its commit mark to say (`HandOff.fence`).
+        case uncertain(mark: Int64, ifCommitted: Reply)
     }
 
     struct Failure: Error, Sendable {
@@ -95,7 +96,6 @@ struct SavePlan: Sendable {
 
     /// Where round 1's answers are.
     private struct FirstRound: Sendable {
-        var transactionID = 0
         var savedReply: Int?
         var allocation: [KeyAllocation.Request] = []
         var allocationStart = 0
@@ -130,7 +130,6 @@ struct SavePlan: Sendable {
     }
 
     private var state = State.idle
-    private var xid: String?
     /// Defaults evaluated for the columns some inserts leave out (not kept by the unit).
     private var fills: [String: AssignedKey] = [:]
     /// The inserts' statements, laid out once at the start (they do not depend on keys).
@@ -146,6 +145,29 @@ struct SavePlan: Sendable {
         self.assigned = assigned
     }
 
+    /// The key values the pending inserts still miss, as round 1 would allocate them; none
+    /// when round 1 has something else to ask (a SAVE KEY, locks, defaults to evaluate), so
+    /// that keys given ahead would save no round trip.
+    var keyRequests: [KeyAllocation.Request] {
+        guard settings.saveKey == nil, changes.updates.isEmpty, changes.deletes.isEmpty else { return [] }
+        let known = KeyAllocation.known(changes, model: model, assigned: assigned)
+        guard KeyAllocation.fills(changes, model: model, known: known).isEmpty,
+              ConflictCheck(model: model, changes: changes).locks().isEmpty else { return [] }
+        return KeyAllocation.requests(changes, model: model, known: known)
+    }
+
+    /// The sequences the writes move past keys the client gave (`KeyReserve` forgets what it
+    /// holds of them: the next key follows the given one).
+    private(set) var movedSequences: [String] = []
+
+    /// Keys allocated before the first round (`KeyReserve`): the unit keeps them like any other.
+    mutating func assign(_ keys: [String: AssignedKey]) {
+        for (ref, key) in keys {
+            assigned[ref] = AssignedKey(entity: key.entity, values: (assigned[ref]?.values ?? [:]).merging(key.values) { _, new in new })
+        }
+    }
+
+    // MARK: - Rounds
     // MARK: - Rounds
 
     /// The first round, or the validation failure that keeps the unit from being written.
@@ -165,8 +187,6 @@ struct SavePlan: Sendable {
             statements.append(Statement("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
                                         ["\(settings.statementTimeout)", "\(settings.lockTimeout)"]))
         }
-        round.transactionID = statements.count
-        statements.append(.transactionID)
         if let saveKey = settings.saveKey {
             round.savedReply = statements.count
             statements.append(Statement("SELECT message, lines::text, fingerprint FROM records.save_keys WHERE owner = $1 AND key = $2",
@@ -184,6 +204,16 @@ struct SavePlan: Sendable {
         round.locks = ConflictCheck(model: model, changes: changes).locks()
         round.lockStart = statements.count
         statements += round.locks.map(\.statement)
+        if round.savedReply == nil && round.allocation.isEmpty && round.fills.isEmpty && round.locks.isEmpty {
+            // Nothing to ask first: the writes follow in the same round trip.
+            do throws(CommandError) {
+                let resolution = try ConflictCheck(model: model, changes: changes).resolve(policy: policy, locks: [], results: [])
+                return try write(resolution: resolution, after: statements)
+            } catch {
+                state = .finished
+                return .failed(Failure(command: error))
+            }
+        }
         state = .begun(round)
         return .run(statements)
     }
@@ -205,7 +235,6 @@ struct SavePlan: Sendable {
     private mutating func advance(_ results: [StatementResult]) throws(CommandError) -> Action {
         switch state {
         case .begun(let round):
-            xid = results[round.transactionID].rows.first?[0] ?? nil
             if let index = round.savedReply, let row = results[index].rows.first {
                 state = .finished
                 guard row[2] == changes.fingerprint else {
@@ -267,8 +296,9 @@ struct SavePlan: Sendable {
         }
     }
 
-    /// Round 2: the writes, planned now that every key is known and the policy has spoken.
-    private mutating func write(resolution: ConflictCheck.Resolution) throws(CommandError) -> Action {
+    /// Round 2: the writes, planned now that every key is known and the policy has spoken;
+    /// `before` is round 1 when it had nothing to ask.
+    private mutating func write(resolution: ConflictCheck.Resolution, after before: [Statement] = []) throws(CommandError) -> Action {
         let keys = KeyAllocation.merged(KeyAllocation.known(changes, model: model, assigned: assigned), fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
                              rowsPerStatement: settings.rowsPerStatement, locking: true, layout: layout)
@@ -286,8 +316,10 @@ struct SavePlan: Sendable {
             return Outcome.Assigned(ref: insert.ref, entity: insert.entity, key: shown ?? "?")
         }
         let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates
-        let updateStart = plan.inserts.count + plan.fixups.count
-        var statements = writes.map(\.statement) + plan.sequenceBumps
+        let offset = before.count
+        let updateStart = offset + plan.inserts.count + plan.fixups.count
+        var statements = before + writes.map(\.statement) + plan.sequenceBumps
+        movedSequences = plan.sequenceBumps.compactMap { $0.parameters.first ?? nil }
         let selectStart = statements.count
         for change in changes.bulk where change.isDelete {
             guard let entity = model.entity(exactly: change.entity) else { continue }
@@ -300,8 +332,8 @@ struct SavePlan: Sendable {
         // With nothing to delete and no key to record, COMMIT rides in the same round trip.
         let commitsHere = roots.isEmpty && selectStart == statements.count && settings.saveKey == nil
         if commitsHere { statements += [markStatement, .commit] }
-        state = .written(Written(writes: writes, outcome: outcome, insertResults: 0..<plan.inserts.count,
-                                 updateResults: updateStart..<writes.count,
+        state = .written(Written(writes: writes, offset: offset, outcome: outcome, insertResults: offset..<(offset + plan.inserts.count),
+                                 updateResults: updateStart..<(offset + writes.count),
                                  bulkDeleteSelects: selectStart..<(statements.count - (commitsHere ? 2 : 0)),
                                  deleteRoots: roots, commitsHere: commitsHere))
         return .run(statements)
@@ -350,9 +382,9 @@ struct SavePlan: Sendable {
     private mutating func failed(at index: Int, _ error: PostgresError) -> Action {
         if error.kind == .connection {
             // Lost while COMMIT was in flight: PostgreSQL knows whether it committed.
-            if let xid, let outcome = committingOutcome {
+            if let outcome = committingOutcome {
                 state = .finished
-                return .uncertain(xid: xid, mark: settings.mark, ifCommitted: outcome.reply)
+                return .uncertain(mark: settings.mark, ifCommitted: outcome.reply)
             }
             state = .finished
             return .failed(Failure(postgres: error))

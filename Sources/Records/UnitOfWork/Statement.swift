@@ -16,9 +16,6 @@ public struct Statement: Sendable, Equatable, CustomStringConvertible {
     static let begin = Statement("BEGIN")
     static let commit = Statement("COMMIT")
     static let rollback = Statement("ROLLBACK")
-    /// The transaction's id, known before COMMIT is sent, so that a connection lost during
-    /// COMMIT can be asked about afterwards (`pg_xact_status`).
-    static let transactionID = Statement("SELECT pg_current_xact_id()::text")
 }
 
 /// What a statement returned: its rows as text, and the rows it changed.
@@ -47,10 +44,13 @@ public enum RoundResult: Sendable {
     /// Statement `index` failed; those after it did not run.
     case failure(index: Int, error: PostgresError)
 
-    /// Runs `statements` as one pipeline (one round trip) on `connection`.
+    /// Runs `statements` as one pipeline (one round trip) on `connection`. Statements with
+    /// parameters (the model's writes, reads and locks, built once per shape) are prepared once
+    /// per connection; those without (BEGIN, COMMIT, SET CONSTRAINTS) go as text.
     static func run(_ statements: [Statement], on connection: Connection) -> RoundResult {
         do {
-            let results = try connection.pipeline(statements.map { ($0.sql, $0.parameters) })
+            let results = try connection.pipeline(statements.map { ($0.sql, $0.parameters) },
+                                                  prepared: { !statements[$0].parameters.isEmpty })
             return .success(results.map(StatementResult.init))
         } catch let failure as Connection.PipelineFailure {
             return .failure(index: failure.index, error: failure.error)

@@ -1,0 +1,60 @@
+import Foundation
+import Postgres
+
+/// Sequence values taken ahead of the SAVEs that need them, shared by the server's workers: a
+/// SAVE whose missing keys all come from sequences learns them here, without asking PostgreSQL
+/// inside its transaction, and so writes in one round trip. Like a sequence's own `CACHE`, a
+/// stopping server leaves the values it held unused (gaps), and keys follow the order they
+/// were handed out, not the order of commits. Values are kept per database role: a role that
+/// may not use a sequence still cannot get its values.
+public final class KeyReserve: @unchecked Sendable {
+    /// Values fetched beyond what a SAVE needs, per sequence and role.
+    public static let ahead = 32
+
+    private struct Slot: Hashable {
+        var role: String
+        var sequence: String
+    }
+
+    private let lock = NSLock()
+    private var held: [Slot: [String]] = [:]
+
+    public init() {}
+
+    /// `count` values of each sequence, in the order handed out; what the reserve lacks is
+    /// fetched on `connection` (outside any transaction: `nextval` is never rolled back), with
+    /// `ahead` more for the SAVEs after this one.
+    func take(_ needs: [(sequence: String, count: Int)], role: String, on connection: Connection) throws -> [String: [String]] {
+        var taken: [String: [String]] = [:]
+        var missing: [(sequence: String, count: Int)] = []
+        lock.withLock {
+            for need in needs {
+                let slot = Slot(role: role, sequence: need.sequence)
+                let available = held[slot] ?? []
+                let given = min(need.count, available.count)
+                taken[need.sequence] = Array(available.prefix(given))
+                held[slot] = Array(available.dropFirst(given))
+                if given < need.count { missing.append((need.sequence, need.count - given)) }
+            }
+        }
+        guard !missing.isEmpty else { return taken }
+        let results = try connection.pipeline(missing.map { need in
+            ("SELECT nextval($1::regclass)::text FROM generate_series(1, $2::int)", [need.sequence, String(need.count + Self.ahead)])
+        })
+        var surplus: [(Slot, ArraySlice<String>)] = []
+        for (need, result) in zip(missing, results) {
+            let values = (0..<result.rowCount).compactMap { result.string($0, 0) }
+            taken[need.sequence, default: []] += values.prefix(need.count)
+            surplus.append((Slot(role: role, sequence: need.sequence), values.dropFirst(need.count)))
+        }
+        lock.withLock {
+            for (slot, values) in surplus { held[slot, default: []] += values }
+        }
+        return taken
+    }
+
+    /// Forgets the values held for `sequence` (it was moved: some may be taken already).
+    func drop(_ sequence: String) {
+        lock.withLock { held = held.filter { $0.key.sequence != sequence } }
+    }
+}

@@ -427,7 +427,9 @@ public final class Connection {
             return .prepared(name: name, prepare: true)
         }
         guard PQenterPipelineMode(conn) == 1 else { throw PostgresError(kind: .unexpected, message: Self.errorMessage(conn)) }
-        defer { PQexitPipelineMode(conn) }
+        // A pipeline cut short (the server went away mid-way) cannot leave pipeline mode: the
+        // connection is closed then, so it is replaced, never used again half in a pipeline.
+        defer { if PQexitPipelineMode(conn) != 1 { close() } }
         for (index, statement) in statements.enumerated() {
             let sent = withParameters(statement.parameters) { count, values -> Int32 in
                 switch sending[index] {

@@ -91,7 +91,10 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     /// The model a command runs against; a reload replaces it for later commands only.
     public var model: Model {
         get { lock.lock(); defer { lock.unlock() }; return currentModel }
-        set { lock.lock(); currentModel = newValue; lock.unlock() }
+        set {
+            lock.lock(); currentModel = newValue; lock.unlock()
+            work.keys?.dropAll()  // keys taken ahead belong to the sequences as they were
+        }
     }
 
     private var changeHandler: (@Sendable ([ChangeFeed.Event]) -> Void)?

@@ -38,8 +38,14 @@ public final class KeyReserve: @unchecked Sendable {
             }
         }
         guard !missing.isEmpty else { return taken }
+        // Values ahead only from an ascending sequence far from its end: near it (a small
+        // MAXVALUE), or descending, exactly what is needed, as a plain INSERT would take.
         let results = try connection.pipeline(missing.map { need in
-            ("SELECT nextval($1::regclass)::text FROM generate_series(1, $2::int)", [need.sequence, String(need.count + Self.ahead)])
+            ("""
+             SELECT nextval($1::regclass)::text FROM generate_series(1, $2::int + coalesce((
+                 SELECT $3::int FROM pg_sequence s WHERE s.seqrelid = $1::regclass AND s.seqincrement > 0 AND NOT s.seqcycle
+                 AND s.seqmax - coalesce(pg_sequence_last_value($1::regclass), s.seqstart) > ($2::bigint + $3::bigint + 1) * s.seqincrement), 0))
+             """, [need.sequence, String(need.count), String(Self.ahead)])
         })
         var surplus: [(Slot, ArraySlice<String>)] = []
         for (need, result) in zip(missing, results) {
@@ -56,5 +62,11 @@ public final class KeyReserve: @unchecked Sendable {
     /// Forgets the values held for `sequence` (it was moved: some may be taken already).
     func drop(_ sequence: String) {
         lock.withLock { held = held.filter { $0.key.sequence != sequence } }
+    }
+
+    /// Forgets every value held: the model was reloaded (a sequence dropped and made again
+    /// under the same name is another sequence; a revoked right takes effect).
+    public func dropAll() {
+        lock.withLock { held.removeAll() }
     }
 }

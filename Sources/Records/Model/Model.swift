@@ -142,8 +142,11 @@ public struct Entity: Sendable {
     /// table's `(project_id, employee_id)`).
     public var key: [Attribute]
     /// Every column but foreign keys, key columns first, in table order.
-    public var attributes: [Attribute]
-    public var relationships: [Relationship]
+    public var attributes: [Attribute] { didSet { names = NameIndex(attributes, relationships) } }
+    public var relationships: [Relationship] { didSet { names = NameIndex(attributes, relationships) } }
+    /// Attributes and relationships by name, exact and case-folded: every field of every
+    /// INSERT line is looked up here.
+    private var names = NameIndex([], [])
     /// Column sets with a unique constraint (the primary key first), by which a record can be
     /// addressed (`GET memo uid="m1"`).
     public var uniqueKeys: [[String]]
@@ -169,6 +172,7 @@ public struct Entity: Sendable {
         self.hasRowSecurity = hasRowSecurity
         self.comment = comment
         self.keyConstraint = keyConstraint
+        self.names = NameIndex(attributes, relationships)
         // Without a list of their own, the foreign keys are the to-one relationships'.
         self.foreignKeys = foreignKeys ?? relationships.filter { !$0.isToMany }.map {
             ForeignKey(constraint: $0.constraint, entity: name, columns: [$0.column], target: $0.target,
@@ -192,33 +196,13 @@ public struct Entity: Sendable {
 
     /// By exact name, else case-insensitively when that names one attribute only (`Name` and
     /// `name` are two columns: each is reached by its own spelling).
+    /// The attribute named `name`, else the only one named so case-insensitively.
     public func attribute(named name: String) -> Attribute? {
-        if let exact = attributes.first(where: { $0.name == name }) { return exact }
-        return Self.onlyFolded(attributes, name, \.name)
+        names.attribute(name).map { attributes[$0] }
     }
 
     public func relationship(named name: String) -> Relationship? {
-        if let exact = relationships.first(where: { $0.name == name }) { return exact }
-        return Self.onlyFolded(relationships, name, \.name)
-    }
-
-    /// The one element whose name equals `name` case-insensitively, nil for none or several.
-    /// Every line naming a relationship asks the attributes first: ASCII names are compared
-    /// in place, with no lowercased copies.
-    static func onlyFolded<T>(_ elements: [T], _ name: String, _ named: (T) -> String) -> T? {
-        var found: T?
-        for element in elements where Self.foldedEqual(named(element), name) {
-            if found != nil { return nil }
-            found = element
-        }
-        return found
-    }
-
-    /// `a.lowercased() == b.lowercased()`, without copies when both are ASCII.
-    static func foldedEqual(_ a: String, _ b: String) -> Bool {
-        guard a.utf8.allSatisfy({ $0 < 0x80 }), b.utf8.allSatisfy({ $0 < 0x80 }) else { return a.lowercased() == b.lowercased() }
-        func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte + 32 : byte }
-        return a.utf8.elementsEqual(b.utf8) { lower($0) == lower($1) }
+        names.relationship(name).map { relationships[$0] }
     }
 
     public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }
@@ -320,5 +304,40 @@ public final class Model: Sendable {
     /// The qualified, quoted table name for SQL.
     public func table(_ entity: Entity) -> String {
         "\(SQL.identifier(schema)).\(SQL.identifier(entity.name))"
+    }
+}
+
+/// Where each attribute and relationship of an entity is, by exact name and by case-folded
+/// name (nil where two fold alike: such a name must be written exactly).
+struct NameIndex: Sendable {
+    private var attributes: [String: Int] = [:]
+    private var foldedAttributes: [String: Int?] = [:]
+    private var relationships: [String: Int] = [:]
+    private var foldedRelationships: [String: Int?] = [:]
+
+    init(_ attributeList: [Attribute], _ relationshipList: [Relationship]) {
+        for (index, attribute) in attributeList.enumerated() {
+            if attributes[attribute.name] == nil { attributes[attribute.name] = index }
+            let folded = attribute.name.lowercased()
+            foldedAttributes[folded] = foldedAttributes[folded] == nil ? .some(index) : .some(nil)
+        }
+        for (index, relationship) in relationshipList.enumerated() {
+            if relationships[relationship.name] == nil { relationships[relationship.name] = index }
+            let folded = relationship.name.lowercased()
+            foldedRelationships[folded] = foldedRelationships[folded] == nil ? .some(index) : .some(nil)
+        }
+    }
+
+    func attribute(_ name: String) -> Int? {
+        attributes[name] ?? (foldedAttributes[Self.folded(name)] ?? nil)
+    }
+
+    func relationship(_ name: String) -> Int? {
+        relationships[name] ?? (foldedRelationships[Self.folded(name)] ?? nil)
+    }
+
+    /// `lowercased()`, without a copy for a name already in lower case.
+    private static func folded(_ name: String) -> String {
+        name.utf8.contains { $0 >= 65 && $0 <= 90 || $0 >= 0x80 } ? name.lowercased() : name
     }
 }

@@ -179,10 +179,10 @@ import Testing
         ])
         var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:], settings: settings)
         let requests = plan.keyRequests
-        let needs = KeyAllocation.sequenceNeeds(requests, model: model)
+        let needs = KeyAllocation.sequenceNeeds(requests)
         #expect(needs?.map(\.count) == [1, 1])
         let values = Dictionary(uniqueKeysWithValues: (needs ?? []).enumerated().map { ($1.sequence, ["\(50 + $0)"]) })
-        plan.assign(KeyAllocation.drawn(requests, model: model, values: values))
+        plan.assign(KeyAllocation.drawn(requests, values: values))
         #expect(plan.keyRequests.isEmpty)
         let only = statements(plan.start())
         #expect(only.first == Statement("BEGIN"))

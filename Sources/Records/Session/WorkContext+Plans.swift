@@ -46,7 +46,7 @@ extension WorkContext {
     /// back: a retry writes the same ids.
     func runSave(_ plan: SavePlan, model: Model) -> SaveResult {
         var plan = plan
-        reserveKeys(&plan, model: model)
+        reserveKeys(&plan)
         var action = plan.start()
         defer { for sequence in plan.movedSequences { settings.keys?.drop(sequence) } }
         while true {
@@ -126,12 +126,12 @@ extension WorkContext {
     /// Takes the keys the plan's inserts draw from sequences out of the server's reserve, so
     /// that its first round has nothing to ask. Without a reserve, or when a key comes from
     /// another default or the reserve cannot be filled, round 1 allocates them as before.
-    private func reserveKeys(_ plan: inout SavePlan, model: Model) {
+    private func reserveKeys(_ plan: inout SavePlan) {
         guard let reserve = settings.keys, !connection.inTransaction else { return }
         let requests = plan.keyRequests
-        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests, model: model),
+        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests),
               let values = try? reserve.take(needs, role: identity.databaseRole ?? "", on: connection) else { return }
-        plan.assign(KeyAllocation.drawn(requests, model: model, values: values))
+        plan.assign(KeyAllocation.drawn(requests, values: values))
     }
 
     enum TransactionStatus { case committed, aborted }

@@ -62,6 +62,8 @@ enum KeyAllocation {
         var entity: String
         var columns: [String]
         var refs: [String]
+        /// Each column's sequence, nil for one whose value another default gives.
+        var sequences: [String?] = []
     }
 
     /// The statements that allocate the key values still missing (those a column's sequence or
@@ -92,13 +94,15 @@ enum KeyAllocation {
             let entity = model.entity(exactly: requests[index].entity)!
             var sql = SQLText()
             let count = sql.bind(String(requests[index].refs.count))
-            let columns = requests[index].columns.map { column -> String in
-                switch entity.allocatedColumns.first(where: { $0.name == column })!.allocation! {
+            let allocations = requests[index].columns.map { column in entity.allocatedColumns.first(where: { $0.name == column })!.allocation! }
+            let columns = allocations.map { allocation -> String in
+                switch allocation {
                 case .sequence(let sequence): return "nextval(\(sql.bind(sequence))::regclass)::text"
                 // The column's default, as the catalog prints it: evaluated once a row.
                 case .expression(let expression): return "(\(expression))::text"
                 }
             }
+            requests[index].sequences = allocations.map { if case .sequence(let sequence) = $0 { sequence } else { nil } }
             sql.text = "SELECT \(columns.joined(separator: ", ")) FROM generate_series(1, \(count)::int)"
             requests[index].statement = sql.statement
         }
@@ -164,13 +168,12 @@ enum KeyAllocation {
 
     /// The sequences `requests` draw from, in order, with how many values each needs; nil when
     /// some column's value comes from another default, which the save's transaction evaluates.
-    static func sequenceNeeds(_ requests: [Request], model: Model) -> [(sequence: String, count: Int)]? {
+    static func sequenceNeeds(_ requests: [Request]) -> [(sequence: String, count: Int)]? {
         var order: [String] = []
         var counts: [String: Int] = [:]
         for request in requests {
-            guard let entity = model.entity(exactly: request.entity) else { return nil }
-            for column in request.columns {
-                guard case .sequence(let sequence)? = entity.allocatedColumns.first(where: { $0.name == column })?.allocation else { return nil }
+            for sequence in request.sequences {
+                guard let sequence else { return nil }
                 if counts[sequence] == nil { order.append(sequence) }
                 counts[sequence, default: 0] += request.refs.count
             }
@@ -180,18 +183,13 @@ enum KeyAllocation {
 
     /// The keys `requests` allocate, drawn from `values` (by sequence, in the order
     /// `sequenceNeeds` counted them).
-    static func drawn(_ requests: [Request], model: Model, values: [String: [String]]) -> [String: AssignedKey] {
+    static func drawn(_ requests: [Request], values: [String: [String]]) -> [String: AssignedKey] {
         var next: [String: Int] = [:]
         var keys: [String: AssignedKey] = [:]
         for request in requests {
-            guard let entity = model.entity(exactly: request.entity) else { continue }
-            let sequences = request.columns.map { column -> String? in
-                guard case .sequence(let sequence)? = entity.allocatedColumns.first(where: { $0.name == column })?.allocation else { return nil }
-                return sequence
-            }
             for ref in request.refs {
                 var drawn: [String: String] = [:]
-                for (column, sequence) in zip(request.columns, sequences) {
+                for (column, sequence) in zip(request.columns, request.sequences) {
                     guard let sequence, let pool = values[sequence] else { continue }
                     let index = next[sequence, default: 0]
                     guard index < pool.count else { continue }

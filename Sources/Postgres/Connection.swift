@@ -162,6 +162,13 @@ public final class Connection {
         preparedStale = true
     }
 
+    /// A name never used on this connection: a plan invalidated inside an aborted transaction
+    /// keeps its name taken.
+    private func newPreparedName() -> String {
+        preparedSerial += 1
+        return "r\(preparedSerial)"
+    }
+
     /// The name `sql` is prepared under on this connection, preparing it the first time.
     private func preparedName(_ sql: String, parameters: Int) throws(PostgresError) -> String {
         if let known = prepared[sql] { return known }
@@ -171,8 +178,7 @@ public final class Connection {
             prepared.removeAll()
             preparedStale = false
         }
-        preparedSerial += 1
-        let name = "r\(preparedSerial)"
+        let name = newPreparedName()
         _ = try check(PQprepare(conn, name, sql, Int32(parameters), nil))
         prepared[sql] = name
         return name
@@ -421,8 +427,7 @@ public final class Connection {
             let sql = statements[index].sql
             guard isPrepared(index) else { return .text }
             if let name = self.prepared[sql] ?? naming[sql] { return .prepared(name: name, prepare: false) }
-            preparedSerial += 1
-            let name = "r\(preparedSerial)"
+            let name = newPreparedName()
             naming[sql] = name
             return .prepared(name: name, prepare: true)
         }
@@ -445,7 +450,7 @@ public final class Connection {
         guard PQpipelineSync(conn) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         var failure: PipelineFailure?
         var handing: Error?
-        /// The results of one sent command, up to its end: the last, and whether it failed.
+        /// The last result of one sent command, read up to its end (a failure is noted).
         func next(_ index: Int) throws -> QueryResult {
             var last: QueryResult?
             while let raw = PQgetResult(conn) {

@@ -196,7 +196,6 @@ public struct Entity: Sendable {
 
     /// By exact name, else case-insensitively when that names one attribute only (`Name` and
     /// `name` are two columns: each is reached by its own spelling).
-    /// The attribute named `name`, else the only one named so case-insensitively.
     public func attribute(named name: String) -> Attribute? {
         names.attribute(name).map { attributes[$0] }
     }

@@ -168,7 +168,6 @@ struct SavePlan: Sendable {
     }
 
     // MARK: - Rounds
-    // MARK: - Rounds
 
     /// The first round, or the validation failure that keeps the unit from being written.
     mutating func start() -> Action {

@@ -155,6 +155,43 @@ import Testing
         #expect(try scalar(db, "SELECT count(*) FROM small") == "2")
     }
 
+    /// A BEFORE INSERT trigger that writes another key than the one SAVE gave: SAVE used to
+    /// answer the key it gave and link the unit's children to it, here an unrelated row.
+    @Test func aTriggerThatRewritesTheKeyIsRefusedBeforeCommit() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("""
+            CREATE TABLE squad (id serial PRIMARY KEY, name text NOT NULL);
+            CREATE TABLE member (id serial PRIMARY KEY, name text NOT NULL, squad_id int REFERENCES squad);
+            CREATE TABLE badge (code text PRIMARY KEY, label text);
+            CREATE FUNCTION shift_squad() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.id := NEW.id + 100; RETURN NEW; END$$;
+            CREATE TRIGGER shift BEFORE INSERT ON squad FOR EACH ROW EXECUTE FUNCTION shift_squad();
+            CREATE FUNCTION upper_code() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.code := upper(NEW.code); NEW.label := coalesce(NEW.label, 'set'); RETURN NEW; END$$;
+            CREATE TRIGGER upper_code BEFORE INSERT ON badge FOR EACH ROW EXECUTE FUNCTION upper_code();
+            INSERT INTO squad (id, name) VALUES (-99, 'unrelated');  -- stored as id 1
+            """)
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = eventually({ server.log.components(separatedBy: "model reloaded").count }, until: { $0 >= 2 })
+        let client = try server.client()
+        try client.ok(#"INSERT squad name="new""#)
+        try client.ok(#"INSERT member name="m" squad=#s1"#)
+        let refused = try client.send("SAVE")
+        #expect(refused.status == "-ERR DENIED #s1: a BEFORE INSERT trigger on squad wrote key 101, not a key SAVE gave it; references and keys in this unit would name another row: nothing was saved (give the key the trigger keeps, or make the trigger keep the key it is given)")
+        #expect(try scalar(db, "SELECT count(*) FROM member") == "0")
+        #expect(try scalar(db, "SELECT string_agg(id || ' ' || name, ',') FROM squad") == "1 unrelated")
+        try client.ok("ROLLBACK")
+        // A trigger that keeps the key (it sets another column) saves in full, as does a key
+        // the trigger keeps as given; one that it changes, several in one statement, is refused.
+        try client.ok(#"INSERT badge code="GOLD""#)
+        try client.ok(#"INSERT badge code="SILVER" label="given""#)
+        #expect(try client.send("SAVE").lines == [#"#b1 badge "GOLD""#, #"#b2 badge "SILVER""#])
+        #expect(try scalar(db, "SELECT string_agg(code || ' ' || label, ',' ORDER BY code) FROM badge") == "GOLD set,SILVER given")
+        try client.ok(#"INSERT badge code="BRONZE""#)
+        try client.ok(#"INSERT badge code="tin""#)
+        #expect(try client.send("SAVE").status.hasPrefix(#"-ERR DENIED a BEFORE INSERT trigger on badge wrote key "TIN", not a key SAVE gave it"#))
+        #expect(try scalar(db, "SELECT count(*) FROM badge") == "2")
+    }
+
     @Test func importWithKeysMovesTheSequence() throws {
         let server = try TestServer()
         let client = try server.client()

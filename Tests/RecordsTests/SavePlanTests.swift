@@ -204,6 +204,33 @@ import Testing
         #expect(failure.records == ["#t"])
     }
 
+    /// A table with a BEFORE INSERT trigger: its inserts read their keys back and COMMIT waits
+    /// for them; a key that came back changed fails the SAVE before COMMIT.
+    @Test func keysATriggerMayRewriteAreCheckedBeforeCommit() {
+        var tag = SampleModel.tag
+        tag.triggersMayRewriteInserts = true
+        let model = Model(schema: "public", entities: self.model.entities.map { $0.name == "tag" ? tag : $0 }, unserved: [])
+        let changes = unit([insert("t", "tag", [("label", .text("red"))])])
+        for (returned, committed) in [(["t", "red"], true), (["f", "RED"], false)] {
+            var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+            let round = statements(plan.start())
+            #expect(!round.contains(Statement("COMMIT")))
+            let insert = round.firstIndex { $0.sql.hasPrefix("INSERT INTO \"public\".\"tag\"") }!
+            #expect(round[insert].sql.hasSuffix(#" RETURNING ("label") IN (SELECT * FROM unnest($1::text[])), "label"::text"#))
+            var results = round.map { _ in StatementResult() }
+            results[insert] = StatementResult(rows: [returned], affected: 1)
+            switch plan.received(.success(results)) {
+            case .run(let last) where committed:
+                #expect(last.last == Statement("COMMIT"))
+            case .failed(let failure) where !committed:
+                #expect(failure.command?.code == .denied)
+                #expect(failure.command?.message.hasPrefix(#"#t: a BEFORE INSERT trigger on tag wrote key "RED", not a key SAVE gave it"#) == true)
+            case let other:
+                Issue.record("unexpected \(other)")
+            }
+        }
+    }
+
     @Test func lostBeforeCommitIsAFailure() {
         var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:])
         _ = plan.start()

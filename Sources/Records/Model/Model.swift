@@ -160,6 +160,9 @@ public struct Entity: Sendable {
     public var keyConstraint: String?
     /// Unique indexes (the primary key's included) by name, with their columns.
     public var uniqueConstraints: [String: [String]] = [:]
+    /// A BEFORE INSERT row trigger may write another key than the one SAVE gives (or skip the
+    /// row): inserts read their keys back and SAVE refuses before COMMIT when one changed.
+    public var triggersMayRewriteInserts = false
 
     public init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship],
                 uniqueKeys: [[String]] = [], hasRowSecurity: Bool = false, comment: String? = nil,

@@ -11,7 +11,10 @@ public enum ModelReflector {
     public static func reflect(_ connection: Connection, schema: String = "public") throws -> Model {
         let tables = try connection.query("""
             SELECT c.relname, obj_description(c.oid, 'pg_class'),
-                   c.relrowsecurity
+                   c.relrowsecurity,
+                   -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
+                   EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
+                           AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7)
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
@@ -134,6 +137,7 @@ public enum ModelReflector {
                 hasRowSecurity: tables.bool(row, 2) ?? false, comment: tables.string(row, 1),
                 foreignKeys: [], keyConstraint: keyIndex[name])
             entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
+            entities[name]!.triggersMayRewriteInserts = tables.bool(row, 3) ?? false
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.

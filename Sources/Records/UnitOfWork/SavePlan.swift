@@ -250,6 +250,7 @@ struct SavePlan: Sendable {
                 .resolve(policy: policy, locks: round.locks, results: Array(results[round.lockStart..<(round.lockStart + round.locks.count)]))
             return try write(resolution: resolution)
         case .written(var written):
+            try checkKeysReadBack(written.writes.prefix(written.insertResults.count), results[written.insertResults])
             // The real counts: a BEFORE trigger may skip a row.
             written.outcome.inserted = results[written.insertResults].reduce(0) { $0 + $1.affected }
             written.outcome.updated = results[written.updateResults].reduce(0) { $0 + $1.affected }
@@ -328,14 +329,28 @@ struct SavePlan: Sendable {
             statements.append(sql.statement)
         }
         let roots = changes.deleteOrder.filter { !resolution.droppedDeletes.contains($0) }
-        // With nothing to delete and no key to record, COMMIT rides in the same round trip.
+        // With nothing to delete, no key to record and no key to read back, COMMIT rides in the
+        // same round trip.
         let commitsHere = roots.isEmpty && selectStart == statements.count && settings.saveKey == nil
+            && !plan.inserts.contains(where: \.readsBackKeys)
         if commitsHere { statements += [markStatement, .commit] }
         state = .written(Written(writes: writes, offset: offset, outcome: outcome, insertResults: offset..<(offset + plan.inserts.count),
                                  updateResults: updateStart..<(offset + writes.count),
                                  bulkDeleteSelects: selectStart..<(statements.count - (commitsHere ? 2 : 0)),
                                  deleteRoots: roots, commitsHere: commitsHere))
         return .run(statements)
+    }
+
+    /// A trigger that wrote another key than the one SAVE gave: the unit's references and the
+    /// keys SAVE answers would name some other row (or none), so nothing is committed.
+    private func checkKeysReadBack(_ inserts: ArraySlice<WritePlan.Write>, _ results: ArraySlice<StatementResult>) throws(CommandError) {
+        for (write, result) in zip(inserts, results) where write.readsBackKeys {
+            guard let entity = model.entity(exactly: write.entity) else { continue }
+            let changed = result.rows.filter { $0.first == "f" }.map { entity.show(entity.recordKey($0, from: 1)) }
+            guard !changed.isEmpty else { continue }
+            let whose = write.records.count == 1 ? write.records[0] + ": " : ""
+            throw CommandError(.denied, "\(whose)a BEFORE INSERT trigger on \(write.entity) wrote key \(changed.joined(separator: "; ")), not a key SAVE gave it; references and keys in this unit would name another row: nothing was saved (give the key the trigger keeps, or make the trigger keep the key it is given)")
+        }
     }
 
     /// The last round: the deletes (children before parents, so a RESTRICT between two deleted

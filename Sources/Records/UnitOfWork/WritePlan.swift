@@ -17,6 +17,8 @@ struct WritePlan {
         /// How the failure names what the statement wrote (`#e1`, `employee 7`).
         var records: [String]
         var entity: String
+        /// An insert whose rows come back as (key among those sent, key as text...).
+        var readsBackKeys = false
     }
 
     let model: Model
@@ -84,23 +86,33 @@ struct WritePlan {
                     }
                 }
             }
-            var sql = SQLText()
+            // A trigger may write another key than the one given: the row tells whether its key
+            // is among those sent, and which it is (`SavePlan` refuses before COMMIT if not).
+            let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
+            let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
+            func returning(_ sent: String) -> String {
+                readsBack ? " RETURNING (\(entity.keyList(alias: nil))) IN (\(sent)), \(entity.keyText(alias: nil))" : ""
+            }
             // Array-typed columns cannot travel through unnest (it would flatten them): row by row.
             if statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
                 for (rowIndex, row) in statement.rows.enumerated() {
                     var single = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE VALUES (")
-                    single.append(statement.columns.indices.map { single.bind(values[$0][rowIndex]) + "::" + (types[statement.columns[$0]] ?? "text") }
-                        .joined(separator: ", ") + ")")
-                    inserts.append(Write(statement: single.statement, changes: [.insert(row.ref)], records: ["#" + row.ref], entity: entity.name))
+                    let placeholders = statement.columns.indices.map { single.bind(values[$0][rowIndex]) + "::" + (types[statement.columns[$0]] ?? "text") }
+                    single.append(placeholders.joined(separator: ", ") + ")")
+                    single.append(returning("VALUES (" + keyPositions.map { placeholders[$0] }.joined(separator: ", ") + ")"))
+                    inserts.append(Write(statement: single.statement, changes: [.insert(row.ref)], records: ["#" + row.ref], entity: entity.name,
+                                         readsBackKeys: readsBack))
                 }
                 continue
             }
-            sql.append("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(")
-            sql.append(statement.columns.indices.map { index in
+            var sql = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(")
+            let arrays = statement.columns.indices.map { index in
                 sql.bind(SQL.arrayLiteral(values[index])) + "::" + (types[statement.columns[index]] ?? "text") + "[]"
-            }.joined(separator: ", ") + ")")
+            }
+            sql.append(arrays.joined(separator: ", ") + ")")
+            sql.append(returning("SELECT * FROM unnest(" + keyPositions.map { arrays[$0] }.joined(separator: ", ") + ")"))
             inserts.append(Write(statement: sql.statement, changes: statement.rows.map { .insert($0.ref) },
-                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name))
+                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name, readsBackKeys: readsBack))
         }
         // The references written as nil, set now that every record exists: one statement per
         // entity and column (a record a statement when diagnosing).

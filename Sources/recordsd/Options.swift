@@ -120,7 +120,7 @@ struct Options {
           --save-timeout S         a SAVE's statements may run this long (RECORDSD_SAVE_TIMEOUT; default 60)
           --lock-timeout S         a SAVE waits this long for a row another transaction holds
                                    (RECORDSD_LOCK_TIMEOUT; default 5)
-          --bulk-timeout S         an IMPORT's or EXPORT's COPY may run this long (RECORDSD_BULK_TIMEOUT; default 300)
+          --bulk-timeout S         an IMPORT, EXPORT or FIND stream may run this long (RECORDSD_BULK_TIMEOUT; default 300)
           --reply-stall S          a FIND or EXPORT whose client reads nothing this long stops and
                                    frees its connection (RECORDSD_REPLY_STALL; default 30)
           --auth-delay SECONDS     wait after a failed AUTH, doubling with each further one

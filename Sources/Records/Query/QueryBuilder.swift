@@ -13,7 +13,8 @@ struct QueryBuilder {
 
     /// A FIND (or GET) as SQL: the record's fields in its first columns (the encoder's), then
     /// the sort keys as text when the request pages by keyset (`cursorColumns` of them), then,
-    /// when asked, the row's version and key (`versionColumns`).
+    /// when asked, the row's version and key (`versionColumns`; a key column the record's own
+    /// columns already hold as the same text is not selected twice).
     struct Select {
         var sql: String
         var parameters: [String?]
@@ -21,8 +22,9 @@ struct QueryBuilder {
         var encoder: RowEncoder
         /// Sort-key columns after the record's, for the next page's cursor.
         var cursorColumns: Int
-        /// `xmin` and the key columns after those, for the unit's read versions (0: not asked).
-        var versionColumns: Int
+        /// Where each row's `xmin` and key (as `keyText` shows it) are, for the unit's read
+        /// versions (nil: not asked).
+        var versionColumns: (xmin: Int, key: [Int])?
         /// Identifies the query's shape, so a cursor cannot be used with another query.
         var fingerprint: String
         /// Everything from ` FROM` on: EXPORT puts its own column list in front.
@@ -83,7 +85,26 @@ struct QueryBuilder {
         let versions = versions && projection.isEmpty
         var sql = (request.distinct ? "SELECT DISTINCT " : "SELECT ") + fields.map(\.sql).joined(separator: ", ")
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
-        if versions { sql += ", t0.xmin::text, " + entity.keyText(alias: "t0") }
+        var versionColumns: (xmin: Int, key: [Int])?
+        if versions {
+            // xid's output is its text; so is an integer's or a uuid's, whose column the record
+            // already holds (text conversions are a third of PostgreSQL's work on a large FIND).
+            let xmin = fields.count + (paged ? keys.count : 0)
+            sql += ", t0.xmin"
+            var next = xmin + 1
+            let key = entity.key.enumerated().map { index, attribute -> Int in
+                let sameText: Bool
+                switch attribute.kind {
+                case .integer, .uuid: sameText = true
+                default: sameText = false
+                }
+                if sameText && entity.attributes.indices.contains(index) && entity.attributes[index].name == attribute.name { return index }
+                sql += ", t0.\(SQL.identifier(attribute.name))::text"
+                next += 1
+                return next - 1
+            }
+            versionColumns = (xmin, key)
+        }
         var body = " FROM \(model.table(entity)) AS t0"
         body += builder.joins.map { " " + $0 }.joined()
         if !conditions.isEmpty { body += " WHERE " + conditions.joined(separator: " AND ") }
@@ -95,7 +116,7 @@ struct QueryBuilder {
         if let limit = request.limit { body += " LIMIT " + builder.bind(String(limit < Int.max ? limit + 1 : limit)) + "::bigint" }
         if let offset = request.offset { body += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
         return Select(sql: sql + body, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
-                      cursorColumns: paged ? keys.count : 0, versionColumns: versions ? 1 + entity.key.count : 0,
+                      cursorColumns: paged ? keys.count : 0, versionColumns: versionColumns,
                       fingerprint: fingerprint, body: body, projection: projection.map { ($0.key, $0.sql) }, distinct: request.distinct)
     }
 

@@ -63,10 +63,9 @@ extension Session {
     /// The record's version for the unit's read versions, from the columns `versions: true`
     /// added; nil for a row the view itself wrote (its `xmin` is the view's transaction).
     static func version(_ result: QueryResult, row: Int, select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View) -> (RecordKey, String)? {
-        guard select.versionColumns > 0, view.tracksVersions else { return nil }
-        let start = select.encoder.count + select.cursorColumns
-        guard let xmin = result.string(row, start), xmin != view.transactionID else { return nil }
-        return (entity.recordKey((0..<entity.key.count).map { result.string(row, start + 1 + $0) }), xmin)
+        guard let columns = select.versionColumns, view.tracksVersions,
+              let xmin = result.string(row, columns.xmin), xmin != view.transactionID else { return nil }
+        return (entity.recordKey(columns.key.map { result.string(row, $0) }), xmin)
     }
 
     /// Rows stream to the client as PostgreSQL produces them (a server-side cursor), in
@@ -120,9 +119,10 @@ extension Session {
         }
     }
 
-    /// Runs `sql` through the prefetching cursor, letting `encode` write each row into the
-    /// batch (false: stop), and hands the batch to the sink as it fills. A connection found dead
-    /// before anything was sent is replaced and the query run again.
+    /// Runs `sql` as a stream of rows (`Connection.stream`, allowed the bulk timeout: it is one
+    /// statement however long the client takes to read), letting `encode` write each row into
+    /// the batch (false: stop), and hands the batch to the sink as it fills. A connection found
+    /// dead before anything was sent is replaced and the query run again.
     static func stream(_ sql: String, _ parameters: [String?], context: WorkContext,
                        encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
@@ -136,14 +136,14 @@ extension Session {
         }
         var failure: PostgresError?
         do {
-            try context.connection.stream(sql, parameters, rows: each)
+            try context.connection.stream(sql, parameters, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
         } catch {
             failure = error
         }
         if let failure {
             guard failure.kind == .connection, !sent, !context.connection.inTransaction else { throw failure }
             try context.reconnect()
-            try context.connection.stream(sql, parameters, rows: each)
+            try context.connection.stream(sql, parameters, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
         }
         batch.finish()
     }

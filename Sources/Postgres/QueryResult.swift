@@ -31,6 +31,11 @@ public final class QueryResult {
         return String(cString: PQgetvalue(handle, Int32(row), Int32(column)))
     }
 
+    /// The value's length in bytes (0 for SQL NULL).
+    public func length(_ row: Int, _ column: Int) -> Int {
+        Int(PQgetlength(handle, Int32(row), Int32(column)))
+    }
+
     /// The value's bytes, valid while this result lives; nil for SQL NULL.
     /// Called for every value a FIND streams: NULL has length 0, so only empty values are
     /// asked whether they are NULL (two libpq calls a value instead of three).

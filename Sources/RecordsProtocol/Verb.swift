@@ -25,18 +25,35 @@ public enum Verb: String, CaseIterable, Sendable {
     /// The verb a line starts with, read without parsing the rest (before sign-in, only this
     /// is looked at).
     public static func of(_ line: String) -> Verb? {
-        let word = line.utf8.drop { $0 == 32 || $0 == 9 }.prefix { $0 != 32 && $0 != 9 }
-        guard word.count <= longest else { return nil }
-        // Compared byte by byte, ASCII letters without case: no string made (it runs several
-        // times for every line).
-        let count = word.count
-        for (verb, spelling) in spellings where spelling.count == count {
-            if zip(word, spelling).allSatisfy({ ($0 >= 97 && $0 <= 122 ? $0 - 32 : $0) == $1 }) { return verb }
+        // Every verb is ASCII letters only, at most `longest` (9) of them: the first word, case
+        // folded, packs into 5 bits a letter, compared with each verb's code. No string made;
+        // it runs several times for every line.
+        if let code = line.utf8.withContiguousStorageIfAvailable({ code(of: $0) }) {
+            return code.flatMap { code in codes.first { $0.code == code }?.verb }
         }
-        return nil
+        return code(of: Array(line.utf8)).flatMap { code in codes.first { $0.code == code }?.verb }
     }
 
-    private static let spellings: [(Verb, [UInt8])] = allCases.map { ($0, Array($0.rawValue.utf8)) }
+    /// The first word's code; nil when it cannot be a verb.
+    private static func code<Bytes: Collection<UInt8>>(of bytes: Bytes) -> UInt64? {
+        var code: UInt64 = 0
+        var letters = 0
+        var started = false
+        for byte in bytes {
+            if byte == 32 || byte == 9 {
+                if started { break }
+                continue
+            }
+            started = true
+            let upper = byte >= 97 && byte <= 122 ? byte - 32 : byte
+            guard upper >= 65 && upper <= 90, letters < longest else { return nil }
+            code = code << 5 | UInt64(upper - 64)
+            letters += 1
+        }
+        return letters == 0 ? nil : code
+    }
+
+    private static let codes: [(code: UInt64, verb: Verb)] = allCases.map { (code(of: Array($0.rawValue.utf8))!, $0) }
 
     public static let table: [Verb: VerbFacts] = [
         .help: VerbFacts(

@@ -40,10 +40,23 @@ public struct Reply: Equatable, Sendable, Codable {
         }
     }
 
-    /// The wire form: each line ends in LF.
+    /// The wire form: each line ends in LF. Written byte by byte, no line made as a String
+    /// first (every INSERT of a pipelined unit is answered here).
     public func encode(into out: inout [UInt8]) {
         for line in lines { Reply.appendDataLine(line, to: &out) }
-        out.append(contentsOf: statusLine.utf8)
+        switch status {
+        case .ok(let message):
+            out.append(contentsOf: [UInt8(ascii: "+"), UInt8(ascii: "O"), UInt8(ascii: "K")])
+            if !message.isEmpty {
+                out.append(UInt8(ascii: " "))
+                Reply.appendSingleLine(message, to: &out)
+            }
+        case .error(let code, let message):
+            out.append(contentsOf: "-ERR ".utf8)
+            out.append(contentsOf: code.rawValue.utf8)
+            out.append(UInt8(ascii: " "))
+            Reply.appendSingleLine(message, to: &out)
+        }
         out.append(UInt8(ascii: "\n"))
     }
 
@@ -51,12 +64,23 @@ public struct Reply: Equatable, Sendable, Codable {
         if let first = line.utf8.first, first == UInt8(ascii: "+") || first == UInt8(ascii: "-") || first == UInt8(ascii: "!") {
             out.append(UInt8(ascii: " "))
         }
-        if line.utf8.contains(where: { $0 == 10 || $0 == 13 }) {
-            out.append(contentsOf: singleLine(line).utf8)
-        } else {
-            out.append(contentsOf: line.utf8)
-        }
+        appendSingleLine(line, to: &out)
         out.append(UInt8(ascii: "\n"))
+    }
+
+    /// `text` with CR and LF written as backslash-r and backslash-n (as `singleLine`), appended.
+    static func appendSingleLine(_ text: String, to out: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { bytes in
+            var plainStart = 0
+            for index in 0..<bytes.count where bytes[index] == 10 || bytes[index] == 13 {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plainStart..<index]))
+                out.append(UInt8(ascii: "\\"))
+                out.append(bytes[index] == 10 ? UInt8(ascii: "n") : UInt8(ascii: "r"))
+                plainStart = index + 1
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plainStart...]))
+        }
     }
 
     public static func singleLine(_ text: String) -> String {

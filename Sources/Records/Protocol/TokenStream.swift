@@ -60,7 +60,8 @@ struct TokenStream {
     }
 
     /// A literal: number, string, true/false, nil/null, or #ref.
-    mutating func value(after context: String) throws(CommandError) -> Value {
+    /// `context` is made only for an error (every pair of an INSERT line comes here).
+    mutating func value(after context: @autoclosure () -> String) throws(CommandError) -> Value {
         let token = peek
         let value: Value
         switch token.kind {
@@ -72,9 +73,9 @@ struct TokenStream {
             case "true", "yes": value = .bool(true)
             case "false", "no": value = .bool(false)
             case "nil", "null": value = .null
-            default: throw error("expected a value after \(context) (strings go in double quotes)")
+            default: throw error("expected a value after \(context()) (strings go in double quotes)")
             }
-        default: throw error("expected a value after \(context)")
+        default: throw error("expected a value after \(context())")
         }
         advance()
         return value

@@ -250,7 +250,8 @@ struct SavePlan: Sendable {
                 .resolve(policy: policy, locks: round.locks, results: Array(results[round.lockStart..<(round.lockStart + round.locks.count)]))
             return try write(resolution: resolution)
         case .written(var written):
-            try checkKeysReadBack(written.writes.prefix(written.insertResults.count), results[written.insertResults])
+            let skipped = try checkKeysReadBack(written.writes.prefix(written.insertResults.count), results[written.insertResults])
+            if !skipped.isEmpty { written.outcome.assigned.removeAll { skipped.contains($0.ref) } }
             // The real counts: a BEFORE trigger may skip a row.
             written.outcome.inserted = results[written.insertResults].reduce(0) { $0 + $1.affected }
             written.outcome.updated = results[written.updateResults].reduce(0) { $0 + $1.affected }
@@ -342,15 +343,20 @@ struct SavePlan: Sendable {
     }
 
     /// A trigger that wrote another key than the one SAVE gave: the unit's references and the
-    /// keys SAVE answers would name some other row (or none), so nothing is committed.
-    private func checkKeysReadBack(_ inserts: ArraySlice<WritePlan.Write>, _ results: ArraySlice<StatementResult>) throws(CommandError) {
+    /// keys SAVE answers would name some other row (or none), so nothing is committed. Returns
+    /// the inserts a trigger skipped (no row came back), whose keys SAVE must not answer.
+    private func checkKeysReadBack(_ inserts: ArraySlice<WritePlan.Write>, _ results: ArraySlice<StatementResult>) throws(CommandError) -> Set<String> {
+        var skipped: Set<String> = []
         for (write, result) in zip(inserts, results) where write.readsBackKeys {
-            guard let entity = model.entity(exactly: write.entity) else { continue }
-            let changed = result.rows.filter { $0.first == "f" }.map { entity.show(entity.recordKey($0, from: 1)) }
-            guard !changed.isEmpty else { continue }
-            let whose = write.records.count == 1 ? write.records[0] + ": " : ""
-            throw CommandError(.denied, "\(whose)a BEFORE INSERT trigger on \(write.entity) wrote key \(changed.joined(separator: "; ")), not a key SAVE gave it; references and keys in this unit would name another row: nothing was saved (give the key the trigger keeps, or make the trigger keep the key it is given)")
+            guard let row = result.rows.first else {
+                for case .insert(let ref) in write.changes { skipped.insert(ref) }
+                continue
+            }
+            guard row.first == "f", let entity = model.entity(exactly: write.entity) else { continue }
+            let written = entity.show(entity.recordKey(row, from: 1))
+            throw CommandError(.denied, "\(write.records.first ?? write.entity): a BEFORE INSERT trigger on \(write.entity) wrote key \(written), not the key SAVE gave it; references and keys in this unit would name another row: nothing was saved (give the key the trigger keeps, or make the trigger keep the key it is given)")
         }
+        return skipped
     }
 
     /// The last round: the deletes (children before parents, so a RESTRICT between two deleted

@@ -17,7 +17,8 @@ struct WritePlan {
         /// How the failure names what the statement wrote (`#e1`, `employee 7`).
         var records: [String]
         var entity: String
-        /// An insert whose rows come back as (key among those sent, key as text...).
+        /// An insert of one row that comes back as (its key is the one sent, the key as text...),
+        /// or as no row when a trigger skipped it.
         var readsBackKeys = false
     }
 
@@ -86,20 +87,22 @@ struct WritePlan {
                     }
                 }
             }
-            // A trigger may write another key than the one given: the row tells whether its key
-            // is among those sent, and which it is (`SavePlan` refuses before COMMIT if not).
+            // A trigger may write another key than the one given, or skip the row: each row is
+            // then inserted alone and comes back as whether its key is the one sent, and which
+            // it is (`SavePlan` refuses before COMMIT if not). One statement for all would
+            // return its rows in no promised order: a trigger swapping two keys would pass.
             let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
             let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
-            func returning(_ sent: String) -> String {
-                readsBack ? " RETURNING (\(entity.keyList(alias: nil))) IN (\(sent)), \(entity.keyText(alias: nil))" : ""
-            }
-            // Array-typed columns cannot travel through unnest (it would flatten them): row by row.
-            if statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
+            // Array-typed columns cannot travel through unnest (it would flatten them): row by row too.
+            if readsBack || statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
                 for (rowIndex, row) in statement.rows.enumerated() {
                     var single = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE VALUES (")
                     let placeholders = statement.columns.indices.map { single.bind(values[$0][rowIndex]) + "::" + (types[statement.columns[$0]] ?? "text") }
                     single.append(placeholders.joined(separator: ", ") + ")")
-                    single.append(returning("VALUES (" + keyPositions.map { placeholders[$0] }.joined(separator: ", ") + ")"))
+                    if readsBack {
+                        single.append(" RETURNING (\(entity.keyList(alias: nil))) IS NOT DISTINCT FROM ("
+                                      + keyPositions.map { placeholders[$0] }.joined(separator: ", ") + "), \(entity.keyText(alias: nil))")
+                    }
                     inserts.append(Write(statement: single.statement, changes: [.insert(row.ref)], records: ["#" + row.ref], entity: entity.name,
                                          readsBackKeys: readsBack))
                 }
@@ -110,9 +113,8 @@ struct WritePlan {
                 sql.bind(SQL.arrayLiteral(values[index])) + "::" + (types[statement.columns[index]] ?? "text") + "[]"
             }
             sql.append(arrays.joined(separator: ", ") + ")")
-            sql.append(returning("SELECT * FROM unnest(" + keyPositions.map { arrays[$0] }.joined(separator: ", ") + ")"))
             inserts.append(Write(statement: sql.statement, changes: statement.rows.map { .insert($0.ref) },
-                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name, readsBackKeys: readsBack))
+                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name))
         }
         // The references written as nil, set now that every record exists: one statement per
         // entity and column (a record a statement when diagnosing).

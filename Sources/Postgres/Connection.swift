@@ -209,9 +209,9 @@ public final class Connection {
     /// asked for, and a caller that waits holds PostgreSQL back through TCP. `rows` returns
     /// false to stop early. The query is one statement, allowed `timeout` milliseconds in all
     /// (in the caller's transaction when there is one, else in one of its own); while this side
-    /// waits for it, PostgreSQL gets `silence` milliseconds for each next row, else the statement
-    /// is cancelled (a runaway query is stopped as soon as a read's would be, a slow client
-    /// counts against `timeout` only).
+    /// waits for it, PostgreSQL gets `silence` milliseconds to send more (it flushes rows about
+    /// 8 KB at a time), else the statement is cancelled: a runaway query is stopped as soon as
+    /// a read's would be, a slow client counts against `timeout` only.
     ///
     /// Measured here on 10⁶ rows, PostgreSQL spends about half the CPU it spends answering the
     /// same query through a cursor's FETCHes, and about what it spends on COPY TO; the row a

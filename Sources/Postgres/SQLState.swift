@@ -22,6 +22,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let stringDataRightTruncation = SQLState(rawValue: "22001")
     public static let invalidRegularExpression = SQLState(rawValue: "2201B")
     public static let undefinedTable = SQLState(rawValue: "42P01")
+    public static let undefinedColumn = SQLState(rawValue: "42703")
     /// ON CONFLICT names columns no unique index covers.
     public static let invalidColumnReference = SQLState(rawValue: "42P10")
     public static let adminShutdown = SQLState(rawValue: "57P01")

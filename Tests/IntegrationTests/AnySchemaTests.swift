@@ -220,6 +220,22 @@ import Testing
         #expect(try scalar(db, "SELECT string_agg(id || ' ' || v, ',') FROM maybe") == "1 1")
     }
 
+    /// A column dropped without `recordsd migrate`: the model still has it until a reload; a
+    /// SAVE that writes it says so (it was `-ERR INTERNAL`).
+    @Test func aColumnDroppedUnderTheServerIsAValidationError() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let client = try server.client()
+        try db.execute("ALTER TABLE game ADD COLUMN rating int")
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = try eventually({ try client.send(#"INSERT game name="Go" rating=5"#) }, until: { $0.ok })
+        try db.execute("ALTER TABLE game DROP COLUMN rating")
+        let reply = try client.send("SAVE")
+        #expect(reply.status.hasPrefix("-ERR VALIDATION "), "\(reply)")
+        #expect(reply.status.hasSuffix("nothing was saved: it reads it again at the next `recordsd migrate` or SIGHUP"), "\(reply)")
+        #expect(try scalar(db, "SELECT count(*) FROM game") == "0")
+    }
+
     @Test func importWithKeysMovesTheSequence() throws {
         let server = try TestServer()
         let client = try server.client()

@@ -115,6 +115,10 @@ enum ErrorMapping {
         case .insufficientPrivilege?:
             // A grant or a row-level security policy of the database said no.
             return CommandError(.forbidden, "\(subject)PostgreSQL refused it: \(error.message)")
+        case .undefinedColumn?, .undefinedTable?:
+            // Names come from the model, read from the catalog: the schema changed under it
+            // (a column or table dropped or renamed without `recordsd migrate`).
+            return CommandError(.validation, "\(subject)the database's schema changed since the server read it (\(error.message)); nothing was saved: it reads it again at the next `recordsd migrate` or SIGHUP")
         case let state? where state.errorClass == "54":
             // Program limits: a statement too complex, a stack too deep, too many columns.
             return CommandError(.limit, "\(subject)too large for PostgreSQL: \(error.message)")

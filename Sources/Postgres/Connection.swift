@@ -257,7 +257,8 @@ public final class Connection {
                     if failure == nil { failure = Self.error(from: raw, connection: conn) }
                 }
             }
-            if let failure { throw failure }
+            // A caller that stopped has its answer: an error after it (a cancel) changes nothing.
+            if let failure, wanted { throw failure }
             if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
             if ownTransaction { try execute("COMMIT") }
         } catch {

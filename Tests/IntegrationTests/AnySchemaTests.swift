@@ -180,6 +180,14 @@ import Testing
         #expect(try scalar(db, "SELECT count(*) FROM member") == "0")
         #expect(try scalar(db, "SELECT string_agg(id || ' ' || name, ',') FROM squad") == "1 unrelated")
         try client.ok("ROLLBACK")
+        // With no row under the key it gave, the child's reference fails first: the reason
+        // given is still the trigger's.
+        try client.ok(#"INSERT squad name="newer""#)
+        try client.ok(#"INSERT member name="n" squad=#s1"#)
+        let first = try client.send("SAVE")
+        #expect(first.status.hasPrefix("-ERR DENIED #s1: a BEFORE INSERT trigger on squad wrote key 10"), "\(first)")
+        #expect(try scalar(db, "SELECT count(*) FROM squad") == "1")
+        try client.ok("ROLLBACK")
         // A trigger that keeps the key (it sets another column) saves in full, as does a key
         // the trigger keeps as given; one that it changes, several in one statement, is refused.
         try client.ok(#"INSERT badge code="GOLD""#)

@@ -126,6 +126,9 @@ struct SavePlan: Sendable {
         /// `writes` are the round's first statements (the deletes), whose rows are counted.
         case committing(outcome: Outcome, writes: [WritePlan.Write])
         case diagnosing(original: PostgresError, failed: WritePlan.Write, writes: [WritePlan.Write], offset: Int)
+        /// The writes before a failed one, replayed (and rolled back) to read back the keys a
+        /// trigger may have changed: that, not the failure it caused, is the reason to give.
+        case rechecking(original: PostgresError, failed: WritePlan.Write, writes: [WritePlan.Write], offset: Int)
         case finished
     }
 
@@ -292,6 +295,12 @@ struct SavePlan: Sendable {
             // The replay wrote every row without failing: name what the original statement wrote.
             state = .finished
             return .failed(Failure(postgres: original, records: failed.records, entity: failed.entity, changes: failed.changes))
+        case .rechecking(let original, let failed, let writes, let offset):
+            state = .finished
+            _ = try checkKeysReadBack(writes[...], results[offset..<(offset + writes.count)])
+            // No key changed: the failure is the statement's own, found as without triggers.
+            if failed.records.count > 1 { return diagnose(original, failed) }
+            return .failed(Failure(postgres: original, records: failed.records, entity: failed.entity, changes: failed.changes))
         case .idle, .finished:
             throw CommandError(.internal, "SAVE received a result it did not ask for")
         }
@@ -411,6 +420,21 @@ struct SavePlan: Sendable {
             }
             state = .finished
             return .failed(Failure(postgres: error))
+        }
+        if case .rechecking(let original, let failed, _, _) = state {
+            state = .finished
+            return .failed(Failure(postgres: original, records: failed.records, entity: failed.entity, changes: failed.changes))
+        }
+        // A key a trigger changed makes the rows after it fail (a child pointing at a key that
+        // is not there): the writes before the failure are replayed to read their keys back.
+        if case .written(let written) = state, error.sqlState?.errorClass == "23", index >= written.offset {
+            let before = Array(written.writes.prefix(index - written.offset))
+            if before.contains(where: \.readsBackKeys), let failed = self.write(at: index) {
+                var statements: [Statement] = [.rollback, .begin]
+                if let layout, let deferral = deferral(layout) { statements.append(deferral) }
+                state = .rechecking(original: error, failed: failed, writes: before, offset: statements.count)
+                return .run(statements + before.map(\.statement) + [.rollback])
+            }
         }
         if case .diagnosing(_, let original, let writes, let offset) = state {
             state = .finished

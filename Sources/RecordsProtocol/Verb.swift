@@ -28,10 +28,8 @@ public enum Verb: String, CaseIterable, Sendable {
         // Every verb is ASCII letters only, at most `longest` (9) of them: the first word, case
         // folded, packs into 5 bits a letter, compared with each verb's code. No string made;
         // it runs several times for every line.
-        if let code = line.utf8.withContiguousStorageIfAvailable({ code(of: $0) }) {
-            return code.flatMap { code in codes.first { $0.code == code }?.verb }
-        }
-        return code(of: Array(line.utf8)).flatMap { code in codes.first { $0.code == code }?.verb }
+        guard let code = line.utf8.withContiguousStorageIfAvailable({ code(of: $0) }) ?? code(of: Array(line.utf8)) else { return nil }
+        return codes.first { $0.code == code }?.verb
     }
 
     /// The first word's code; nil when it cannot be a verb.

@@ -34,16 +34,21 @@ public struct Reply: Equatable, Sendable, Codable {
     }
 
     public var statusLine: String {
-        switch status {
-        case .ok(let message): message.isEmpty ? "+OK" : "+OK " + Reply.singleLine(message)
-        case .error(let code, let message): "-ERR \(code.rawValue) " + Reply.singleLine(message)
-        }
+        var out: [UInt8] = []
+        appendStatus(to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The wire form: each line ends in LF. Written byte by byte, no line made as a String
     /// first (every INSERT of a pipelined unit is answered here).
     public func encode(into out: inout [UInt8]) {
         for line in lines { Reply.appendDataLine(line, to: &out) }
+        appendStatus(to: &out)
+        out.append(UInt8(ascii: "\n"))
+    }
+
+    /// `+OK message` or `-ERR CODE message`, on one line.
+    private func appendStatus(to out: inout [UInt8]) {
         switch status {
         case .ok(let message):
             out.append(contentsOf: [UInt8(ascii: "+"), UInt8(ascii: "O"), UInt8(ascii: "K")])
@@ -57,7 +62,6 @@ public struct Reply: Equatable, Sendable, Codable {
             out.append(UInt8(ascii: " "))
             Reply.appendSingleLine(message, to: &out)
         }
-        out.append(UInt8(ascii: "\n"))
     }
 
     public static func appendDataLine(_ line: String, to out: inout [UInt8]) {
@@ -85,6 +89,8 @@ public struct Reply: Equatable, Sendable, Codable {
 
     public static func singleLine(_ text: String) -> String {
         guard text.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { return text }
-        return text.replacingOccurrences(of: "\r", with: "\\r").replacingOccurrences(of: "\n", with: "\\n")
+        var out: [UInt8] = []
+        appendSingleLine(text, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 }

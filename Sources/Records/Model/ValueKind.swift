@@ -34,6 +34,12 @@ public enum ValueKind: Equatable, Sendable {
         }
     }
 
+    /// Any of the integer widths.
+    public var isInteger: Bool {
+        if case .integer = self { return true }
+        return false
+    }
+
     /// A short name for DESCRIBE and error messages.
     public var name: String {
         switch self {

@@ -93,15 +93,11 @@ struct QueryBuilder {
             sql += ", t0.xmin"
             var next = xmin + 1
             let key = entity.key.enumerated().map { index, attribute -> Int in
-                let sameText: Bool
-                switch attribute.kind {
-                case .integer, .uuid: sameText = true
-                default: sameText = false
-                }
-                if sameText && entity.attributes.indices.contains(index) && entity.attributes[index].name == attribute.name { return index }
+                if attribute.kind == .uuid || attribute.kind.isInteger,
+                   entity.attributes.indices.contains(index), entity.attributes[index].name == attribute.name { return index }
                 sql += ", t0.\(SQL.identifier(attribute.name))::text"
-                next += 1
-                return next - 1
+                defer { next += 1 }
+                return next
             }
             versionColumns = (xmin, key)
         }
@@ -394,7 +390,7 @@ struct QueryBuilder {
                     guard let attribute = target.attribute(named: rest[1]) else {
                         throw unknown(path, "\(target.name) has no attribute '\(rest[1])'", offset)
                     }
-                    let numeric = [.decimal, .double].contains(attribute.kind) || { if case .integer = attribute.kind { true } else { false } }()
+                    let numeric = [.decimal, .double].contains(attribute.kind) || attribute.kind.isInteger
                     if (function == "sum" || function == "avg") && !numeric {
                         throw CommandError(.validation, "\(rest[0]) takes a number, and \(target.name).\(attribute.name) is not one")
                     }

@@ -193,7 +193,7 @@ public struct ImportJob: Sendable {
         let sql = "COPY \(table) (\(columns.map(SQL.identifier).joined(separator: ", "))) FROM STDIN WITH (FORMAT csv)"
         // Key columns with a sequence that the data gives values for: the sequence moves past
         // the largest, in the same transaction, so the next insert does not collide.
-        let bumps = entity.key.filter { key in key.drawsFrom != nil && columns.contains(key.name) && { if case .integer = key.kind { true } else { false } }() }
+        let bumps = entity.key.filter { key in key.drawsFrom != nil && columns.contains(key.name) && key.kind.isInteger }
         do {
             try connection.assume(identity)
             try connection.execute("BEGIN")

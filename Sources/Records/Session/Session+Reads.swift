@@ -127,23 +127,26 @@ extension Session {
                        encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         var sent = false
-        let each = { (result: QueryResult) -> Bool in
+        func each(_ result: QueryResult) -> Bool {
             sent = true
             for row in 0..<result.rowCount {
                 guard encode(result, row, &batch.bytes), batch.sendIfFull() else { return false }
             }
             return true
         }
+        func run() throws(PostgresError) {
+            try context.connection.stream(sql, parameters, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
+        }
         var failure: PostgresError?
         do {
-            try context.connection.stream(sql, parameters, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
+            try run()
         } catch {
             failure = error
         }
         if let failure {
             guard failure.kind == .connection, !sent, !context.connection.inTransaction else { throw failure }
             try context.reconnect()
-            try context.connection.stream(sql, parameters, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
+            try run()
         }
         batch.finish()
     }

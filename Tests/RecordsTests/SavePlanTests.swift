@@ -178,11 +178,12 @@ import Testing
             insert("m", "project_member", [("project_id", .ref("p")), ("employee_id", .ref("e")), ("role", .text("lead"))]),
         ])
         var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:], settings: settings)
-        let requests = plan.keyRequests
-        let needs = KeyAllocation.sequenceNeeds(requests)
-        #expect(needs?.map(\.count) == [1, 1])
-        let values = Dictionary(uniqueKeysWithValues: (needs ?? []).enumerated().map { ($1.sequence, ["\(50 + $0)"]) })
-        plan.assign(KeyAllocation.drawn(requests, values: values))
+        var asked: [(sequence: String, count: Int)] = []
+        plan.reserveKeys { needs in
+            asked = needs
+            return Dictionary(uniqueKeysWithValues: needs.enumerated().map { ($1.sequence, ["\(50 + $0)"]) })
+        }
+        #expect(asked.map(\.count) == [1, 1])
         #expect(plan.keyRequests.isEmpty)
         let only = statements(plan.start())
         #expect(only.first == Statement("BEGIN"))
@@ -192,6 +193,33 @@ import Testing
         guard case .committed(let reply) = plan.received(answer(only)) else { Issue.record("not committed"); return }
         #expect(reply.statusLine == "+OK saved: 3 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
         #expect(reply.lines == ["#p project 50", "#e employee 51", "#m project_member project=50 employee=51"])
+    }
+
+    @Test func reservedKeysMergedIntoWhatWasFoundPlanTheSameWrites() {
+        // Without a join row, the keys `reserveKeys` found are reused with the reserved ones
+        // merged in: the writes must be those of a plan that works them all out again.
+        let changes = unit([
+            insert("d", "department", [("name", .text("Sales")), ("number", .text("1"))]),
+            insert("e1", "employee", [("first_name", .text("A")), ("gender", .text("1")), ("department_id", .ref("d"))]),
+            insert("e2", "employee", [("first_name", .text("B")), ("gender", .text("2")), ("department_id", .ref("d"))]),
+        ])
+        var reused = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+        var asked: [(sequence: String, count: Int)] = []
+        func values(_ needs: [(sequence: String, count: Int)]) -> [String: [String]] {
+            Dictionary(uniqueKeysWithValues: needs.enumerated().map { index, need in
+                (need.sequence, (0..<need.count).map { "\(100 * (index + 1) + $0)" })
+            })
+        }
+        reused.reserveKeys { needs in asked = needs; return values(needs) }
+        #expect(asked.map(\.count).sorted() == [1, 2])
+        var again = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+        let requests = again.keyRequests
+        again.assign(KeyAllocation.drawn(requests, values: values(KeyAllocation.sequenceNeeds(requests) ?? [])))
+        let first = statements(reused.start())
+        #expect(first == statements(again.start()))
+        #expect(first.filter { $0.sql.hasPrefix("INSERT INTO \"public\"") }.count == 2)
+        guard case .committed(let reply) = reused.received(answer(first)) else { Issue.record("not committed"); return }
+        #expect(reply.lines.count == 3)
     }
 
     @Test func aFailedWriteInTheOneRoundNamesItsRecord() {

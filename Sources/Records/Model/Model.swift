@@ -136,82 +136,167 @@ public struct ForeignKey: Sendable, Equatable {
 }
 
 /// A served table: one with a primary key, of one column or several.
+///
+/// A value with its fields in one shared box (copied on write): plans look entities up for
+/// every row, and a copy that retained each of a dozen arrays and strings cost more than the
+/// row's own work. The facts derived from the columns are worked out once, when they are set.
 public struct Entity: Sendable {
-    public var name: String
+    /// Mutated only while uniquely referenced (`mutate`), hence unchecked.
+    private final class Storage: @unchecked Sendable {
+        var name: String
+        var key: [Attribute]
+        var attributes: [Attribute]
+        var relationships: [Relationship]
+        var uniqueKeys: [[String]]
+        var hasRowSecurity: Bool
+        var comment: String?
+        var foreignKeys: [ForeignKey]
+        var keyConstraint: String?
+        var uniqueConstraints: [String: [String]] = [:]
+        var triggersMayRewriteInserts = false
+        // Derived from key, attributes and relationships (`derive`).
+        var names = NameIndex([], [])
+        var keyColumns: [String] = []
+        var allocatedColumns: [Attribute] = []
+        var toOneRelationships: [Relationship] = []
+        var columns: [(column: String, sqlType: String)] = []
+
+        init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship], uniqueKeys: [[String]],
+             hasRowSecurity: Bool, comment: String?, foreignKeys: [ForeignKey], keyConstraint: String?) {
+            self.name = name
+            self.key = key
+            self.attributes = attributes
+            self.relationships = relationships
+            self.uniqueKeys = uniqueKeys
+            self.hasRowSecurity = hasRowSecurity
+            self.comment = comment
+            self.foreignKeys = foreignKeys
+            self.keyConstraint = keyConstraint
+            derive()
+        }
+
+        func copy() -> Storage {
+            let copy = Storage(name: name, key: key, attributes: attributes, relationships: relationships, uniqueKeys: uniqueKeys,
+                               hasRowSecurity: hasRowSecurity, comment: comment, foreignKeys: foreignKeys, keyConstraint: keyConstraint)
+            copy.uniqueConstraints = uniqueConstraints
+            copy.triggersMayRewriteInserts = triggersMayRewriteInserts
+            return copy
+        }
+
+        func derive() {
+            names = NameIndex(attributes, relationships)
+            keyColumns = key.map(\.name)
+            allocatedColumns = key.filter { $0.allocation != nil }
+                + attributes.filter { !$0.isPrimaryKey && !$0.isGenerated && $0.drawsFrom != nil && $0.allocation != nil }
+            toOneRelationships = relationships.filter { !$0.isToMany }
+            columns = attributes.map { ($0.name, $0.sqlType) } + toOneRelationships.map { ($0.column, $0.columnType) }
+        }
+    }
+
+    private var storage: Storage
+
+    private mutating func mutate(_ change: (Storage) -> Void, derive: Bool = false) {
+        if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+        change(storage)
+        if derive { storage.derive() }
+    }
+
+    public var name: String {
+        get { storage.name }
+        set { mutate { $0.name = newValue } }
+    }
     /// The primary key's columns, in key order. Foreign-key columns may be among them (a join
     /// table's `(project_id, employee_id)`).
-    public var key: [Attribute]
+    public var key: [Attribute] {
+        get { storage.key }
+        set { mutate({ $0.key = newValue }, derive: true) }
+    }
     /// Every column but foreign keys, key columns first, in table order.
-    public var attributes: [Attribute] { didSet { names = NameIndex(attributes, relationships) } }
-    public var relationships: [Relationship] { didSet { names = NameIndex(attributes, relationships) } }
-    /// Attributes and relationships by name, exact and case-folded: every field of every
-    /// INSERT line is looked up here.
-    private var names = NameIndex([], [])
+    public var attributes: [Attribute] {
+        get { storage.attributes }
+        set { mutate({ $0.attributes = newValue }, derive: true) }
+    }
+    public var relationships: [Relationship] {
+        get { storage.relationships }
+        set { mutate({ $0.relationships = newValue }, derive: true) }
+    }
     /// Column sets with a unique constraint (the primary key first), by which a record can be
     /// addressed (`GET memo uid="m1"`).
-    public var uniqueKeys: [[String]]
+    public var uniqueKeys: [[String]] {
+        get { storage.uniqueKeys }
+        set { mutate { $0.uniqueKeys = newValue } }
+    }
     /// Row-level security is enabled on the table (without policies it shows nothing to
     /// roles that do not bypass it).
-    public var hasRowSecurity: Bool
-    public var comment: String?
+    public var hasRowSecurity: Bool {
+        get { storage.hasRowSecurity }
+        set { mutate { $0.hasRowSecurity = newValue } }
+    }
+    public var comment: String? {
+        get { storage.comment }
+        set { mutate { $0.comment = newValue } }
+    }
     /// Every foreign key of this table to a served one, composite ones included.
-    public var foreignKeys: [ForeignKey]
+    public var foreignKeys: [ForeignKey] {
+        get { storage.foreignKeys }
+        set { mutate { $0.foreignKeys = newValue } }
+    }
     /// The primary key's index, as a unique violation names it.
-    public var keyConstraint: String?
+    public var keyConstraint: String? {
+        get { storage.keyConstraint }
+        set { mutate { $0.keyConstraint = newValue } }
+    }
     /// Unique indexes (the primary key's included) by name, with their columns.
-    public var uniqueConstraints: [String: [String]] = [:]
+    public var uniqueConstraints: [String: [String]] {
+        get { storage.uniqueConstraints }
+        set { mutate { $0.uniqueConstraints = newValue } }
+    }
     /// A BEFORE INSERT row trigger may write another key than the one SAVE gives (or skip the
     /// row): inserts read their keys back and SAVE refuses before COMMIT when one changed.
-    public var triggersMayRewriteInserts = false
+    public var triggersMayRewriteInserts: Bool {
+        get { storage.triggersMayRewriteInserts }
+        set { mutate { $0.triggersMayRewriteInserts = newValue } }
+    }
 
     public init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship],
                 uniqueKeys: [[String]] = [], hasRowSecurity: Bool = false, comment: String? = nil,
                 foreignKeys: [ForeignKey]? = nil, keyConstraint: String? = nil) {
-        self.name = name
-        self.key = key
-        self.attributes = attributes
-        self.relationships = relationships
-        self.uniqueKeys = uniqueKeys.isEmpty ? [key.map(\.name)] : uniqueKeys
-        self.hasRowSecurity = hasRowSecurity
-        self.comment = comment
-        self.keyConstraint = keyConstraint
-        self.names = NameIndex(attributes, relationships)
         // Without a list of their own, the foreign keys are the to-one relationships'.
-        self.foreignKeys = foreignKeys ?? relationships.filter { !$0.isToMany }.map {
+        let foreignKeys = foreignKeys ?? relationships.filter { !$0.isToMany }.map {
             ForeignKey(constraint: $0.constraint, entity: name, columns: [$0.column], target: $0.target,
                        referencedColumns: [$0.referencedColumn], deleteRule: $0.deleteRule,
                        isDeferrable: $0.isDeferrable, label: name + "." + $0.name)
         }
+        storage = Storage(name: name, key: key, attributes: attributes, relationships: relationships,
+                          uniqueKeys: uniqueKeys.isEmpty ? [key.map(\.name)] : uniqueKeys, hasRowSecurity: hasRowSecurity,
+                          comment: comment, foreignKeys: foreignKeys, keyConstraint: keyConstraint)
     }
 
-    public var keyColumns: [String] { key.map(\.name) }
+    public var keyColumns: [String] { storage.keyColumns }
 
     /// Columns a pending insert is given a value for before it is written, when the client set
     /// none, so that every read shows the value SAVE writes: the key's columns that have a
     /// sequence or a default, and the other columns whose default draws from a sequence
     /// (`number DEFAULT nextval('ticket_seq')`).
-    public var allocatedColumns: [Attribute] {
-        key.filter { $0.allocation != nil }
-            + attributes.filter { !$0.isPrimaryKey && !$0.isGenerated && $0.drawsFrom != nil && $0.allocation != nil }
-    }
+    public var allocatedColumns: [Attribute] { storage.allocatedColumns }
     /// The one key column of a single-column key, nil for a composite key.
     public var singleKey: Attribute? { key.count == 1 ? key[0] : nil }
 
     /// By exact name, else case-insensitively when that names one attribute only (`Name` and
     /// `name` are two columns: each is reached by its own spelling).
     public func attribute(named name: String) -> Attribute? {
-        names.attribute(name).map { attributes[$0] }
+        storage.names.attribute(name).map { storage.attributes[$0] }
     }
 
     public func relationship(named name: String) -> Relationship? {
-        names.relationship(name).map { relationships[$0] }
+        storage.names.relationship(name).map { storage.relationships[$0] }
     }
 
-    public var toOneRelationships: [Relationship] { relationships.filter { !$0.isToMany } }
+    public var toOneRelationships: [Relationship] { storage.toOneRelationships }
 
     /// The to-one relationship whose foreign-key column is `column`.
     public func relationship(column: String) -> Relationship? {
-        relationships.first { !$0.isToMany && $0.column == column }
+        storage.toOneRelationships.first { $0.column == column }
     }
 
     /// A column by the name clients use: an attribute's, a to-one relationship's, or a
@@ -230,9 +315,7 @@ public struct Entity: Sendable {
     }
 
     /// Every column the server reads: attributes then foreign keys.
-    public var columns: [(column: String, sqlType: String)] {
-        attributes.map { ($0.name, $0.sqlType) } + toOneRelationships.map { ($0.column, $0.columnType) }
-    }
+    public var columns: [(column: String, sqlType: String)] { storage.columns }
 
     /// A key column's SQL type and kind (a key column may be a foreign key).
     public func keyType(_ column: String) -> String {

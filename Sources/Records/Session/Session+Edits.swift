@@ -33,11 +33,11 @@ extension Session {
             let label = "\(entity.name).\(relationship.name)"
             switch assignment.value {
             case .ref(let ref):
-                guard let pending = unit.current.insert(ref) else {
+                guard let pending = unit.current.insertEntity(ref) else {
                     throw CommandError(.notFound, "\(label): no pending record #\(ref) in this unit of work (a #ref names an INSERT made before)")
                 }
-                guard pending.entity == relationship.target else {
-                    throw CommandError(.validation, "\(label) points at \(relationship.target), but #\(ref) is a pending \(pending.entity)")
+                guard pending == relationship.target else {
+                    throw CommandError(.validation, "\(label) points at \(relationship.target), but #\(ref) is a pending \(pending)")
                 }
                 result.append((relationship.column, .ref(ref)))
             default:
@@ -77,7 +77,7 @@ extension Session {
 
     func insert(_ entityName: String, ref: String?, _ values: [Assignment], model: Model) throws(CommandError) -> Reply {
         let entity = try entity(entityName, model)
-        if let ref, unit.current.insert(ref) != nil {
+        if let ref, unit.current.insertEntity(ref) != nil {
             throw CommandError(.validation, "#\(ref) already names a pending insert in this unit of work")
         }
         let fields = try fields(values, of: entity)

@@ -66,8 +66,8 @@ extension Session {
             }
             return WorkResult(reply: reply) { session in
                 let before = session.stateVersion
-                session.unit.assign(assigned)
-                if saved { session.unit.saved() }
+                // Saved, the unit starts afresh: the keys it was given go with it.
+                if saved { session.unit.saved() } else { session.unit.assign(assigned) }
                 // A mark is written once: after a COMMIT that may have written it (saved, or no
                 // answer) the next SAVE needs its own, or it fails on the mark's unique index.
                 if saved || pending != nil || markSpent { session.nextSaveMark = Int64.random(in: 1...Int64.max) }

@@ -128,10 +128,8 @@ extension WorkContext {
     /// another default or the reserve cannot be filled, round 1 allocates them as before.
     private func reserveKeys(_ plan: inout SavePlan) {
         guard let reserve = settings.keys, !connection.inTransaction else { return }
-        let requests = plan.keyRequests
-        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests),
-              let values = try? reserve.take(needs, role: identity.databaseRole ?? "", on: connection) else { return }
-        plan.assign(KeyAllocation.drawn(requests, values: values))
+        let role = identity.databaseRole ?? ""
+        plan.reserveKeys { needs in try? reserve.take(needs, role: role, on: connection) }
     }
 
     enum TransactionStatus { case committed, aborted }

@@ -140,6 +140,10 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     public func insert(_ ref: String) -> PendingInsert? { insertIndex[ref].map { inserts[$0] } }
 
+    /// The entity of the pending insert `ref` names, without copying the insert (asked for
+    /// every `#ref` of every line and every SAVE).
+    public func insertEntity(_ ref: String) -> String? { insertIndex[ref].map { inserts[$0].entity } }
+
     /// A fresh `#ref` name for an insert the client did not name: `e1` for employee, ...
     mutating func generatedRef(for entity: String) -> String {
         let prefix = String(entity.prefix(1))

@@ -6,6 +6,13 @@
 enum KeyAllocation {
     /// Every key value known without PostgreSQL, by `#ref`.
     static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey]) -> [String: AssignedKey] {
+        var throughRefs = false
+        return known(changes, model: model, assigned: assigned, throughRefs: &throughRefs)
+    }
+
+    /// `throughRefs`: some row's key is taken from another's (a join table's), so a key given
+    /// to one row later may change another's.
+    static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey], throughRefs: inout Bool) -> [String: AssignedKey] {
         var known: [String: AssignedKey] = [:]
         known.reserveCapacity(changes.inserts.count)
         var visiting: Set<String> = []
@@ -31,6 +38,7 @@ enum KeyAllocation {
                 switch insert.value(of: column) {
                 case .text(let text)?: values[column] = text
                 case .ref(let target)?:
+                    throughRefs = true
                     // A key taken from the record it points at (a join table's): a cycle of
                     // such keys is left unknown.
                     guard let relationship = entity.relationships[column], let pointed = changes.insert(target),
@@ -130,17 +138,29 @@ enum KeyAllocation {
     /// default, evaluated now (as the INSERT would have, in the same transaction). A column
     /// without one is nil. Not kept by the unit: a read evaluates them afresh.
     static func fills(_ changes: ChangeSet, model: Model, known: [String: AssignedKey], skip: Set<ChangeID> = []) -> [Request] {
-        let rows = skip.isEmpty ? changes.inserts : changes.inserts.filter { !skip.contains(.insert($0.ref)) }
+        // Per entity, once: the columns whose default a row may be left to. A unit whose
+        // entities have none (the common case) is not grouped at all.
+        var defaulted: [String: (entity: Entity, columns: Set<String>)?] = [:]
+        var rows: [PendingInsert] = []
+        for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
+            if defaulted[insert.entity] == nil {
+                defaulted[insert.entity] = .some(model.entity(exactly: insert.entity).flatMap { entity in
+                    let allocated = Set(entity.allocatedColumns.map(\.name))
+                    let columns = Set(entity.attributes.filter { attribute in
+                        !allocated.contains(attribute.name) && attribute.defaultValue != nil && attribute.identity == nil && !attribute.isGenerated
+                    }.map(\.name))
+                    return columns.isEmpty ? nil : (entity, columns)
+                })
+            }
+            if defaulted[insert.entity]! != nil { rows.append(insert) }
+        }
+        guard !rows.isEmpty else { return [] }
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
         for (name, members) in Dictionary(grouping: rows, by: \.entity) {
-            guard let entity = model.entity(exactly: name) else { continue }
-            let allocated = Set(entity.allocatedColumns.map(\.name))
+            guard let (entity, defaults) = defaulted[name] ?? nil else { continue }
             // The columns some rows set and others may leave to a default evaluated now.
-            let columns = Self.columns(of: entity, rows: members).filter { column in
-                !allocated.contains(column)
-                    && entity.attribute(named: column).map { $0.defaultValue != nil && $0.identity == nil && !$0.isGenerated } == true
-            }
+            let columns = Self.columns(of: entity, rows: members).filter { defaults.contains($0) }
             guard !columns.isEmpty else { continue }
             for row in members {
                 let values = known[row.ref]?.values

@@ -152,12 +152,41 @@ struct SavePlan: Sendable {
     /// when round 1 has something else to ask (a SAVE KEY, locks, defaults to evaluate), so
     /// that keys given ahead would save no round trip.
     var keyRequests: [KeyAllocation.Request] {
+        var throughRefs = false
+        return keyRequests(known: KeyAllocation.known(changes, model: model, assigned: assigned, throughRefs: &throughRefs))
+    }
+
+    private func keyRequests(known: [String: AssignedKey]) -> [KeyAllocation.Request] {
         guard settings.saveKey == nil, changes.updates.isEmpty, changes.deletes.isEmpty else { return [] }
-        let known = KeyAllocation.known(changes, model: model, assigned: assigned)
         guard KeyAllocation.fills(changes, model: model, known: known).isEmpty,
               ConflictCheck(model: model, changes: changes).locks().isEmpty else { return [] }
         return KeyAllocation.requests(changes, model: model, known: known)
     }
+
+    /// Keys given before the first round: `take` returns the values of the sequences the
+    /// inserts miss (nil: none, round 1 allocates them). The keys found on the way are kept
+    /// for `start`, with the taken ones merged in, unless a row's key comes from another's.
+    mutating func reserveKeys(_ take: ([(sequence: String, count: Int)]) -> [String: [String]]?) {
+        var throughRefs = false
+        let known = KeyAllocation.known(changes, model: model, assigned: assigned, throughRefs: &throughRefs)
+        let requests = keyRequests(known: known)
+        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests), let values = take(needs) else { return }
+        let drawn = KeyAllocation.drawn(requests, values: values)
+        assign(drawn)
+        guard !throughRefs else { return }
+        var merged = known
+        for (ref, key) in drawn {
+            if let held = merged[ref] {
+                merged[ref] = AssignedKey(entity: key.entity, values: held.values.merging(key.values) { _, new in new })
+            } else {
+                merged[ref] = key
+            }
+        }
+        knownAfterReserve = merged
+    }
+
+    /// The keys `reserveKeys` found (valid until `assigned` changes again).
+    private var knownAfterReserve: [String: AssignedKey]?
 
     /// The sequences the writes move past keys the client gave (`KeyReserve` forgets what it
     /// holds of them: the next key follows the given one).
@@ -165,8 +194,13 @@ struct SavePlan: Sendable {
 
     /// Keys allocated before the first round (`KeyReserve`): the unit keeps them like any other.
     mutating func assign(_ keys: [String: AssignedKey]) {
+        knownAfterReserve = nil
         for (ref, key) in keys {
-            assigned[ref] = AssignedKey(entity: key.entity, values: (assigned[ref]?.values ?? [:]).merging(key.values) { _, new in new })
+            if let held = assigned[ref] {
+                assigned[ref] = AssignedKey(entity: key.entity, values: held.values.merging(key.values) { _, new in new })
+            } else {
+                assigned[ref] = key
+            }
         }
     }
 
@@ -175,7 +209,8 @@ struct SavePlan: Sendable {
     /// The first round, or the validation failure that keeps the unit from being written.
     mutating func start() -> Action {
         attempts += 1
-        let known = KeyAllocation.known(changes, model: model, assigned: assigned)
+        let known = knownAfterReserve ?? KeyAllocation.known(changes, model: model, assigned: assigned)
+        knownAfterReserve = nil
         let layout = InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)
         self.layout = layout
         let problems = Validation.problems(changes, model: model, keys: known) + layout.problems

@@ -65,7 +65,7 @@ public struct UnitOfWork: Sendable, Codable {
     /// Keys a read or a SAVE gave to pending inserts; the first given stays.
     mutating func assign(_ keys: [String: AssignedKey]) {
         for (ref, key) in keys {
-            guard let insert = current.insert(ref), insert.entity == key.entity else { continue }
+            guard current.insertEntity(ref) == key.entity else { continue }
             if let known = assigned[ref], known.entity == key.entity {
                 assigned[ref] = AssignedKey(entity: key.entity, values: key.values.merging(known.values) { _, old in old })
             } else {

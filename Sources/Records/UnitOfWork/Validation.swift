@@ -23,6 +23,8 @@ enum Validation {
             var required: [Attribute]
             var keyReferences: [String]
             var requiredRelationships: [Relationship]
+            /// The table's columns now (`hasColumn`), asked for every field of every insert.
+            var columns: Set<String>
         }
         var rulesOf: [String: Rules?] = [:]
         for insert in changes.inserts {
@@ -32,7 +34,8 @@ enum Validation {
                 rulesOf[insert.entity] = .some(model.entity(exactly: insert.entity).map { entity in
                     Rules(entity: entity, required: entity.attributes.filter(\.isRequired),
                           keyReferences: entity.keyColumns.filter { entity.attribute(named: $0) == nil },
-                          requiredRelationships: entity.toOneRelationships.filter { $0.isRequired && !entity.keyColumns.contains($0.column) })
+                          requiredRelationships: entity.toOneRelationships.filter { $0.isRequired && !entity.keyColumns.contains($0.column) },
+                          columns: Set(entity.attributes.map(\.name) + entity.toOneRelationships.map(\.column) + entity.keyColumns))
                 })
             }
             guard let rules = rulesOf[insert.entity]! else {
@@ -40,17 +43,18 @@ enum Validation {
                 continue
             }
             let entity = rules.entity
-            let given = keys[insert.ref]?.values ?? [:]
+            // Looked up only for a value the insert leaves out (most rows leave none).
+            func given(_ column: String) -> String? { keys[insert.ref]?.values[column] }
             for attribute in rules.required {
                 let value = insert.value(of: attribute.name)
-                guard value == nil || value == .null, given[attribute.name] == nil else { continue }
+                guard value == nil || value == .null, given(attribute.name) == nil else { continue }
                 let why = attribute.isPrimaryKey ? " (the key has no default: give it)" : ""
                 problems.append(Problem(change: id, message: "\(label): \(attribute.name) is required\(why)"))
             }
             for column in rules.keyReferences {
                 // A key column that is a foreign key (a join table's): the relationship must be set.
                 let value = insert.value(of: column)
-                if (value == nil || value == .null) && given[column] == nil {
+                if (value == nil || value == .null) && given(column) == nil {
                     problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) is required (it is part of the key)"))
                 }
             }
@@ -60,12 +64,12 @@ enum Validation {
                     problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
                 }
             }
-            for (column, _) in insert.fields where !entity.hasColumn(column) {
+            for (column, _) in insert.fields where !rules.columns.contains(column) && !entity.hasColumn(column) {
                 problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
             }
             for (column, value) in insert.fields {
                 guard case .ref(let ref) = value else { continue }
-                if changes.insert(ref) == nil {
+                if changes.insertEntity(ref) == nil {
                     problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) points at #\(ref), which is no longer pending"))
                 }
             }
@@ -91,7 +95,7 @@ enum Validation {
                         problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
                     }
                 case .ref(let ref)?:
-                    if changes.insert(ref) == nil {
+                    if changes.insertEntity(ref) == nil {
                         problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) points at #\(ref), which is no longer pending"))
                     }
                 default: break
@@ -105,7 +109,7 @@ enum Validation {
             if model.entity(exactly: change.entity) == nil {
                 problems.append(Problem(change: .bulk(index), message: "\(change.text): the entity no longer exists"))
             }
-            for ref in change.refs where changes.insert(ref) == nil {
+            for ref in change.refs where changes.insertEntity(ref) == nil {
                 problems.append(Problem(change: .bulk(index), message: "\(change.text): points at #\(ref), which is no longer pending"))
             }
         }

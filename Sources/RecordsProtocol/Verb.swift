@@ -12,7 +12,11 @@ public enum Verb: String, CaseIterable, Sendable {
     case starttls = "STARTTLS", auth = "AUTH", user = "USER", resume = "RESUME"
 
     /// This verb's facts.
-    public var facts: VerbFacts { Self.table[self]! }
+    /// Read for every line (its role, whether it carries a secret): from an array in the
+    /// order of the cases, not by hashing.
+    public var facts: VerbFacts { Self.factsInOrder[Self.inOrder.firstIndex(of: self)!] }
+    private static let inOrder = allCases
+    private static let factsInOrder = allCases.map { table[$0]! }
     public var syntax: String { facts.syntax }
     public var summary: String { facts.summary }
     public var example: String { facts.example }

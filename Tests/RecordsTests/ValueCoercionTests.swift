@@ -14,6 +14,20 @@ import Testing
         #expect(throws: CommandError.self) { try coerce(.string("1"), .integer(bits: 32)) }
     }
 
+    @Test func integersAreWrittenAsPostgreSQLPrintsThem() throws {
+        // Compared against Int64's own parser and printer: the bytewise reader must agree.
+        for text in ["0", "7", "+7", "007", "-0", "-007", "+0", "-12", "9223372036854775807", "-9223372036854775808",
+                     "9223372036854775808", "-9223372036854775809", "000000000000000000000000001", "2147483647", "-2147483648"] {
+            let expected = Int64(text).map { FieldValue.text(String($0)) }
+            #expect((try? coerce(.number(text), .integer(bits: 64))) == expected, "\(text)")
+        }
+        #expect(try coerce(.number("-2147483648"), .integer(bits: 32)) == .text("-2147483648"))
+        #expect(throws: CommandError(.validation, "x: 2147483648 is out of range for a 32-bit integer")) { try coerce(.number("2147483648"), .integer(bits: 32)) }
+        for text in ["", "-", "+", "1e3", "1.0", "٣", "12a", "--1"] {
+            #expect(throws: CommandError.self, "\(text)") { try coerce(.number(text), .integer(bits: 64)) }
+        }
+    }
+
     @Test func stringsNeedQuotes() {
         #expect(throws: CommandError(.validation, "x expects a string in double quotes, got 42")) { try coerce(.number("42"), .string) }
     }

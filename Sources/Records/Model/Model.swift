@@ -292,6 +292,13 @@ public struct Entity: Sendable {
         storage.names.relationship(name).map { storage.relationships[$0] }
     }
 
+    /// What a name on an INSERT or UPDATE line names: `attribute(named:)`, else
+    /// `relationship(named:)`, found with one lookup.
+    public func field(named name: String) -> (attribute: Attribute?, relationship: Relationship?) {
+        let (attribute, relationship) = storage.names.field(name)
+        return (attribute.map { storage.attributes[$0] }, relationship.map { storage.relationships[$0] })
+    }
+
     public var toOneRelationships: [Relationship] { storage.toOneRelationships }
 
     /// The to-one relationship whose foreign-key column is `column`.
@@ -393,36 +400,59 @@ public final class Model: Sendable {
 }
 
 /// Where each attribute and relationship of an entity is, by exact name and by case-folded
-/// name (nil where two fold alike: such a name must be written exactly).
+/// name (nil where two fold alike: such a name must be written exactly). One table for all
+/// four: a name written in lower case (the usual spelling) is found with one hash.
 struct NameIndex: Sendable {
-    private var attributes: [String: Int] = [:]
-    private var foldedAttributes: [String: Int?] = [:]
-    private var relationships: [String: Int] = [:]
-    private var foldedRelationships: [String: Int?] = [:]
+    private struct Entry: Sendable {
+        var attribute: Int?
+        var relationship: Int?
+        /// By the lower case of a name; `.some(nil)` where two names fold alike.
+        var foldedAttribute: Int??
+        var foldedRelationship: Int??
+    }
+    private var entries: [String: Entry] = [:]
 
     init(_ attributeList: [Attribute], _ relationshipList: [Relationship]) {
         for (index, attribute) in attributeList.enumerated() {
-            if attributes[attribute.name] == nil { attributes[attribute.name] = index }
+            if entries[attribute.name]?.attribute == nil { entries[attribute.name, default: Entry()].attribute = index }
             let folded = attribute.name.lowercased()
-            foldedAttributes[folded] = foldedAttributes[folded] == nil ? .some(index) : .some(nil)
+            let seen = entries[folded]?.foldedAttribute
+            entries[folded, default: Entry()].foldedAttribute = seen == nil ? .some(index) : .some(nil)
         }
         for (index, relationship) in relationshipList.enumerated() {
-            if relationships[relationship.name] == nil { relationships[relationship.name] = index }
+            if entries[relationship.name]?.relationship == nil { entries[relationship.name, default: Entry()].relationship = index }
             let folded = relationship.name.lowercased()
-            foldedRelationships[folded] = foldedRelationships[folded] == nil ? .some(index) : .some(nil)
+            let seen = entries[folded]?.foldedRelationship
+            entries[folded, default: Entry()].foldedRelationship = seen == nil ? .some(index) : .some(nil)
         }
+    }
+
+    /// The entries of `name` as written and of its lower case (the same one when it is).
+    private func entries(_ name: String) -> (exact: Entry?, folded: Entry?) {
+        let exact = entries[name]
+        guard let lower = Self.lowered(name) else { return (exact, exact) }
+        return (exact, entries[lower])
     }
 
     func attribute(_ name: String) -> Int? {
-        attributes[name] ?? (foldedAttributes[Self.folded(name)] ?? nil)
+        let (exact, folded) = entries(name)
+        return exact?.attribute ?? (folded?.foldedAttribute ?? nil)
     }
 
     func relationship(_ name: String) -> Int? {
-        relationships[name] ?? (foldedRelationships[Self.folded(name)] ?? nil)
+        let (exact, folded) = entries(name)
+        return exact?.relationship ?? (folded?.foldedRelationship ?? nil)
     }
 
-    /// `lowercased()`, without a copy for a name already in lower case.
-    private static func folded(_ name: String) -> String {
-        name.utf8.contains { $0 >= 65 && $0 <= 90 || $0 >= 0x80 } ? name.lowercased() : name
+    /// `attribute(name)`, else `relationship(name)`, from one lookup.
+    func field(_ name: String) -> (attribute: Int?, relationship: Int?) {
+        let (exact, folded) = entries(name)
+        if let index = exact?.attribute ?? (folded?.foldedAttribute ?? nil) { return (index, nil) }
+        return (nil, exact?.relationship ?? (folded?.foldedRelationship ?? nil))
+    }
+
+    /// `lowercased()`, nil for a name already in lower case (no copy, no second lookup).
+    private static func lowered(_ name: String) -> String? {
+        name.utf8.contains { $0 >= 65 && $0 <= 90 || $0 >= 0x80 } ? name.lowercased() : nil
     }
 }

@@ -12,14 +12,19 @@ public enum CommandParser {
     }
 
     public static func parse(_ line: String) throws(CommandError) -> Command {
-        let first = Verb.of(line)
+        try parse(line, verb: Verb.of(line))
+    }
+
+    /// `first`: `Verb.of(line)`, which the caller read already.
+    public static func parse(_ line: String, verb first: Verb?) throws(CommandError) -> Command {
         if first == .auth || first == .user { return try parseCredentials(line) }
         var tokens = try TokenStream(line: line)
         guard let verbWord = tokens.peek.word else {
             if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }
             throw tokens.error("expected a verb (type HELP)")
         }
-        guard let verb = Verb(rawValue: verbWord.uppercased()) else { throw notAVerb(line) }
+        // A verb `Verb.of` found is the first word, in letters only: the same word.
+        guard let verb = first ?? Verb(rawValue: verbWord.uppercased()) else { throw notAVerb(line) }
         tokens.advance()
         let command = try parse(verb, &tokens)
         try tokens.expectEnd()
@@ -305,6 +310,7 @@ public enum CommandParser {
 
     private static func assignments(_ t: inout TokenStream, required: Bool) throws(CommandError) -> [Assignment] {
         var result: [Assignment] = []
+        result.reserveCapacity(8)
         // Exact names (`Name` and `name` may be two columns). A few pairs are compared in a
         // row (cheaper than hashing); past 16 a Set, so 40,000 pairs never cost 40,000².
         var seen: Set<String> = []

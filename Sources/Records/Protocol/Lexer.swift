@@ -27,9 +27,11 @@ public struct Token: Equatable, Sendable {
         }
     }
 
+    /// `keyword` in upper case, ASCII: matched in any case, byte by byte (asked for every
+    /// keyword a parser may meet at each token).
     public func isWord(_ keyword: String) -> Bool {
-        guard case .word(let w) = kind else { return false }
-        return w.count == keyword.count && w.uppercased() == keyword
+        guard case .word(let w) = kind, w.utf8.count == keyword.utf8.count else { return false }
+        return zip(w.utf8, keyword.utf8).allSatisfy { a, b in a == b || (a >= 97 && a <= 122 && a - 32 == b) }
     }
 
     public func isSymbol(_ symbol: String) -> Bool { kind == .symbol(symbol) }
@@ -65,6 +67,7 @@ public struct Lexer {
     public static func tokenize(_ line: String) throws(CommandError) -> [Token] {
         var lexer = Lexer(line)
         var tokens: [Token] = []
+        tokens.reserveCapacity(16)
         while true {
             let token = try lexer.next()
             tokens.append(token)
@@ -189,6 +192,13 @@ public struct Lexer {
     private mutating func readString(quote: UInt8) throws(CommandError) -> String {
         let start = position
         position += 1
+        // Most strings hold no escape: taken as they are, without a copy a byte.
+        var end = position
+        while end < bytes.count, bytes[end] != quote, bytes[end] != UInt8(ascii: "\\") { end += 1 }
+        if end < bytes.count, bytes[end] == quote {
+            defer { position = end + 1 }
+            return String(decoding: bytes[position..<end], as: UTF8.self)
+        }
         var out: [UInt8] = []
         while position < bytes.count {
             let c = bytes[position]

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Splits a byte stream into request lines (LF or CRLF), bounded in length.
 ///
 /// Pure and incremental: feed it whatever `read` returned, take the lines it has. Linear in the
@@ -53,7 +57,7 @@ public struct LineFramer: Sendable {
     /// The next complete event, or nil when more bytes are needed.
     public mutating func next() -> Event? {
         while true {
-            guard let newline = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) else {
+            guard let newline = Self.index(of: UInt8(ascii: "\n"), in: buffer, from: scanned) else {
                 scanned = buffer.count
                 let pending = buffer.count - start
                 if discarding {
@@ -72,7 +76,19 @@ public struct LineFramer: Sendable {
             if !keepsCarriageReturns, end > lineStart, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
             let length = end - lineStart
             let wasDiscarding = discarding
-            let bytes = wasDiscarding || length > maxLineLength ? [] : Array(buffer[lineStart..<end])
+            // Made before the buffer moves on: the line is read in place, never copied first.
+            let event: Event?
+            if wasDiscarding {
+                event = nil
+            } else if length > maxLineLength {
+                event = .tooLong(length: length)
+            } else if Self.index(of: 0, in: buffer, from: lineStart, to: end) != nil {
+                event = .invalid(reason: "NUL byte in line")
+            } else if let text = buffer.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[lineStart..<end]), as: UTF8.self) }) {
+                event = .line(text)
+            } else {
+                event = .invalid(reason: "line is not valid UTF-8")
+            }
             start = newline + 1
             scanned = start
             if start == buffer.count { dropAll() }
@@ -81,12 +97,17 @@ public struct LineFramer: Sendable {
                 discarded = 0
                 continue
             }
-            if length > maxLineLength { return .tooLong(length: length) }
-            if bytes.contains(0) { return .invalid(reason: "NUL byte in line") }
-            guard let text = String(validating: bytes, as: UTF8.self) else {
-                return .invalid(reason: "line is not valid UTF-8")
-            }
-            return .line(text)
+            return event
+        }
+    }
+
+    /// Where `byte` first is in `bytes[from..<to]` (memchr: this scans every byte received).
+    private static func index(of byte: UInt8, in bytes: [UInt8], from: Int, to: Int? = nil) -> Int? {
+        let end = to ?? bytes.count
+        guard from < end else { return nil }
+        return bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, let found = memchr(base + from, Int32(byte), end - from) else { return nil }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
         }
     }
 

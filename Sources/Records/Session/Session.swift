@@ -397,7 +397,7 @@ public final class Session {
         }
         let command: Command
         do {
-            command = try CommandParser.parse(line)
+            command = try CommandParser.parse(line, verb: verb)
         } catch {
             return .reply(error.reply)
         }

@@ -148,7 +148,7 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     mutating func generatedRef(for entity: String) -> String {
         let prefix = String(entity.prefix(1))
         while true {
-            let candidate = "\(prefix)\(nextRef)"
+            let candidate = String.concatenating(prefix, String(nextRef))
             nextRef += 1
             if insertIndex[candidate] == nil { return candidate }
         }

@@ -21,14 +21,13 @@ enum ValueCoercion {
         case .number(let n):
             switch kind {
             case .integer(let bits):
-                let digits = n.first == "-" || n.first == "+" ? n.dropFirst() : n[...]
-                guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { throw wrong("a whole number") }
-                guard let parsed = Int64(n) else { throw CommandError(.validation, "\(name): \(n) is out of range for a \(bits)-bit integer") }
+                guard let (parsed, canonical) = wholeNumber(n) else { throw wrong("a whole number") }
                 let limit = bits >= 64 ? Int64.max : (Int64(1) << (bits - 1)) - 1
-                guard parsed <= limit, parsed >= -limit - 1 else {
+                guard let parsed, parsed <= limit, parsed >= -limit - 1 else {
                     throw CommandError(.validation, "\(name): \(n) is out of range for a \(bits)-bit integer")
                 }
-                return .text(String(parsed))
+                // As PostgreSQL prints it (`+7` and `007` are 7), so keys compare equal.
+                return .text(canonical ? n : String(parsed))
             case .decimal, .double, .other, .json: return .text(n)
             default: throw wrong(kind == .string ? "a string in double quotes" : "a \(kind.name)")
             }
@@ -58,6 +57,30 @@ enum ValueCoercion {
             default: throw wrong("a \(kind.name), not a string")
             }
         }
+    }
+
+    /// A sign and ASCII digits: the value (nil past 64 bits) and whether `text` is already
+    /// written as PostgreSQL prints it; nil when it is not a whole number. Read byte by byte:
+    /// every integer of every INSERT line comes through here.
+    static func wholeNumber(_ text: String) -> (value: Int64?, canonical: Bool)? {
+        var utf8 = text.utf8[...]
+        let sign = utf8.first
+        if sign == UInt8(ascii: "-") || sign == UInt8(ascii: "+") { utf8 = utf8.dropFirst() }
+        guard let first = utf8.first else { return nil }
+        let negative = sign == UInt8(ascii: "-")
+        // Accumulated negative: Int64.min has no positive twin.
+        var value: Int64? = 0
+        for byte in utf8 {
+            guard byte >= 48 && byte <= 57 else { return nil }
+            if let current = value {
+                let (times, overflow1) = current.multipliedReportingOverflow(by: 10)
+                let (next, overflow2) = times.subtractingReportingOverflow(Int64(byte - 48))
+                value = overflow1 || overflow2 ? nil : next
+            }
+        }
+        if !negative, let current = value { value = current == .min ? nil : -current }
+        let canonical = sign != UInt8(ascii: "+") && (first != 48 || utf8.count == 1) && !(negative && first == 48)
+        return (value, canonical)
     }
 
     /// `2024-05-31`, and with `time`: optionally `T14:30`, seconds, fraction and a zone.

@@ -588,6 +588,7 @@ public final class Server {
 
     static func encoded(_ reply: Reply, limit: Int) -> [UInt8] {
         var bytes: [UInt8] = []
+        bytes.reserveCapacity(reply.lines.isEmpty ? 96 : 1024)
         reply.encode(into: &bytes)
         let size = bytes.count
         guard size > limit else { return bytes }

@@ -293,10 +293,10 @@ public struct Entity: Sendable {
     }
 
     /// What a name on an INSERT or UPDATE line names: `attribute(named:)`, else
-    /// `relationship(named:)`, found with one lookup.
-    public func field(named name: String) -> (attribute: Attribute?, relationship: Relationship?) {
-        let (attribute, relationship) = storage.names.field(name)
-        return (attribute.map { storage.attributes[$0] }, relationship.map { storage.relationships[$0] })
+    /// `relationship(named:)`, found with one lookup, as positions in `attributes` and
+    /// `relationships` (read in place: a copy of each cost more than the field's check).
+    public func fieldIndex(named name: String) -> (attribute: Int?, relationship: Int?) {
+        storage.names.field(name)
     }
 
     public var toOneRelationships: [Relationship] { storage.toOneRelationships }

@@ -51,7 +51,9 @@ public struct Reply: Equatable, Sendable, Codable {
     private func appendStatus(to out: inout [UInt8]) {
         switch status {
         case .ok(let message):
-            out.append(contentsOf: [UInt8(ascii: "+"), UInt8(ascii: "O"), UInt8(ascii: "K")])
+            out.append(UInt8(ascii: "+"))
+            out.append(UInt8(ascii: "O"))
+            out.append(UInt8(ascii: "K"))
             if !message.isEmpty {
                 out.append(UInt8(ascii: " "))
                 Reply.appendSingleLine(message, to: &out)

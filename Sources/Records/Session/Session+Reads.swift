@@ -10,24 +10,25 @@ extension Session {
         let target = try target(address, in: entity, model: model)
         let request = { var r = FetchRequest(entity: entity.name, include: include); r.includeOrder = includeOrder; return r }()
         // The filter's columns, its values where the loop knows them (a pending #ref's key is
-        // known only once the view applies the unit), and what a miss answers.
-        let columns: [String], known: [String]?, notFound: CommandError, pending: String
+        // known only once the view applies the unit), and what a miss answers (worded only for
+        // a miss).
+        let columns: [String], known: [String]?, notFound: @Sendable () -> CommandError, pending: String
         switch target {
         case .stored(let key):
             (columns, known, pending) = (entity.keyColumns, key.values, "")
-            notFound = CommandError(.notFound, entity.missing(key))
+            notFound = { CommandError(.notFound, entity.missing(key)) }
         case .unique(_, let given):
             (columns, known, pending) = (given.map(\.column), given.map(\.value), "")
-            notFound = CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " "))
+            notFound = { CommandError(.notFound, "no \(entity.name) with " + given.map { "\(entity.label($0.column))=\(JSON.quote($0.value))" }.joined(separator: " ")) }
         case .pending(let ref):
             (columns, known, pending) = (entity.keyColumns, nil, ref)
-            notFound = CommandError(.notFound, "no \(entity.name) #\(ref)")
+            notFound = { CommandError(.notFound, "no \(entity.name) #\(ref)") }
         }
         let template = try model.selects.get(request, model: model, columns: columns)  // names checked before any I/O
         let snapshot = self.snapshot
         /// The reply to the row found (or not), with what the session takes from it.
         @Sendable func answer(_ result: QueryResult, _ select: QueryBuilder.Select, _ view: ViewPlan.View) -> WorkResult {
-            guard result.rowCount == 1 else { return WorkResult(reply: notFound.reply) }
+            guard result.rowCount == 1 else { return WorkResult(reply: notFound().reply) }
             let line = select.encoder.line(result, row: 0)
             let version = Self.version(result, row: 0, select: select, entity: entity, view: view)
             let allocated = view.allocated

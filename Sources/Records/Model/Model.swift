@@ -160,6 +160,15 @@ public struct Entity: Sendable {
         var allocatedColumns: [Attribute] = []
         var toOneRelationships: [Relationship] = []
         var columns: [(column: String, sqlType: String)] = []
+        var columnNames: [String] = []
+        var columnTypes: [String: String] = [:]
+        var allocatedNames: Set<String> = []
+        var defaultedNames: Set<String> = []
+        var toOneByColumn: [String: Relationship] = [:]
+        var requiredAttributes: [Attribute] = []
+        var keyReferences: [String] = []
+        var requiredToOne: [Relationship] = []
+        var columnSet: Set<String> = []
 
         init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship], uniqueKeys: [[String]],
              hasRowSecurity: Bool, comment: String?, foreignKeys: [ForeignKey], keyConstraint: String?) {
@@ -190,6 +199,17 @@ public struct Entity: Sendable {
                 + attributes.filter { !$0.isPrimaryKey && !$0.isGenerated && $0.drawsFrom != nil && $0.allocation != nil }
             toOneRelationships = relationships.filter { !$0.isToMany }
             columns = attributes.map { ($0.name, $0.sqlType) } + toOneRelationships.map { ($0.column, $0.columnType) }
+            columnNames = columns.map(\.column)
+            columnTypes = Dictionary(columns.map { ($0.column, $0.sqlType) }, uniquingKeysWith: { first, _ in first })
+            allocatedNames = Set(allocatedColumns.map(\.name))
+            defaultedNames = Set(attributes.filter { attribute in
+                !allocatedNames.contains(attribute.name) && attribute.defaultValue != nil && attribute.identity == nil && !attribute.isGenerated
+            }.map(\.name))
+            toOneByColumn = Dictionary(toOneRelationships.map { ($0.column, $0) }, uniquingKeysWith: { first, _ in first })
+            requiredAttributes = attributes.filter(\.isRequired)
+            keyReferences = keyColumns.filter { name in !attributes.contains { $0.name == name } }
+            requiredToOne = toOneRelationships.filter { $0.isRequired && !keyColumns.contains($0.column) }
+            columnSet = Set(columnNames + keyColumns)
         }
     }
 
@@ -323,6 +343,28 @@ public struct Entity: Sendable {
 
     /// Every column the server reads: attributes then foreign keys.
     public var columns: [(column: String, sqlType: String)] { storage.columns }
+
+    // Facts every SAVE asks of each entity it writes, worked out once.
+    /// `columns`' names, in order.
+    var columnNames: [String] { storage.columnNames }
+    /// `columns`' SQL types, by name.
+    var columnTypes: [String: String] { storage.columnTypes }
+    /// `allocatedColumns`' names.
+    var allocatedNames: Set<String> { storage.allocatedNames }
+    /// The attributes a row may leave to their default, evaluated before the write
+    /// (`KeyAllocation.fills`): those with one that is neither allocated, nor identity, nor
+    /// generated.
+    var defaultedNames: Set<String> { storage.defaultedNames }
+    /// The to-one relationships, by foreign-key column.
+    var toOneByColumn: [String: Relationship] { storage.toOneByColumn }
+    /// What every insert must have (`Validation`): the required attributes, the key columns
+    /// that are foreign keys (a join table's), the required to-one relationships outside the
+    /// key.
+    var requiredAttributes: [Attribute] { storage.requiredAttributes }
+    var keyReferences: [String] { storage.keyReferences }
+    var requiredToOne: [Relationship] { storage.requiredToOne }
+    /// Every column's name, key columns included (`hasColumn`, without a lookup each way).
+    var columnSet: Set<String> { storage.columnSet }
 
     /// A key column's SQL type and kind (a key column may be a foreign key).
     public func keyType(_ column: String) -> String {

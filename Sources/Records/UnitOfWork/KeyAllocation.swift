@@ -22,9 +22,7 @@ enum KeyAllocation {
             if let done = shapes[name] { return done }
             let made = model.entity(exactly: name).map { entity in
                 let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
-                var relationships: [String: Relationship] = [:]
-                for column in columns { relationships[column] = entity.relationship(column: column) }
-                return (entity.name, columns, relationships)
+                return (entity.name, columns, entity.toOneByColumn.filter { columns.contains($0.key) })
             }
             shapes[name] = made
             return made
@@ -122,7 +120,7 @@ enum KeyAllocation {
     /// entity puts all its rows in the same statements, so records of one table that point at
     /// each other are written together, whatever each one typed.
     static func columns(of entity: Entity, rows: [PendingInsert]) -> [String] {
-        var set = Set(entity.allocatedColumns.map(\.name))
+        var set = entity.allocatedNames
         var previous: PendingInsert?
         for row in rows {
             // Rows typed alike (the common case) are counted once.
@@ -131,7 +129,8 @@ enum KeyAllocation {
             for field in row.fields { set.insert(field.column) }
             previous = row
         }
-        return entity.keyColumns + entity.columns.map(\.column).filter { set.contains($0) && !entity.keyColumns.contains($0) }
+        let key = entity.keyColumns
+        return key + entity.columnNames.filter { set.contains($0) && !key.contains($0) }
     }
 
     /// For the columns a pending insert leaves out that others of its entity set: the column's
@@ -142,19 +141,19 @@ enum KeyAllocation {
         // entities have none (the common case) is not grouped at all.
         var defaulted: [String: (entity: Entity, columns: Set<String>)?] = [:]
         var rows: [PendingInsert] = []
+        var setsDefaulted = false
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
             if defaulted[insert.entity] == nil {
                 defaulted[insert.entity] = .some(model.entity(exactly: insert.entity).flatMap { entity in
-                    let allocated = Set(entity.allocatedColumns.map(\.name))
-                    let columns = Set(entity.attributes.filter { attribute in
-                        !allocated.contains(attribute.name) && attribute.defaultValue != nil && attribute.identity == nil && !attribute.isGenerated
-                    }.map(\.name))
-                    return columns.isEmpty ? nil : (entity, columns)
+                    entity.defaultedNames.isEmpty ? nil : (entity, entity.defaultedNames)
                 })
             }
-            if defaulted[insert.entity]! != nil { rows.append(insert) }
+            guard let (_, columns) = defaulted[insert.entity]! else { continue }
+            rows.append(insert)
+            // A fill is for a row that leaves out what another row sets: none sets one, none.
+            if !setsDefaulted { setsDefaulted = insert.fields.contains { columns.contains($0.column) } }
         }
-        guard !rows.isEmpty else { return [] }
+        guard setsDefaulted else { return [] }
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
         for (name, members) in Dictionary(grouping: rows, by: \.entity) {

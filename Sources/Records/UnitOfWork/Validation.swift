@@ -17,54 +17,39 @@ public struct Problem: Sendable, Equatable {
 enum Validation {
     static func problems(_ changes: ChangeSet, model: Model, keys: [String: AssignedKey]) -> [Problem] {
         var problems: [Problem] = []
-        // Per entity, once: what every insert of it must have.
-        struct Rules {
-            var entity: Entity
-            var required: [Attribute]
-            var keyReferences: [String]
-            var requiredRelationships: [Relationship]
-            /// The table's columns now (`hasColumn`), asked for every field of every insert.
-            var columns: Set<String>
-        }
-        var rulesOf: [String: Rules?] = [:]
+        // Per entity, once (what every insert of it must have is the entity's, worked out
+        // when the model was read).
+        var entityOf: [String: Entity?] = [:]
         for insert in changes.inserts {
             let id = ChangeID.insert(insert.ref)
             var label: String { "#\(insert.ref) \(insert.entity)" }
-            if rulesOf[insert.entity] == nil {
-                rulesOf[insert.entity] = .some(model.entity(exactly: insert.entity).map { entity in
-                    Rules(entity: entity, required: entity.attributes.filter(\.isRequired),
-                          keyReferences: entity.keyColumns.filter { entity.attribute(named: $0) == nil },
-                          requiredRelationships: entity.toOneRelationships.filter { $0.isRequired && !entity.keyColumns.contains($0.column) },
-                          columns: Set(entity.attributes.map(\.name) + entity.toOneRelationships.map(\.column) + entity.keyColumns))
-                })
-            }
-            guard let rules = rulesOf[insert.entity]! else {
+            if entityOf[insert.entity] == nil { entityOf[insert.entity] = .some(model.entity(exactly: insert.entity)) }
+            guard let entity = entityOf[insert.entity]! else {
                 problems.append(Problem(change: id, message: "\(label): the entity no longer exists"))
                 continue
             }
-            let entity = rules.entity
             // Looked up only for a value the insert leaves out (most rows leave none).
             func given(_ column: String) -> String? { keys[insert.ref]?.values[column] }
-            for attribute in rules.required {
+            for attribute in entity.requiredAttributes {
                 let value = insert.value(of: attribute.name)
                 guard value == nil || value == .null, given(attribute.name) == nil else { continue }
                 let why = attribute.isPrimaryKey ? " (the key has no default: give it)" : ""
                 problems.append(Problem(change: id, message: "\(label): \(attribute.name) is required\(why)"))
             }
-            for column in rules.keyReferences {
+            for column in entity.keyReferences {
                 // A key column that is a foreign key (a join table's): the relationship must be set.
                 let value = insert.value(of: column)
                 if (value == nil || value == .null) && given(column) == nil {
                     problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) is required (it is part of the key)"))
                 }
             }
-            for relationship in rules.requiredRelationships {
+            for relationship in entity.requiredToOne {
                 let value = insert.value(of: relationship.column)
                 if value == nil || value == .null {
                     problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
                 }
             }
-            for (column, _) in insert.fields where !rules.columns.contains(column) && !entity.hasColumn(column) {
+            for (column, _) in insert.fields where !entity.columnSet.contains(column) && !entity.hasColumn(column) {
                 problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
             }
             for (column, value) in insert.fields {

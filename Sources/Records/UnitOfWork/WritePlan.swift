@@ -64,7 +64,7 @@ struct WritePlan {
         let nulled = layout.nulled
         for statement in layout.statements {
             let entity = statement.entity
-            let types = Dictionary(entity.columns.map { ($0.column, $0.sqlType) }, uniquingKeysWith: { a, _ in a })
+            let types = entity.columnTypes
             let table = model.table(entity)
             let columnList = statement.columns.map(SQL.identifier).joined(separator: ", ")
             var values: [[String?]] = Array(repeating: [], count: statement.columns.count)
@@ -331,8 +331,7 @@ struct InsertLayout {
                 index = groups.count
                 groupIndex[entity.name] = index
                 groupIndex[row.entity] = index
-                var relationships: [String: Relationship] = [:]
-                for relationship in entity.toOneRelationships { relationships[relationship.column] = relationship }
+                let relationships = entity.toOneByColumn
                 groups.append(Group(entity: entity, columns: [], rows: [], relationships: relationships,
                                     immediate: relationships.filter { !$0.value.isDeferrable }))
             }

@@ -80,21 +80,38 @@ enum KeyAllocation {
         var requests: [Request] = []
         // Per entity, once; an entity the model no longer has allocates nothing (validation says why).
         var allocatedOf: [String: (name: String, columns: [String])] = [:]
+        // Rows of one entity, missing the same columns, come in runs: the last one's answers
+        // are tried first (a lookup less a row, two for the shape).
+        var last: (entity: String, allocated: (name: String, columns: [String]), missing: [String], index: Int)?
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
-            if allocatedOf[insert.entity] == nil {
-                allocatedOf[insert.entity] = model.entity(exactly: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) } ?? ("", [])
+            let entity: (name: String, columns: [String])
+            if let last, last.entity == insert.entity {
+                entity = last.allocated
+            } else {
+                if allocatedOf[insert.entity] == nil {
+                    allocatedOf[insert.entity] = model.entity(exactly: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) } ?? ("", [])
+                }
+                entity = allocatedOf[insert.entity]!
             }
-            guard let entity = allocatedOf[insert.entity], !entity.columns.isEmpty else { continue }
+            guard !entity.columns.isEmpty else { continue }
             let values = known[insert.ref]?.values
             let missing = entity.columns.filter { values?[$0] == nil && insert.value(of: $0) == nil }
             guard !missing.isEmpty else { continue }
-            let shape = entity.name + "\u{0}" + missing.joined(separator: "\u{0}")
-            if let index = byShape[shape] {
-                requests[index].refs.append(insert.ref)
+            let index: Int
+            if let last, last.entity == insert.entity, last.missing == missing {
+                index = last.index
             } else {
-                byShape[shape] = requests.count
-                requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: [insert.ref]))
+                let shape = entity.name + "\u{0}" + missing.joined(separator: "\u{0}")
+                if let known = byShape[shape] {
+                    index = known
+                } else {
+                    index = requests.count
+                    byShape[shape] = index
+                    requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: []))
+                }
             }
+            requests[index].refs.append(insert.ref)
+            last = (insert.entity, entity, missing, index)
         }
         for index in requests.indices {
             let entity = model.entity(exactly: requests[index].entity)!

@@ -182,11 +182,17 @@ struct SavePlan: Sendable {
                 merged[ref] = key
             }
         }
-        knownAfterReserve = merged
+        // Every missing key drawn: round 1 has nothing left to ask (no fills, no locks either,
+        // or no key would have been reserved), and `start` need not look again.
+        let complete = requests.allSatisfy { request in
+            request.refs.allSatisfy { drawn[$0]?.values.count == request.columns.count }
+        }
+        knownAfterReserve = (merged, complete)
     }
 
-    /// The keys `reserveKeys` found (valid until `assigned` changes again).
-    private var knownAfterReserve: [String: AssignedKey]?
+    /// The keys `reserveKeys` found, and whether they were all round 1 would have asked
+    /// (valid until `assigned` changes again).
+    private var knownAfterReserve: (keys: [String: AssignedKey], complete: Bool)?
 
     /// The sequences the writes move past keys the client gave (`KeyReserve` forgets what it
     /// holds of them: the next key follows the given one).
@@ -209,8 +215,9 @@ struct SavePlan: Sendable {
     /// The first round, or the validation failure that keeps the unit from being written.
     mutating func start() -> Action {
         attempts += 1
-        let known = knownAfterReserve ?? KeyAllocation.known(changes, model: model, assigned: assigned)
+        let reserved = knownAfterReserve
         knownAfterReserve = nil
+        let known = reserved?.keys ?? KeyAllocation.known(changes, model: model, assigned: assigned)
         let layout = InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)
         self.layout = layout
         let problems = Validation.problems(changes, model: model, keys: known) + layout.problems
@@ -232,13 +239,15 @@ struct SavePlan: Sendable {
         if let deferral = deferral(layout) {
             statements.append(deferral)
         }
-        round.allocation = KeyAllocation.requests(changes, model: model, known: known)
+        // A complete reserve left nothing to allocate, fill or lock: not looked for again.
+        let complete = reserved?.complete == true
+        round.allocation = complete ? [] : KeyAllocation.requests(changes, model: model, known: known)
         round.allocationStart = statements.count
         statements += round.allocation.map(\.statement)
-        round.fills = KeyAllocation.fills(changes, model: model, known: known)
+        round.fills = complete ? [] : KeyAllocation.fills(changes, model: model, known: known)
         round.fillStart = statements.count
         statements += round.fills.map(\.statement)
-        round.locks = ConflictCheck(model: model, changes: changes).locks()
+        round.locks = complete ? [] : ConflictCheck(model: model, changes: changes).locks()
         round.lockStart = statements.count
         statements += round.locks.map(\.statement)
         if round.savedReply == nil && round.allocation.isEmpty && round.fills.isEmpty && round.locks.isEmpty {

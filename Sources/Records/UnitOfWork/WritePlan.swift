@@ -70,9 +70,16 @@ struct WritePlan {
             var values: [[String?]] = Array(repeating: [], count: statement.columns.count)
             for index in values.indices { values[index].reserveCapacity(statement.rows.count) }
             let keyColumns = Set(entity.keyColumns)
+            // A row's known values (a key or two) placed by column: one lookup a value, not
+            // one a column.
+            let columnIndex = Dictionary(statement.columns.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            var knownAt = [String?](repeating: nil, count: statement.columns.count)
             for row in statement.rows {
                 let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
-                let known = resolver.keys[row.ref]?.values
+                for index in knownAt.indices { knownAt[index] = nil }
+                for (column, value) in resolver.keys[row.ref]?.values ?? [:] {
+                    if let index = columnIndex[column] { knownAt[index] = value }
+                }
                 for (index, column) in statement.columns.enumerated() {
                     if !later.isEmpty && later.contains(column) {
                         values[index].append(nil)
@@ -80,7 +87,7 @@ struct WritePlan {
                     }
                     let given = row.value(of: column)
                     // A key or a value given before SAVE, else the field's.
-                    if let assigned = known?[column], !isRef(given) || keyColumns.contains(column) {
+                    if let assigned = knownAt[index], !isRef(given) || keyColumns.contains(column) {
                         values[index].append(assigned)
                     } else {
                         values[index].append(resolver.bind(given ?? .null, column: column, entity: entity, for: .insert(row.ref)))
@@ -316,9 +323,12 @@ struct InsertLayout {
         var groupIndex: [String: Int] = [:]
         var groupOf: [String: Int] = [:]
         groupOf.reserveCapacity(rows.count)
+        var last: (entity: String, index: Int)?  // rows of one entity come in runs
         for row in rows {
             let index: Int
-            if let known = groupIndex[row.entity] {
+            if let last, last.entity == row.entity {
+                index = last.index
+            } else if let known = groupIndex[row.entity] {
                 index = known
             } else {
                 guard let entity = model.entity(exactly: row.entity) else { continue }
@@ -336,6 +346,7 @@ struct InsertLayout {
                                     immediate: relationships.filter { !$0.value.isDeferrable }))
             }
             groupOf[row.ref] = index
+            last = (row.entity, index)
             groups[index].rows.append(row)
         }
         for index in groups.indices { groups[index].columns = KeyAllocation.columns(of: groups[index].entity, rows: groups[index].rows) }

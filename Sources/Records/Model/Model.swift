@@ -312,9 +312,10 @@ public struct Entity: Sendable {
         storage.names.relationship(name).map { storage.relationships[$0] }
     }
 
-    /// What a name on an INSERT or UPDATE line names: `attribute(named:)`, else
-    /// `relationship(named:)`, found with one lookup, as positions in `attributes` and
-    /// `relationships` (read in place: a copy of each cost more than the field's check).
+    /// What a name on an INSERT or UPDATE line names: an attribute or relationship of that
+    /// exact name, else one whose name differs only in case (attributes first each time),
+    /// found with one lookup, as positions in `attributes` and `relationships` (read in
+    /// place: a copy of each cost more than the field's check).
     public func fieldIndex(named name: String) -> (attribute: Int?, relationship: Int?) {
         storage.names.field(name)
     }
@@ -486,11 +487,15 @@ struct NameIndex: Sendable {
         return exact?.relationship ?? (folded?.foldedRelationship ?? nil)
     }
 
-    /// `attribute(name)`, else `relationship(name)`, from one lookup.
+    /// A name as written names an attribute, else a relationship; only then is its case
+    /// folded, again attribute first (so `dept` is the relationship `dept`, not the attribute
+    /// `Dept`). From one lookup for a name in lower case.
     func field(_ name: String) -> (attribute: Int?, relationship: Int?) {
         let (exact, folded) = entries(name)
-        if let index = exact?.attribute ?? (folded?.foldedAttribute ?? nil) { return (index, nil) }
-        return (nil, exact?.relationship ?? (folded?.foldedRelationship ?? nil))
+        if let index = exact?.attribute { return (index, nil) }
+        if let index = exact?.relationship { return (nil, index) }
+        if let index = folded?.foldedAttribute ?? nil { return (index, nil) }
+        return (nil, folded?.foldedRelationship ?? nil)
     }
 
     /// `lowercased()`, nil for a name already in lower case (no copy, no second lookup).

@@ -24,7 +24,7 @@ public enum CommandParser {
             throw tokens.error("expected a verb (type HELP)")
         }
         // A verb `Verb.of` found is the first word, in letters only: the same word.
-        guard let verb = first ?? Verb(rawValue: verbWord.uppercased()) else { throw notAVerb(line) }
+        guard let verb = first ?? Verb(rawValue: verbWord.asciiUppercased) else { throw notAVerb(line) }
         tokens.advance()
         let command = try parse(verb, &tokens)
         try tokens.expectEnd()
@@ -94,7 +94,7 @@ public enum CommandParser {
             var policy = MergePolicy.fail
             if !t.atEnd, !t.peek.isWord("KEY") {
                 let word = try t.name("FORCE, THEIRS, MERGE or KEY")
-                switch word.uppercased() {
+                switch word.asciiUppercased {
                 case "FORCE": policy = .force
                 case "THEIRS": policy = .theirs
                 case "MERGE": policy = .merge
@@ -250,11 +250,11 @@ public enum CommandParser {
             }
         }
         let usage = CommandError(.syntax, "usage: \(Verb.auth.syntax) | \(Verb.user.syntax)")
-        switch (words.first?.uppercased(), words.count) {
+        switch (words.first?.asciiUppercased, words.count) {
         case ("AUTH"?, 3): return .auth(name: words[1], password: words[2])
         case ("AUTH"?, _): throw CommandError(.syntax, "usage: \(Verb.auth.syntax) (quote a password that has spaces)")
         case ("USER"?, _):
-            switch (words.count > 1 ? words[1].uppercased() : "", words.count) {
+            switch (words.count > 1 ? words[1].asciiUppercased : "", words.count) {
             case ("LIST", 2): return .user(.list)
             case ("ADD", 5), ("ADD", 7) where words[5].lowercased() == "--db-role":
                 guard let role = Role(name: words[3]) else { throw CommandError(.syntax, "unknown role '\(words[3])': reader, writer or admin") }

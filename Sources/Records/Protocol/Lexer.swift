@@ -51,6 +51,14 @@ public struct Token: Equatable, Sendable {
     }
 }
 
+extension String {
+    /// Upper case for ASCII letters only: keywords are ASCII, so `ſ` (long s) and `ı` (dotless
+    /// i), which `uppercased()` turns into S and I, spell no keyword.
+    var asciiUppercased: String {
+        String(decoding: utf8.map { $0 >= 97 && $0 <= 122 ? $0 - 32 : $0 }, as: UTF8.self)
+    }
+}
+
 /// Splits a request line into tokens. Never fails on any input: junk becomes a SYNTAX error
 /// with the column where it starts.
 public struct Lexer {
@@ -217,7 +225,8 @@ public struct Lexer {
                 case UInt8(ascii: "\\"), UInt8(ascii: "\""), UInt8(ascii: "'"), UInt8(ascii: "/"): out.append(e)
                 case UInt8(ascii: "u"):
                     func hex(_ at: Int) -> UInt32? {
-                        guard at + 4 <= bytes.count else { return nil }
+                        // Four hex digits exactly: UInt32(radix:) alone takes a sign ("+041").
+                        guard at + 4 <= bytes.count, bytes[at..<(at + 4)].allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 | 0x20 >= 97 && $0 | 0x20 <= 102) }) else { return nil }
                         return UInt32(String(decoding: bytes[at..<(at + 4)], as: UTF8.self), radix: 16)
                     }
                     guard var code = hex(position), code != 0 else {

@@ -134,7 +134,7 @@ struct PredicateParser {
         let op: Comparison.Operator
         if let symbol = tokens.comparisonSymbol() {
             op = symbol
-        } else if case .word(let w) = opToken.kind, let named = Comparison.Operator(rawValue: w.uppercased()), named.rawValue.first!.isLetter {
+        } else if case .word(let w) = opToken.kind, let named = Comparison.Operator(rawValue: w.asciiUppercased), named.rawValue.first!.isLetter {
             op = named
             tokens.advance()
         } else {

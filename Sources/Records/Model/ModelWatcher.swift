@@ -70,10 +70,6 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     /// `quietReadSeconds`: transactions that did not notify (another was notifying) commit
     /// around the one that did.
     private static let followUpSeconds = 0.005
-    /// Under a stream of writes, reads of the change log come this far apart at least: a
-    /// writer's wake-up comes every few SAVEs, and each read costs PostgreSQL a plan (half a
-    /// ms, which the writers were waiting for).
-    private static let minimumReadGap = 0.005
     private static let quietReadSeconds = 1.0
     private static let failedReadSeconds = 10.0
 
@@ -84,7 +80,6 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         var lastRegistration = Date.distantPast
         var feed = ChangeFeed.Reader()
         var nextRead = Date()
-        var lastRead = Date.distantPast
         var readInterval = Self.followUpSeconds
         var logFailure = true
         while true {
@@ -126,10 +121,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 let notes = try db.drainNotifications()
                 // The log is read when a writer wakes us, soon again after changes, and at
                 // least every second (the cursor keeps moving even while nobody watches).
-                if notes.contains(where: { $0.channel == ChangeFeed.channel }) {
-                    nextRead = min(nextRead, lastRead.addingTimeInterval(Self.minimumReadGap))
-                }
-                if Date() >= nextRead {
+                if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= nextRead {
                     do {
                         let changes = try feed.read(db)
                         readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
@@ -145,8 +137,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                         logFailure = false
                         readInterval = Self.failedReadSeconds
                     }
-                    lastRead = Date()
-                    nextRead = lastRead.addingTimeInterval(readInterval)
+                    nextRead = Date().addingTimeInterval(readInterval)
                     placed?.signal()
                     placed = nil
                 }

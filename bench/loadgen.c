@@ -3,8 +3,9 @@
  * Every client pipelines the same lines, reads one status line per line sent, checks that the
  * last status starts with the expected prefix, and repeats.  Prints "<rounds> <seconds> <per_s>".
  *
- *   loadgen -p PORT -c CLIENTS -j THREADS -T SECONDS -e EXPECTED LINE...
- *   (each line may contain %d, replaced by the client's number)
+ *   loadgen -p PORT -c CLIENTS -j THREADS -T SECONDS -e EXPECTED [-r REPEAT] LINE...
+ *   (each line may contain %d, replaced by the client's number; -r sends the lines REPEAT
+ *   times a round, for long pipelines)
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,7 +21,7 @@
 
 typedef struct {
     int fd;
-    char payload[4096];
+    char payload[1 << 16];
     size_t payloadLength;
     char line[4096]; /* the current reply line, up to its first 4,095 bytes */
     size_t lineLength;
@@ -29,7 +30,7 @@ typedef struct {
     int banner;      /* banner line still to read */
 } Client;
 
-static int port, clientCount = 1, threadCount = 1, lineCount;
+static int port, clientCount = 1, threadCount = 1, lineCount, repeat = 1;
 static double seconds = 5;
 static const char *expected = "+OK";
 static char **lines;
@@ -69,7 +70,7 @@ static int finishLine(Client *c) {
         fprintf(stderr, "loadgen: error reply: %s\n", c->line);
         exit(1);
     }
-    if (++c->statuses < lineCount) return 0;
+    if (++c->statuses < lineCount * repeat) return 0;
     if (strncmp(c->line, expected, strlen(expected)) != 0) {
         fprintf(stderr, "loadgen: expected '%s', got '%s'\n", expected, c->line);
         exit(1);
@@ -93,10 +94,16 @@ static void *run(void *arg) {
         if (connect(c->fd, (struct sockaddr *)&address, sizeof address) < 0) die("connect");
         int one = 1;
         setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        for (int l = 0; l < lineCount; l++) {
-            int n = snprintf(c->payload + c->payloadLength, sizeof c->payload - c->payloadLength, lines[l], first + i);
-            c->payloadLength += (size_t)n;
-            c->payload[c->payloadLength++] = '\n';
+        for (int r = 0; r < repeat; r++) {
+            for (int l = 0; l < lineCount; l++) {
+                int n = snprintf(c->payload + c->payloadLength, sizeof c->payload - c->payloadLength, lines[l], first + i);
+                if (n < 0 || c->payloadLength + (size_t)n + 1 >= sizeof c->payload) {
+                    fprintf(stderr, "loadgen: the lines of a round pass %zu bytes\n", sizeof c->payload);
+                    exit(2);
+                }
+                c->payloadLength += (size_t)n;
+                c->payload[c->payloadLength++] = '\n';
+            }
         }
         c->banner = 1;
         c->lineStart = 1;
@@ -142,22 +149,23 @@ static void *run(void *arg) {
 
 int main(int argc, char **argv) {
     int option;
-    while ((option = getopt(argc, argv, "p:c:j:T:e:")) != -1) {
+    while ((option = getopt(argc, argv, "p:c:j:T:e:r:")) != -1) {
         switch (option) {
         case 'p': port = atoi(optarg); break;
         case 'c': clientCount = atoi(optarg); break;
         case 'j': threadCount = atoi(optarg); break;
         case 'T': seconds = atof(optarg); break;
         case 'e': expected = optarg; break;
+        case 'r': repeat = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: loadgen -p PORT -c CLIENTS -j THREADS -T SECONDS -e EXPECTED LINE...\n");
+            fprintf(stderr, "usage: loadgen -p PORT -c CLIENTS -j THREADS -T SECONDS -e EXPECTED [-r REPEAT] LINE...\n");
             return 2;
         }
     }
     lines = argv + optind;
     lineCount = argc - optind;
-    if (port <= 0 || lineCount == 0 || clientCount < 1 || threadCount < 1) {
-        fprintf(stderr, "usage: loadgen -p PORT -c CLIENTS -j THREADS -T SECONDS -e EXPECTED LINE...\n");
+    if (port <= 0 || lineCount == 0 || clientCount < 1 || threadCount < 1 || repeat < 1) {
+        fprintf(stderr, "usage: loadgen -p PORT -c CLIENTS -j THREADS -T SECONDS -e EXPECTED [-r REPEAT] LINE...\n");
         return 2;
     }
     if (threadCount > clientCount) threadCount = clientCount;

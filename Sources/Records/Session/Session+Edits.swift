@@ -27,7 +27,9 @@ extension Session {
                 result.append((attributeName, try ValueCoercion.coerce(assignment.value, to: attributes[index].kind, name: "\(entityName).\(attributeName)")))
                 continue
             }
+            // By relationship name, else by foreign-key column: as written, then in any case.
             let relationship = field.relationship.map { entity.relationships[$0] }
+                ?? entity.toOneRelationships.first { $0.column == name }
                 ?? entity.toOneRelationships.first { $0.column.lowercased() == name.lowercased() }
             guard let relationship else {
                 throw CommandError(.unknown, "\(entity.name) has no attribute or relationship '\(name)'")

@@ -13,6 +13,19 @@ import Testing
         #expect(try client.readToEnd().isEmpty)
     }
 
+    /// A key the client gave a pending insert names it, however the number is written, as
+    /// `id=...` does (found by an attack: UPDATE and DELETE answered NOT_FOUND).
+    @Test func aPendingInsertIsNamedByTheKeyTheClientGaveIt() throws {
+        let server = try TestServer()
+        let client = try server.client()
+        let id = Int.random(in: 900_000_000...999_999_999)
+        try client.ok("INSERT game AS #g id=+\(id) name=\"pending \(id)\"")
+        #expect(try client.send("UPDATE game 0\(id) SET name=\"renamed \(id)\"").status == "+OK #g pending insert updated (1 pending)")
+        #expect(try client.send("GET game \(id)").lines.first?.contains("renamed \(id)") == true)
+        #expect(try client.send("DELETE game \(id)").status == "+OK #g pending insert dropped (0 pending)")
+        #expect(try client.send("COUNT game WHERE id == \(id)").status == "+OK 0")
+    }
+
     @Test func helpListsEveryVerbAndExplainsOne() throws {
         let server = try TestServer()
         let client = try server.client()

@@ -36,7 +36,16 @@ extension Session {
             default: false
             }
             let value: Value = numeric ? .number(text) : .string(text)
-            return .stored(RecordKey(entity: entity.name, values: [try canonical(value, kind: key.kind, name: "\(entity.name) \(key.name)")]))
+            let given = try canonical(value, kind: key.kind, name: "\(entity.name) \(key.name)")
+            // A pending insert the client gave this key is the one named, as `id=5000` finds it
+            // (`UPDATE game 05000` answered NOT_FOUND for `INSERT game id=+5000`). Looked for only
+            // in a unit that holds inserts: a GET outside one costs nothing more.
+            if !unit.current.inserts.isEmpty, let pending = unit.current.inserts.first(where: { insert in
+                insert.entity == entity.name && insert.value(of: key.name) == .text(given)
+            }) {
+                return .pending(pending.ref)
+            }
+            return .stored(RecordKey(entity: entity.name, values: [given]))
         case .fields(let pairs):
             let values = try fields(pairs, of: entity)
             let columns = values.map(\.column)

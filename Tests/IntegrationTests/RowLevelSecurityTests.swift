@@ -186,32 +186,6 @@ import Testing
         #expect(filtered == ["! memo 2 inserted", "! memo 2 deleted"], "\(filtered)")
     }
 
-    /// A database role set up before `records.wakes` existed (granted the records tables of
-    /// its day) still SAVEs to a watched table, and the watcher hears of it: the wake-up goes
-    /// through `records.wake()`, which runs as its owner.
-    @Test func aRoleGrantedOnlyTheOlderRecordsTablesSavesToAWatchedTable() throws {
-        let s = try Stack { app in
-            """
-            CREATE ROLE \(app)_older NOLOGIN;
-            GRANT USAGE ON SCHEMA records TO \(app)_older;
-            GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA records TO \(app)_older;
-            REVOKE ALL ON records.wakes FROM \(app)_older;
-            GRANT SELECT, INSERT ON game TO \(app)_older;
-            GRANT USAGE ON SEQUENCE game_id_seq TO \(app)_older;
-            GRANT \(app)_older TO \(app);
-            """
-        }
-        #expect(try s.owner.query("SELECT has_table_privilege($1, 'records.wakes', 'INSERT')::text", ["\(s.appRole)_older"]).string(0, 0) == "false")
-        try s.boss.ok("USER ADD older writer older-password --db-role \(s.appRole)_older")
-        let older = try s.server.client()
-        try older.ok("AUTH older older-password")
-        try s.boss.ok("WATCH game")
-        try older.ok(#"INSERT game name="after the upgrade""#)
-        #expect(try older.send("SAVE").status == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
-        let pushed = eventually(tries: 100, { _ = try? s.boss.send("PING"); return s.boss.pushed }, until: { !$0.isEmpty })
-        #expect(pushed.count == 1 && pushed.first?.hasPrefix("! game ") == true && pushed.first?.hasSuffix(" inserted") == true, "\(pushed)")
-    }
-
     /// Keys taken ahead of SAVEs (`KeyReserve`) are kept per database role: a role without
     /// the right to use a key's sequence gets none of the values another role's SAVE took.
     @Test func keysTakenAheadAreNeverGivenToARoleThatMayNotTakeThem() throws {

@@ -11,18 +11,12 @@ import Postgres
 /// Why a log and not the keys in the notification: PostgreSQL commits transactions that NOTIFY
 /// one at a time (the notification queue's lock is held through the commit's WAL flush), which
 /// measured here cut writes to a watched table by 3.6x. Only one transaction at a time notifies
-/// (an advisory lock decides), and at most one in each `wakeWindow` (`records.wake`): PostgreSQL
-/// signals every listening backend of the database at every commit that notified, and under a
-/// stream of SAVEs the listening backend spent half a core on that. The others' rows are found
-/// by the same read or the reads that follow it (a read that found changes is followed by
-/// another within the window). See https://www.postgresql.org/docs/15/sql-notify.html
+/// (an advisory lock decides); the others' rows are found by the same read or the reads that
+/// follow it. See https://www.postgresql.org/docs/15/sql-notify.html
 public enum ChangeFeed {
     public static let channel = "records_changes"
     /// The advisory lock whose holder wakes the servers (two keys: 'rc', 'wake').
     static let wakeLock: (Int32, Int32) = (0x7263, 0x77616b65)
-    /// Wake-ups a second at most: one a 5 ms window, as often as a reader that found changes
-    /// reads again (`ModelWatcher.followUpSeconds`).
-    static let wakesPerSecond = 200
 
     public struct Event: Sendable, Equatable {
         public var entity: String
@@ -119,7 +113,6 @@ public enum ChangeFeed {
     public static func prune(_ connection: Connection) throws {
         try connection.execute("""
             DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes';
-            DELETE FROM records.wakes WHERE slot < (extract(epoch FROM clock_timestamp()) * \(wakesPerSecond))::bigint - \(wakesPerSecond * 60);
             DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes';
             DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours';
             DELETE FROM records.handoff WHERE expires_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'
@@ -171,22 +164,6 @@ public enum ChangeFeed {
             );
             CREATE INDEX IF NOT EXISTS change_log_xid ON records.change_log (xid);
             CREATE INDEX IF NOT EXISTS change_log_at ON records.change_log (at);
-            -- The wake-up windows taken (`wakesPerSecond`). Written through a SECURITY DEFINER
-            -- function: the roles sessions run as are granted what exists in records.* when
-            -- they were set up, and this table may be younger. Unlogged: after a crash it is
-            -- empty, and the next writer wakes the servers.
-            CREATE UNLOGGED TABLE IF NOT EXISTS records.wakes (slot bigint PRIMARY KEY);
-            CREATE OR REPLACE FUNCTION records.wake() RETURNS void LANGUAGE plpgsql SECURITY DEFINER
-                SET search_path = pg_catalog, pg_temp AS $wake$
-            BEGIN
-                INSERT INTO records.wakes (slot) VALUES ((extract(epoch FROM clock_timestamp()) * \(wakesPerSecond))::bigint)
-                    ON CONFLICT DO NOTHING;
-                IF FOUND THEN
-                    PERFORM pg_notify('\(channel)', '');
-                END IF;
-            END
-            $wake$;
-            GRANT EXECUTE ON FUNCTION records.wake() TO PUBLIC;
             CREATE OR REPLACE FUNCTION records.row_key(j jsonb, columns text[]) RETURNS text
                 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $key$
                 -- A trigger's TG_ARGV counts from 0: the first element is at the lower bound.
@@ -228,9 +205,9 @@ public enum ChangeFeed {
                     RETURN NULL;
                 END IF;
                 INSERT INTO records.change_log (entity, operation, keys) VALUES (TG_TABLE_NAME, operation, keys);
-                -- Wake the servers: one notifying transaction at a time, one a window (see ChangeFeed).
+                -- Wake the servers; one notifying transaction at a time (see ChangeFeed).
                 IF pg_try_advisory_xact_lock(\(wakeLock.0), \(wakeLock.1)) THEN
-                    PERFORM records.wake();
+                    PERFORM pg_notify('\(channel)', '');
                 END IF;
                 RETURN NULL;
             END

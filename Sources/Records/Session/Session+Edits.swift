@@ -29,7 +29,7 @@ extension Session {
             }
             // By relationship name, else by foreign-key column: as written, then in any case.
             let relationship = field.relationship.map { entity.relationships[$0] }
-                ?? entity.toOneRelationships.first { $0.column == name }
+                ?? entity.relationship(column: name)
                 ?? entity.toOneRelationships.first { $0.column.lowercased() == name.lowercased() }
             guard let relationship else {
                 throw CommandError(.unknown, "\(entity.name) has no attribute or relationship '\(name)'")

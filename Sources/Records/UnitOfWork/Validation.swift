@@ -49,7 +49,7 @@ enum Validation {
                     problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
                 }
             }
-            for (column, _) in insert.fields where !entity.columnSet.contains(column) && !entity.hasColumn(column) {
+            for (column, _) in insert.fields where !entity.hasColumn(column) {
                 problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
             }
             for (column, value) in insert.fields {
@@ -135,6 +135,8 @@ extension Entity {
     /// Whether `column` is one of the table's columns now (an attribute, a foreign key's column,
     /// or a key column): a pending value for a dropped column would be lost silently.
     func hasColumn(_ column: String) -> Bool {
-        attribute(named: column) != nil || relationship(column: column) != nil || keyColumns.contains(column)
+        // `columnSet` holds them all as written (a pending change's columns are); an attribute
+        // is also found in another case.
+        columnSet.contains(column) || attribute(named: column) != nil
     }
 }

@@ -152,8 +152,7 @@ struct SavePlan: Sendable {
     /// when round 1 has something else to ask (a SAVE KEY, locks, defaults to evaluate), so
     /// that keys given ahead would save no round trip.
     var keyRequests: [KeyAllocation.Request] {
-        var throughRefs = false
-        return keyRequests(known: KeyAllocation.known(changes, model: model, assigned: assigned, throughRefs: &throughRefs))
+        keyRequests(known: KeyAllocation.known(changes, model: model, assigned: assigned))
     }
 
     private func keyRequests(known: [String: AssignedKey]) -> [KeyAllocation.Request] {
@@ -175,13 +174,7 @@ struct SavePlan: Sendable {
         assign(drawn)
         guard !throughRefs else { return }
         var merged = known
-        for (ref, key) in drawn {
-            if let held = merged[ref] {
-                merged[ref] = AssignedKey(entity: key.entity, values: held.values.merging(key.values) { _, new in new })
-            } else {
-                merged[ref] = key
-            }
-        }
+        Self.add(drawn, to: &merged)
         // Every missing key drawn: round 1 has nothing left to ask (no fills, no locks either,
         // or no key would have been reserved), and `start` need not look again.
         let complete = requests.allSatisfy { request in
@@ -201,11 +194,16 @@ struct SavePlan: Sendable {
     /// Keys allocated before the first round (`KeyReserve`): the unit keeps them like any other.
     mutating func assign(_ keys: [String: AssignedKey]) {
         knownAfterReserve = nil
+        Self.add(keys, to: &assigned)
+    }
+
+    /// `keys` into `held`, ref by ref, a new value over an old one of the same column.
+    private static func add(_ keys: [String: AssignedKey], to held: inout [String: AssignedKey]) {
         for (ref, key) in keys {
-            if let held = assigned[ref] {
-                assigned[ref] = AssignedKey(entity: key.entity, values: held.values.merging(key.values) { _, new in new })
+            if let old = held[ref] {
+                held[ref] = AssignedKey(entity: key.entity, values: old.values.merging(key.values) { _, new in new })
             } else {
-                assigned[ref] = key
+                held[ref] = key
             }
         }
     }

@@ -37,9 +37,9 @@ build_loadgen() {
 }
 
 # start_recordsd [args...]: a release server on a free port, migrations applied
-# (RECORDSD_DATABASE picks the URL; $PGURL by default).
+# (RECORDSD_DATABASE picks the URL; $PGURL by default; BENCH_RECORDSD another build to compare).
 start_recordsd() {
-  "$root/.build/release/recordsd" serve --listen 127.0.0.1:0 --database "${RECORDSD_DATABASE:-$PGURL}" --migrations "$root/migrations" --log-level "${RECORDSD_LOG_LEVEL:-warning}" "$@" \
+  "${BENCH_RECORDSD:-$root/.build/release/recordsd}" serve --listen 127.0.0.1:0 --database "${RECORDSD_DATABASE:-$PGURL}" --migrations "$root/migrations" --log-level "${RECORDSD_LOG_LEVEL:-warning}" "$@" \
     >"$BENCH_TMP/recordsd.out" 2>"$BENCH_TMP/recordsd.err" &
   RECORDSD_PID=$!
   for _ in $(seq 1 100); do

@@ -45,9 +45,9 @@ import Testing
         #expect(watcher.pushed.isEmpty)
     }
 
-    /// Only one transaction at a time wakes the servers (NOTIFY would serialize commits). The
-    /// others are delivered all the same, once, even one whose log row is numbered before rows
-    /// already read because it committed last; one rolled back never is.
+    /// A writer wakes the servers at its commit, and only one at a time (NOTIFY would serialize
+    /// commits); the others are delivered all the same, once, even one whose log row is
+    /// numbered before rows already read because it committed last; one rolled back never is.
     @Test func changesOfTransactionsThatDidNotNotifyAreDeliveredToo() throws {
         let server = try TestServer()
         let watcher = try server.client()
@@ -57,18 +57,101 @@ import Testing
         try late.execute("BEGIN; INSERT INTO game (id, name) VALUES (2, 'commits last')")
         try early.execute("BEGIN; INSERT INTO game (id, name) VALUES (3, 'commits first')")
         try undone.execute("BEGIN; INSERT INTO game (id, name) VALUES (4, 'never')")
-        let wakers = try notifier.query("""
-            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
-            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            AND pid NOT IN (SELECT pid FROM pg_stat_activity WHERE application_name = 'recordsd-watcher')  -- the server's own liveness lock
-            """).string(0, 0)
-        #expect(wakers == "1")  // the first writer holds the wake-up; the others skipped it
         try early.execute("COMMIT")
         try notifier.execute("COMMIT")
         #expect(Set(try events(watcher, 2)) == ["game 1 inserted", "game 3 inserted"])
         try undone.execute("ROLLBACK")
         try late.execute("COMMIT")
         #expect(try events(watcher, 1) == ["game 2 inserted"])
+        usleep(1_500_000)  // a quiet read later: nothing more, nothing twice
+        #expect(try watcher.send("PING").lines.isEmpty)
+        #expect(watcher.pushed.isEmpty)
+    }
+
+    /// Writers wake only readers that wait to be woken (hold the quiet lock shared), and decide
+    /// at their commit: while every reader polls (under a stream of writes), commits go
+    /// without NOTIFY, which PostgreSQL would signal to every listening backend.
+    @Test func writersWakeOnlyReadersThatWaitToBeWoken() throws {
+        let server = try TestServer()
+        let watcher = try server.client()
+        try watcher.ok("WATCH game")
+        let db = try server.database(), listener = try server.database()
+        try listener.execute("LISTEN records_changes; LISTEN test_sentinel")
+        /// The wake-ups that came before a sentinel sent now (notifications arrive in commit order).
+        func wakeUps() throws -> Int {
+            try db.execute("NOTIFY test_sentinel")
+            var wakes = 0
+            for _ in 0..<200 {
+                var descriptor = pollfd(fd: listener.socket, events: Int16(POLLIN), revents: 0)
+                _ = poll(&descriptor, 1, 50)
+                let notes = try listener.drainNotifications()
+                wakes += notes.filter { $0.channel == "records_changes" }.count
+                if notes.contains(where: { $0.channel == "test_sentinel" }) { return wakes }
+            }
+            return -1
+        }
+        let quietLock = "29283, 1903520101"  // ChangeFeed.quietLock: 'rc', 'quie'
+        let holders = """
+            SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND classid = 29283 AND objid = 1903520101
+            AND mode = 'ShareLock' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """
+        // The server's reader, idle, holds the quiet lock shared: a commit wakes it.
+        #expect(try eventually({ try db.query(holders).string(0, 0) }, until: { $0 == "1" }) == "1")
+        try db.execute("INSERT INTO game (id, name) VALUES (1, 'wakes')")
+        #expect(try wakeUps() == 1)
+        #expect(try events(watcher, 1) == ["game 1 inserted"])
+        // Nobody waits to be woken (the server stopped; its registration lasts a while):
+        // commits go without NOTIFY.
+        _ = server.stop()
+        try db.execute("INSERT INTO records.watched (server, entity) VALUES ('test', 'game') ON CONFLICT DO NOTHING")
+        #expect(try db.query(holders).string(0, 0) == "0")
+        try db.execute("INSERT INTO game (id, name) VALUES (2, 'nobody to wake')")
+        #expect(try wakeUps() == 0)
+        // A reader that waits to be woken is woken again; the decision is the commit's, not
+        // the statement's.
+        let reader = try server.database()
+        #expect(try reader.query("SELECT pg_try_advisory_lock_shared(\(quietLock))::text").string(0, 0) == "true")
+        try db.execute("INSERT INTO game (id, name) VALUES (3, 'wakes the reader')")
+        #expect(try wakeUps() == 1)
+        try db.execute("BEGIN; INSERT INTO game (id, name) VALUES (4, 'written while it waited')")
+        _ = try reader.query("SELECT pg_advisory_unlock_shared(\(quietLock))")
+        try db.execute("COMMIT")
+        #expect(try wakeUps() == 0)
+        try db.execute("BEGIN; INSERT INTO game (id, name) VALUES (5, 'written while it polled')")
+        _ = try reader.query("SELECT pg_try_advisory_lock_shared(\(quietLock))")
+        try db.execute("COMMIT")
+        #expect(try wakeUps() == 1)
+        #expect(try db.query("SELECT count(*)::text FROM records.change_log WHERE entity = 'game'").string(0, 0) == "5")
+    }
+
+    /// Under a stream of writes the server's reader lets go of the quiet lock and polls; once
+    /// the stream stops it waits to be woken again. Every change is delivered once either way.
+    @Test func aStreamOfWritesTurnsTheReaderToPollingAndBack() throws {
+        let server = try TestServer()
+        let watcher = try server.client()
+        try watcher.ok("WATCH game")
+        let db = try server.database()
+        let holders = """
+            SELECT count(*)::text FROM pg_locks WHERE locktype = 'advisory' AND classid = 29283 AND objid = 1903520101
+            AND mode = 'ShareLock' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """
+        #expect(try eventually({ try db.query(holders).string(0, 0) }, until: { $0 == "1" }) == "1")
+        var written = 0
+        var polled = false
+        while written < 5_000 && !polled {
+            written += 1
+            try db.execute("INSERT INTO game (id, name) VALUES (\(written), 'stream \(written)')")
+            if written % 50 == 0 { polled = try db.query(holders).string(0, 0) == "0" }
+        }
+        #expect(polled, "the reader never polled in \(written) commits")
+        #expect(try eventually({ try db.query(holders).string(0, 0) }, until: { $0 == "1" }) == "1")
+        try db.execute("INSERT INTO game (id, name) VALUES (\(written + 1), 'after the stream')")
+        var seen: [String: Int] = [:]
+        while seen.count < written + 1, let line = try watcher.readLine() {
+            guard line.hasPrefix("! game ") else { continue }
+            for id in line.dropFirst(7).split(separator: " ").dropLast() { seen[String(id), default: 0] += 1 }
+        }
+        #expect(seen.count == written + 1 && seen.values.allSatisfy { $0 == 1 })
         usleep(1_500_000)  // a quiet read later: nothing more, nothing twice
         #expect(try watcher.send("PING").lines.isEmpty)
         #expect(watcher.pushed.isEmpty)

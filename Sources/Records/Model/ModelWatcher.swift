@@ -66,11 +66,6 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         return state
     }
 
-    /// Reads of the change log after one that found changes come this soon, then back off to
-    /// `quietReadSeconds`: transactions that did not notify (another was notifying) commit
-    /// around the one that did.
-    private static let followUpSeconds = 0.005
-    private static let quietReadSeconds = 1.0
     private static let failedReadSeconds = 10.0
 
     private func watch(placed: DispatchSemaphore) {
@@ -79,8 +74,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         var reconnected = false
         var lastRegistration = Date.distantPast
         var feed = ChangeFeed.Reader()
+        var schedule = ReadSchedule()
         var nextRead = Date()
-        var readInterval = Self.followUpSeconds
         var logFailure = true
         while true {
             var (reload, stop) = take()
@@ -89,6 +84,9 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
                 if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil,
                    (try? HandOff.holdLiveness(server: context.serverID, connection)) != nil {
+                    // A new connection holds no quiet lock: it polls until it has taken it.
+                    schedule = ReadSchedule()
+                    if let taken = try? ChangeFeed.takeQuietLock(connection) { schedule.quietLock(taken: taken) }
                     if reconnected { reload = true }  // a change may have come while we were away
                     else { live.signal() }
                     reconnected = true
@@ -119,12 +117,19 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             _ = poll(&descriptor, 1, wait)
             do {
                 let notes = try db.drainNotifications()
-                // The log is read when a writer wakes us, soon again after changes, and at
-                // least every second (the cursor keeps moving even while nobody watches).
+                // The log is read when a writer wakes us and as `schedule` says: every few
+                // milliseconds while polling or after changes, at least every second (the
+                // cursor keeps moving even while nobody watches).
                 if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= nextRead {
+                    var readInterval: Double
                     do {
                         let changes = try feed.read(db)
-                        readInterval = changes.isEmpty ? min(readInterval * 4, Self.quietReadSeconds) : Self.followUpSeconds
+                        switch schedule.read(foundChanges: !changes.isEmpty) {
+                        case .none: break
+                        case .releaseQuietLock: try ChangeFeed.releaseQuietLock(db)
+                        case .takeQuietLock: schedule.quietLock(taken: try ChangeFeed.takeQuietLock(db))
+                        }
+                        readInterval = schedule.interval
                         let watched = Set(context.watchedEntities.map(\.entity))
                         let wanted = changes.filter { watched.contains($0.entity) }
                         if let lag = feed.lag { context.metrics.watchLag(seconds: lag) }

@@ -1,0 +1,94 @@
+/// When a server's change-log reader reads next, and whether writers need to wake it.
+///
+/// A reader is either woken or polling. Woken (`quiet`), it holds the quiet lock shared and
+/// reads when a writer's NOTIFY comes, soon again after a read that found changes, and at
+/// least every `quietSeconds`. Under a stream of writes it polls instead: it lets go of the
+/// quiet lock and reads every `pollSeconds`, and writers that find the lock held by nobody
+/// (every server polling) commit without NOTIFY. PostgreSQL signals every listening backend of
+/// the database at every commit that notified, whatever the channel: under 64 clients' SAVEs
+/// to a watched table that cost the listening backend half a core.
+///
+/// Writers decide at their commit (a deferred trigger), so one that saw every reader polling
+/// commits within moments of its decision; a reader that takes the lock back keeps polling for
+/// `graceReads` more reads to find those. Pure: the watcher does what it says.
+public struct ReadSchedule: Sendable, Equatable {
+    public enum Mode: Sendable, Equatable {
+        case polling
+        /// Holding the quiet lock: writers wake this reader.
+        case quiet
+    }
+
+    /// What the watcher does with the quiet lock after a read.
+    public enum Action: Sendable, Equatable {
+        case none
+        /// `pg_advisory_unlock_shared`, then read every `pollSeconds`.
+        case releaseQuietLock
+        /// `pg_try_advisory_lock_shared`; its answer goes to `quietLock(taken:)`.
+        case takeQuietLock
+    }
+
+    /// Reads a second while polling, and soon after a read that found changes.
+    public static let pollSeconds = 0.005
+    /// The longest a woken reader goes without reading (the log's cursor keeps moving).
+    public static let quietSeconds = 1.0
+    /// Consecutive reads that found changes before the reader polls: a stream, not one SAVE.
+    static let busyReadsToPoll = 4
+    /// Consecutive empty reads while polling before the reader asks to be woken again.
+    static let emptyReadsToQuiet = 40
+    /// Reads at `pollSeconds` after the quiet lock is taken again: a writer that decided on
+    /// NOTIFY before it commits within them (100 ms).
+    static let graceReads = 20
+
+    /// Polling until the quiet lock is held (a connected reader asks for it first): nobody
+    /// wakes a reader that does not hold it.
+    public private(set) var mode: Mode = .polling
+    /// Seconds to the next read (a NOTIFY reads at once).
+    public private(set) var interval = pollSeconds
+    private var busyReads = 0
+    private var emptyReads = 0
+    private var graceLeft = 0
+
+    public init() {}
+
+    /// After each read of the log.
+    public mutating func read(foundChanges: Bool) -> Action {
+        if foundChanges {
+            busyReads += 1
+            emptyReads = 0
+        } else {
+            busyReads = 0
+            emptyReads += 1
+        }
+        switch mode {
+        case .polling:
+            interval = Self.pollSeconds
+            return emptyReads >= Self.emptyReadsToQuiet ? .takeQuietLock : .none
+        case .quiet:
+            if busyReads >= Self.busyReadsToPoll {
+                mode = .polling
+                interval = Self.pollSeconds
+                emptyReads = 0
+                graceLeft = 0
+                return .releaseQuietLock
+            }
+            if graceLeft > 0 {
+                graceLeft -= 1
+                interval = Self.pollSeconds
+            } else {
+                interval = foundChanges ? Self.pollSeconds : min(interval * 4, Self.quietSeconds)
+            }
+            return .none
+        }
+    }
+
+    /// The answer to `takeQuietLock`. Not taken (someone holds it exclusively: a writer for a
+    /// moment, or a session that keeps it): the reader goes on polling and asks again later.
+    public mutating func quietLock(taken: Bool) {
+        emptyReads = 0
+        busyReads = 0
+        guard taken else { return }
+        mode = .quiet
+        graceLeft = Self.graceReads
+        interval = Self.pollSeconds
+    }
+}

@@ -75,11 +75,17 @@ public enum SQL {
         for element in elements {
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            guard let element else { out.append(contentsOf: "NULL".utf8); continue }
+            guard var element else { out.append(contentsOf: "NULL".utf8); continue }
             out.append(UInt8(ascii: "\""))
-            for byte in element.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
-                out.append(byte)
+            element.withUTF8 { bytes in
+                // Most values need no escape: copied whole, not a byte at a time.
+                guard bytes.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+                    return out.append(contentsOf: bytes)
+                }
+                for byte in bytes {
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                    out.append(byte)
+                }
             }
             out.append(UInt8(ascii: "\""))
         }

@@ -221,19 +221,38 @@ enum KeyAllocation {
     /// `sequenceNeeds` counted them).
     static func drawn(_ requests: [Request], values: [String: [String]]) -> [String: AssignedKey] {
         var next: [String: Int] = [:]
-        var keys: [String: AssignedKey] = [:]
+        var keys: [String: AssignedKey] = Dictionary(minimumCapacity: requests.reduce(0) { $0 + $1.refs.count })
         for request in requests {
-            for ref in request.refs {
-                var drawn: [String: String] = [:]
-                for (column, sequence) in zip(request.columns, request.sequences) {
-                    guard let sequence, let pool = values[sequence] else { continue }
-                    let index = next[sequence, default: 0]
-                    guard index < pool.count else { continue }
-                    drawn[column] = pool[index]
-                    next[sequence] = index + 1
+            let sequences = request.sequences.compactMap { $0 }
+            guard Set(sequences).count == sequences.count else {
+                // Two columns of a row from one sequence: each draws the next value in turn.
+                for ref in request.refs {
+                    var drawn: [String: String] = [:]
+                    for (column, sequence) in zip(request.columns, request.sequences) {
+                        guard let sequence, let pool = values[sequence] else { continue }
+                        let index = next[sequence, default: 0]
+                        guard index < pool.count else { continue }
+                        drawn[column] = pool[index]
+                        next[sequence] = index + 1
+                    }
+                    keys[ref] = AssignedKey(entity: request.entity, values: drawn)
+                }
+                continue
+            }
+            // Each column's pool and its next value, looked up once a request, not once a row.
+            var columns: [(column: String, sequence: String, pool: [String], start: Int)] = []
+            for (column, sequence) in zip(request.columns, request.sequences) {
+                guard let sequence, let pool = values[sequence] else { continue }
+                columns.append((column, sequence, pool, next[sequence, default: 0]))
+            }
+            for (offset, ref) in request.refs.enumerated() {
+                var drawn: [String: String] = Dictionary(minimumCapacity: columns.count)
+                for column in columns where column.start + offset < column.pool.count {
+                    drawn[column.column] = column.pool[column.start + offset]
                 }
                 keys[ref] = AssignedKey(entity: request.entity, values: drawn)
             }
+            for column in columns { next[column.sequence] = min(column.pool.count, column.start + request.refs.count) }
         }
         return keys
     }

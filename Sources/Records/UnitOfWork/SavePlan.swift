@@ -57,7 +57,7 @@ struct SavePlan: Sendable {
             "saved: \(inserted) inserted, \(updated) updated, \(deleted) deleted, \(cascaded) cascaded, \(nullified) nullified"
         }
 
-        var reply: Reply { .ok(summary, lines: assigned.map { "#\($0.ref) \($0.entity) \($0.key)" } + notes) }
+        var reply: Reply { .ok(summary, lines: assigned.map { .concatenating("#", $0.ref, " ", $0.entity, " ", $0.key) } + notes) }
     }
 
     enum Action: Sendable {
@@ -197,15 +197,19 @@ struct SavePlan: Sendable {
         Self.add(keys, to: &assigned)
     }
 
-    /// `keys` into `held`, ref by ref, a new value over an old one of the same column.
+    /// `keys` into `held`, ref by ref, a new value over an old one of the same column (one
+    /// hashing a ref; nothing a ref when `held` is empty, as before a fresh unit's first SAVE).
     private static func add(_ keys: [String: AssignedKey], to held: inout [String: AssignedKey]) {
-        for (ref, key) in keys {
-            if let old = held[ref] {
-                held[ref] = AssignedKey(entity: key.entity, values: old.values.merging(key.values) { _, new in new })
-            } else {
-                held[ref] = key
-            }
+        func combined(_ old: AssignedKey, _ new: AssignedKey) -> AssignedKey {
+            AssignedKey(entity: new.entity, values: old.values.merging(new.values) { _, latest in latest })
         }
+        guard held.count >= keys.count else {
+            // The smaller into the larger: a unit's keys drawn at once into the few known.
+            var all = keys
+            all.merge(held) { new, old in combined(old, new) }
+            return held = all
+        }
+        held.merge(keys, uniquingKeysWith: combined)
     }
 
     // MARK: - Rounds

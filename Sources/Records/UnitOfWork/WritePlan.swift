@@ -352,9 +352,6 @@ struct InsertLayout {
         for index in groups.indices { groups[index].columns = KeyAllocation.columns(of: groups[index].entity, rows: groups[index].rows) }
         // Which groups each group must follow: those of the records its records point at
         // through keys checked at once (a DEFERRABLE key is checked at COMMIT).
-        func pointsAt(_ row: PendingInsert, in group: Group) -> [String] {
-            pointsAt(row, through: group.immediate)
-        }
         func pointsAt(_ row: PendingInsert, through immediate: [String: Relationship]) -> [String] {
             var targets: [String] = []
             for field in row.fields {
@@ -364,9 +361,13 @@ struct InsertLayout {
         }
         var after: [Set<Int>] = Array(repeating: [], count: groups.count)
         for (index, group) in groups.enumerated() {
+            var last: (target: String, other: Int?)?  // rows of a run point at one parent
             for row in group.rows {
-                for target in pointsAt(row, in: group) {
-                    if let other = groupOf[target], other != index { after[index].insert(other) }
+                for field in row.fields {
+                    guard case .ref(let target) = field.value, group.immediate[field.column] != nil else { continue }
+                    let other = last?.target == target ? last!.other : groupOf[target]
+                    last = (target, other)
+                    if let other, other != index { after[index].insert(other) }
                 }
             }
             // A row may also point at a pending record by its values (a composite foreign key,
@@ -408,10 +409,13 @@ struct InsertLayout {
         for (index, statement) in statements.enumerated() {
             let entity = statement.entity
             let relationships = relationshipsOf[index]
+            var last: (target: String, index: Int?)?  // rows of a run point at one parent
             for row in statement.rows {
                 for (column, value) in row.fields {
-                    guard case .ref(let target) = value, let targetIndex = position[target], targetIndex > index,
-                          let relationship = relationships[column] else { continue }
+                    guard case .ref(let target) = value else { continue }
+                    let found = last?.target == target ? last!.index : position[target]
+                    last = (target, found)
+                    guard let targetIndex = found, targetIndex > index, let relationship = relationships[column] else { continue }
                     if relationship.isDeferrable {
                         deferred.insert(relationship.constraint)
                     } else if !relationship.isRequired && !entity.key.contains(where: { $0.name == column }) {

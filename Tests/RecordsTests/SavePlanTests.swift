@@ -41,6 +41,30 @@ import Testing
         })
     }
 
+    /// Validation skips what a run of rows repeats (the same columns, the same parent), never a
+    /// problem: every row that names a column the model lost, or a parent no longer pending,
+    /// is reported, and a run after a bad row is checked afresh.
+    @Test func validationReportsEveryRowOfARunAlike() {
+        let rows = [
+            insert("e1", "employee", [("first_name", .text("A")), ("gender", .text("1")), ("shoe_size", .text("9"))]),
+            insert("e2", "employee", [("first_name", .text("B")), ("gender", .text("1")), ("shoe_size", .text("9"))]),
+            insert("e3", "employee", [("first_name", .text("C")), ("gender", .text("1")), ("department_id", .ref("gone"))]),
+            insert("e4", "employee", [("first_name", .text("D")), ("gender", .text("1")), ("department_id", .ref("gone"))]),
+            insert("d", "department", [("name", .text("Sales")), ("number", .text("1"))]),
+            insert("e5", "employee", [("first_name", .text("E")), ("gender", .text("1")), ("department_id", .ref("d"))]),
+            insert("e6", "employee", [("first_name", .text("F")), ("gender", .text("1")), ("department_id", .ref("d"))]),
+            insert("e7", "employee", [("first_name", .text("G")), ("gender", .text("1")), ("shoe_size", .text("9"))]),
+        ]
+        let problems = Validation.problems(unit(rows), model: model, keys: [:]).map(\.message)
+        #expect(problems == [
+            "#e1 employee: shoe_size no longer exists (the model changed since it was set): ROLLBACK, or set the unit again",
+            "#e2 employee: shoe_size no longer exists (the model changed since it was set): ROLLBACK, or set the unit again",
+            "#e3 employee: department points at #gone, which is no longer pending",
+            "#e4 employee: department points at #gone, which is no longer pending",
+            "#e7 employee: shoe_size no longer exists (the model changed since it was set): ROLLBACK, or set the unit again",
+        ], "\(problems)")
+    }
+
     @Test func everyInsertIsWrittenExactlyOnceWhateverItsKey() {
         let changes = unit([
             insert("d", "department", [("name", .text("Sales")), ("number", .text("1"))]),

@@ -201,7 +201,9 @@ struct SavePlan: Sendable {
     /// hashing a ref; nothing a ref when `held` is empty, as before a fresh unit's first SAVE).
     private static func add(_ keys: [String: AssignedKey], to held: inout [String: AssignedKey]) {
         func combined(_ old: AssignedKey, _ new: AssignedKey) -> AssignedKey {
-            AssignedKey(entity: new.entity, values: old.values.merging(new.values) { _, latest in latest })
+            // Most often nothing was known of the key a value is drawn for.
+            guard !old.values.isEmpty else { return new }
+            return AssignedKey(entity: new.entity, values: old.values.merging(new.values) { _, latest in latest })
         }
         guard held.count >= keys.count else {
             // The smaller into the larger: a unit's keys drawn at once into the few known.

@@ -20,6 +20,8 @@ enum Validation {
         // Per entity, once (what every insert of it must have is the entity's, worked out
         // when the model was read).
         var entityOf: [String: Entity?] = [:]
+        var checkedColumns: (entity: String, columns: [String])?
+        var pendingTarget: String?
         for insert in changes.inserts {
             let id = ChangeID.insert(insert.ref)
             var label: String { "#\(insert.ref) \(insert.entity)" }
@@ -49,13 +51,23 @@ enum Validation {
                     problems.append(Problem(change: id, message: "\(label): \(relationship.name) is required"))
                 }
             }
-            for (column, _) in insert.fields where !entity.hasColumn(column) {
-                problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
+            // A run of rows names the same columns: compared (cheap for short names) rather
+            // than looked up again.
+            let columns = insert.fields.map(\.column)
+            if checkedColumns?.entity != entity.name || checkedColumns?.columns != columns {
+                let missing = columns.filter { !entity.hasColumn($0) }
+                for column in missing {
+                    problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))
+                }
+                checkedColumns = missing.isEmpty ? (entity.name, columns) : nil
             }
             for (column, value) in insert.fields {
                 guard case .ref(let ref) = value else { continue }
+                if ref == pendingTarget { continue }  // the parent the rows before pointed at
                 if changes.insertEntity(ref) == nil {
                     problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) points at #\(ref), which is no longer pending"))
+                } else {
+                    pendingTarget = ref
                 }
             }
         }

@@ -18,7 +18,10 @@ enum KeyAllocation {
         var visiting: Set<String> = []
         // Per entity, once: the columns known up front and the relationships among them.
         var shapes: [String: (name: String, columns: [String], relationships: [String: Relationship])?] = [:]
+        var lastShape: (name: String, shape: (name: String, columns: [String], relationships: [String: Relationship])?)?
         func shape(_ name: String) -> (name: String, columns: [String], relationships: [String: Relationship])? {
+            if let lastShape, lastShape.name == name { return lastShape.shape }  // rows come in runs of an entity
+            defer { lastShape = (name, shapes[name] ?? nil) }
             if let done = shapes[name] { return done }
             let made = model.entity(exactly: name).map { entity in
                 let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
@@ -159,13 +162,21 @@ enum KeyAllocation {
         var defaulted: [String: (entity: Entity, columns: Set<String>)?] = [:]
         var rows: [PendingInsert] = []
         var setsDefaulted = false
+        var last: (name: String, entry: (entity: Entity, columns: Set<String>)?)?  // rows come in runs of an entity
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
-            if defaulted[insert.entity] == nil {
-                defaulted[insert.entity] = .some(model.entity(exactly: insert.entity).flatMap { entity in
-                    entity.defaultedNames.isEmpty ? nil : (entity, entity.defaultedNames)
-                })
+            let entry: (entity: Entity, columns: Set<String>)?
+            if let last, last.name == insert.entity {
+                entry = last.entry
+            } else {
+                if defaulted[insert.entity] == nil {
+                    defaulted[insert.entity] = .some(model.entity(exactly: insert.entity).flatMap { entity in
+                        entity.defaultedNames.isEmpty ? nil : (entity, entity.defaultedNames)
+                    })
+                }
+                entry = defaulted[insert.entity]!
+                last = (insert.entity, entry)
             }
-            guard let (_, columns) = defaulted[insert.entity]! else { continue }
+            guard let (_, columns) = entry else { continue }
             rows.append(insert)
             // A fill is for a row that leaves out what another row sets: none sets one, none.
             if !setsDefaulted { setsDefaulted = insert.fields.contains { columns.contains($0.column) } }

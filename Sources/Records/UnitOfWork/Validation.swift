@@ -21,12 +21,20 @@ enum Validation {
         // when the model was read).
         var entityOf: [String: Entity?] = [:]
         var checkedColumns: (entity: String, columns: [String])?
+        var lastEntity: Entity?
         var pendingTarget: String?
         for insert in changes.inserts {
             let id = ChangeID.insert(insert.ref)
             var label: String { "#\(insert.ref) \(insert.entity)" }
-            if entityOf[insert.entity] == nil { entityOf[insert.entity] = .some(model.entity(exactly: insert.entity)) }
-            guard let entity = entityOf[insert.entity]! else {
+            let found: Entity?
+            if let lastEntity, lastEntity.name == insert.entity {  // rows come in runs of an entity
+                found = lastEntity
+            } else {
+                if entityOf[insert.entity] == nil { entityOf[insert.entity] = .some(model.entity(exactly: insert.entity)) }
+                found = entityOf[insert.entity]!
+                lastEntity = found
+            }
+            guard let entity = found else {
                 problems.append(Problem(change: id, message: "\(label): the entity no longer exists"))
                 continue
             }

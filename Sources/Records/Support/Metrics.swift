@@ -55,8 +55,25 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     /// A command answered: its verb and `ok` or the error code.
     public func command(_ verb: String, outcome: String) {
         lock.lock()
-        commands[verb + "\u{0}" + outcome, default: 0] += 1
+        // Commands come in runs (a client pipelining INSERTs): the same counter as the last
+        // one is found by comparing, not by building and hashing its key.
+        if let last = lastCommand, last.verb == verb, last.outcome == outcome {
+            lastCommand!.count += 1
+        } else {
+            flushLastCommand()
+            lastCommand = (verb, outcome, 1)
+        }
         lock.unlock()
+    }
+
+    /// The run being counted, not yet in `commands`.
+    private var lastCommand: (verb: String, outcome: String, count: Int)?
+
+    /// Call with `lock` held.
+    private func flushLastCommand() {
+        guard let last = lastCommand else { return }
+        commands[last.verb + "\u{0}" + last.outcome, default: 0] += last.count
+        lastCommand = nil
     }
 
     public func add(_ counter: Counter, _ amount: Int = 1) {
@@ -112,6 +129,7 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     /// The text format (version 0.0.4): the caller's samples first, then the counters.
     public func render(samples: [Sample]) -> String {
         lock.lock()
+        flushLastCommand()
         let commands = self.commands, counters = self.counters, saveCounts = self.saveCounts
         let saveTotal = self.saveTotal, saveSeconds = self.saveSeconds, watchLag = self.watchLag, signedIn = signedInSessions
         lock.unlock()

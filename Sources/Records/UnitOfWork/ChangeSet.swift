@@ -146,7 +146,16 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     /// A fresh `#ref` name for an insert the client did not name: `e1` for employee, ...
     mutating func generatedRef(for entity: String) -> String {
-        let prefix = String(entity.prefix(1))
+        // The first character: an ASCII byte followed by another (or nothing) is one, without
+        // asking for grapheme breaks on every INSERT (CR LF aside, which no name holds).
+        let bytes = entity.utf8
+        let prefix: String
+        if let first = bytes.first, first < 0x80, first != 13,
+           bytes.count == 1 || bytes[bytes.index(after: bytes.startIndex)] < 0x80 {
+            prefix = String(UnicodeScalar(first))
+        } else {
+            prefix = String(entity.prefix(1))
+        }
         while true {
             let candidate = String.concatenating(prefix, String(nextRef))
             nextRef += 1

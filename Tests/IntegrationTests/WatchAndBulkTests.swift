@@ -121,7 +121,17 @@ import Testing
         _ = try reader.query("SELECT pg_try_advisory_lock_shared(\(quietLock))")
         try db.execute("COMMIT")
         #expect(try wakeUps() == 1)
-        #expect(try db.query("SELECT count(*)::text FROM records.change_log WHERE entity = 'game'").string(0, 0) == "5")
+        // A writer that decided early to skip the wake-up (its checks made now, then a slow
+        // commit) stays in flight until its commit ends: a reader asking to be woken sees it.
+        _ = try reader.query("SELECT pg_advisory_unlock_shared(\(quietLock))")
+        let inFlight = "SELECT CASE WHEN pg_try_advisory_lock(29283, 1936419184) THEN NOT pg_advisory_unlock(29283, 1936419184) ELSE true END::text"
+        #expect(try reader.query(inFlight).string(0, 0) == "false")
+        try db.execute("BEGIN; INSERT INTO game (id, name) VALUES (6, 'decided early'); SET CONSTRAINTS ALL IMMEDIATE")
+        #expect(try reader.query(inFlight).string(0, 0) == "true")
+        try db.execute("COMMIT")
+        #expect(try wakeUps() == 0)
+        #expect(try reader.query(inFlight).string(0, 0) == "false")
+        #expect(try db.query("SELECT count(*)::text FROM records.change_log WHERE entity = 'game'").string(0, 0) == "6")
     }
 
     /// Under a stream of writes the server's reader lets go of the quiet lock and polls; once

@@ -5,13 +5,25 @@ import Testing
 /// holds the quiet lock and waits to be woken.
 @Suite struct ReadScheduleTests {
     /// Reads the schedule through `reads` (true: the read found changes), answering every
-    /// request for the lock with `granted`; returns the actions asked for, in order.
-    private func run(_ schedule: inout ReadSchedule, _ reads: [Bool], granted: Bool = true) -> [ReadSchedule.Action] {
+    /// request for the lock with `granted` and every question about skippers with `inFlight`;
+    /// returns the actions asked for, in order, checks of skippers aside.
+    private func run(_ schedule: inout ReadSchedule, _ reads: [Bool], granted: Bool = true, inFlight: Bool = false) -> [ReadSchedule.Action] {
         reads.map { found in
             let action = schedule.read(foundChanges: found)
             if action == .takeQuietLock { schedule.quietLock(taken: granted) }
+            if action == .checkSkippers { schedule.skippers(inFlight: inFlight) }
             return action
-        }.filter { $0 != .none }
+        }.filter { $0 != .none && $0 != .checkSkippers }
+    }
+
+    /// A reader that has just taken the quiet lock, with no skipper left in flight.
+    private func settled() -> ReadSchedule {
+        var schedule = ReadSchedule()
+        schedule.quietLock(taken: true)
+        _ = schedule.read(foundChanges: false)
+        schedule.skippers(inFlight: false)
+        _ = schedule.read(foundChanges: false)
+        return schedule
     }
 
     @Test func aReaderPollsUntilItHoldsTheQuietLock() {
@@ -24,17 +36,26 @@ import Testing
         #expect(schedule.mode == .quiet)
     }
 
-    @Test func aQuietReaderBacksOffOnlyAfterItsGraceReads() {
+    /// A writer that decided not to notify may commit long after (a lock wait, a prepared
+    /// transaction): the reader that asks to be woken again polls as long as one is in
+    /// flight, then reads once more before it backs off.
+    @Test func aQuietReaderPollsWhileWritersThatSkippedTheWakeUpAreInFlight() {
         var schedule = ReadSchedule()
         schedule.quietLock(taken: true)
-        // Writers that decided while it polled commit within the grace: read every 5 ms.
-        for _ in 0..<ReadSchedule.graceReads {
-            #expect(schedule.read(foundChanges: false) == .none)
+        for _ in 0..<500 {
+            #expect(schedule.read(foundChanges: false) == .checkSkippers)
             #expect(schedule.interval == ReadSchedule.pollSeconds)
+            schedule.skippers(inFlight: true)
         }
+        #expect(schedule.read(foundChanges: false) == .checkSkippers)
+        schedule.skippers(inFlight: false)
+        // The read that finds what they committed, soon; then no more checks.
+        #expect(schedule.interval == ReadSchedule.pollSeconds)
+        #expect(schedule.read(foundChanges: true) == .none)
+        #expect(schedule.interval == ReadSchedule.pollSeconds)
         var intervals: [Double] = []
         for _ in 0..<6 {
-            _ = schedule.read(foundChanges: false)
+            #expect(schedule.read(foundChanges: false) == .none)
             intervals.append(schedule.interval)
         }
         #expect(intervals == [0.02, 0.08, 0.32, 1.0, 1.0, 1.0])
@@ -44,8 +65,7 @@ import Testing
     }
 
     @Test func aStreamOfChangesTurnsTheReaderToPollingAndQuietReturnsIt() {
-        var schedule = ReadSchedule()
-        schedule.quietLock(taken: true)
+        var schedule = settled()
         let busy = Array(repeating: true, count: ReadSchedule.busyReadsToPoll)
         #expect(run(&schedule, busy) == [.releaseQuietLock])
         #expect(schedule.mode == .polling)
@@ -58,8 +78,7 @@ import Testing
 
     @Test func changesAlternatingWithEmptyReadsKeepTheReaderWoken() {
         // One SAVE every other read is no stream: writers keep waking it.
-        var schedule = ReadSchedule()
-        schedule.quietLock(taken: true)
+        var schedule = settled()
         let reads = (0..<200).map { $0 % 2 == 0 }
         #expect(run(&schedule, reads) == [])
         #expect(schedule.mode == .quiet)

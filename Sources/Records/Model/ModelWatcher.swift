@@ -128,6 +128,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                         case .none: break
                         case .releaseQuietLock: try ChangeFeed.releaseQuietLock(db)
                         case .takeQuietLock: schedule.quietLock(taken: try ChangeFeed.takeQuietLock(db))
+                        case .checkSkippers: schedule.skippers(inFlight: try ChangeFeed.skippersInFlight(db))
                         }
                         readInterval = schedule.interval
                         let watched = Set(context.watchedEntities.map(\.entity))

@@ -12,22 +12,29 @@ import Postgres
 /// one at a time (the notification queue's lock is held through the commit's WAL flush), which
 /// measured here cut writes to a watched table by 3.6x. A writer decides at its commit (a
 /// deferred trigger on the log): no NOTIFY while every server's reader polls (`ReadSchedule`:
-/// none holds `quietLock`), else one transaction at a time notifies (`wakeLock` decides); the
-/// others' rows are found by the same read or the reads that follow it.
+/// none holds `quietLock`), which is when many commit; else it notifies.
 /// See https://www.postgresql.org/docs/15/sql-notify.html
 public enum ChangeFeed {
     public static let channel = "records_changes"
-    /// The advisory lock whose holder wakes the servers (two keys: 'rc', 'wake').
-    static let wakeLock: (Int32, Int32) = (0x7263, 0x77616b65)
     /// Held shared by every reader that waits to be woken; a writer that can take it (for a
     /// moment) knows every reader polls, and does not notify ('rc', 'quie').
     static let quietLock: (Int32, Int32) = (0x7263, 0x71756965)
+    /// Held shared, until its commit ends, by every writer that decided not to notify: a
+    /// reader that asks to be woken again polls until it can take it ('rc', 'skip').
+    static let skipLock: (Int32, Int32) = (0x7263, 0x736b6970)
 
     /// Asks to be woken by writers (`ReadSchedule.Action.takeQuietLock`): false when someone
     /// holds the lock exclusively (a writer for a moment, or a session that keeps it).
     public static func takeQuietLock(_ connection: Connection) throws -> Bool {
         try connection.query("SELECT pg_try_advisory_lock_shared($1::int, $2::int)::text",
                              [String(quietLock.0), String(quietLock.1)]).string(0, 0) == "true"
+    }
+
+    /// Whether a writer that committed without NOTIFY may still be in flight: it holds the
+    /// skip lock shared until its commit ends, so the lock cannot be taken exclusively.
+    public static func skippersInFlight(_ connection: Connection) throws -> Bool {
+        try connection.query("SELECT CASE WHEN pg_try_advisory_lock($1::int, $2::int) THEN NOT pg_advisory_unlock($1::int, $2::int) ELSE true END::text",
+                             [String(skipLock.0), String(skipLock.1)]).string(0, 0) != "false"
     }
 
     /// Lets writers commit without waking this reader, which then polls.
@@ -128,16 +135,26 @@ public enum ChangeFeed {
     /// connection catch up.
     public static let keptMinutes = 5
 
+    /// Each table on its own: one that cannot be pruned (a lost privilege, a publication that
+    /// refuses deletes) leaves the others pruned. Throws the first failure, after the rest.
     public static func prune(_ connection: Connection) throws {
-        try connection.execute("""
-            DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes';
-            DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes';
-            DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours';
+        var failure: Error?
+        for statement in [
+            "DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes'",
+            "DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes'",
+            "DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours'",
+            """
             DELETE FROM records.handoff WHERE expires_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'
-                OR spent_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes';
+                OR spent_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'
+            """,
+            """
             DELETE FROM records.save_marks m WHERE at < now() - interval '\(saveMarkMinutes) minutes'
                 AND NOT EXISTS (SELECT 1 FROM records.handoff h WHERE h.mark = m.nonce AND h.spent_at IS NULL)
-            """)
+            """,
+        ] {
+            do { try connection.execute(statement) } catch { failure = failure ?? error }
+        }
+        if let failure { throw failure }
     }
 
     /// How long a SAVE's commit mark is kept: a SAVE whose COMMIT got no answer is resolved
@@ -162,7 +179,17 @@ public enum ChangeFeed {
                 seen   timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (server, entity)
             );
-            ALTER TABLE records.watched ADD COLUMN IF NOT EXISTS filtered boolean NOT NULL DEFAULT false;
+            -- DDL below runs only when there is something to do: ALTER TABLE and CREATE INDEX
+            -- lock the table even when nothing changes, waiting behind every open transaction
+            -- that wrote to it while every later writer waits behind them (a server start
+            -- stalled the writes of every watched table so).
+            DO $watched$
+            BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'records.watched'::regclass AND attname = 'filtered' AND NOT attisdropped) THEN
+                    ALTER TABLE records.watched ADD COLUMN filtered boolean NOT NULL DEFAULT false;
+                END IF;
+            END
+            $watched$;
             CREATE TABLE IF NOT EXISTS records.deleted_rows (
                 seq    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                 entity text NOT NULL,
@@ -170,8 +197,16 @@ public enum ChangeFeed {
                 row    jsonb NOT NULL,
                 at     timestamptz NOT NULL DEFAULT now()
             );
-            CREATE INDEX IF NOT EXISTS deleted_rows_key ON records.deleted_rows (entity, key);
-            CREATE INDEX IF NOT EXISTS deleted_rows_at ON records.deleted_rows (at);
+            DO $deleted$
+            BEGIN
+                IF to_regclass('records.deleted_rows_key') IS NULL THEN
+                    CREATE INDEX deleted_rows_key ON records.deleted_rows (entity, key);
+                END IF;
+                IF to_regclass('records.deleted_rows_at') IS NULL THEN
+                    CREATE INDEX deleted_rows_at ON records.deleted_rows (at);
+                END IF;
+            END
+            $deleted$;
             CREATE TABLE IF NOT EXISTS records.change_log (
                 seq       bigint GENERATED ALWAYS AS IDENTITY,
                 xid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
@@ -185,13 +220,18 @@ public enum ChangeFeed {
             -- (never looked up) and a b-tree on at (for pruning) cost a watched SAVE under 64
             -- clients some 50 µs of PostgreSQL's CPU. at takes a BRIN index: a page range's
             -- summary is made by VACUUM, not by each insert.
-            -- Changed only when needed: ALTER and DROP lock the log even when there is
-            -- nothing to do, and would wait behind every open transaction that wrote to it.
-            CREATE INDEX IF NOT EXISTS change_log_xid ON records.change_log (xid);
+            -- Without a primary key, deletes (pruning) need a replica identity where a
+            -- publication FOR ALL TABLES publishes them.
             DO $indexes$
             BEGIN
+                IF to_regclass('records.change_log_xid') IS NULL THEN
+                    CREATE INDEX change_log_xid ON records.change_log (xid);
+                END IF;
                 IF to_regclass('records.change_log_pkey') IS NOT NULL THEN
                     ALTER TABLE records.change_log DROP CONSTRAINT change_log_pkey;
+                END IF;
+                IF (SELECT relreplident FROM pg_class WHERE oid = 'records.change_log'::regclass) <> 'f' THEN
+                    ALTER TABLE records.change_log REPLICA IDENTITY FULL;
                 END IF;
                 IF to_regclass('records.change_log_at') IS NOT NULL THEN
                     DROP INDEX records.change_log_at;
@@ -257,16 +297,22 @@ public enum ChangeFeed {
                 RETURN NULL;
             END
             $body$;
-            -- At commit (deferred), so that the decision is followed by the commit alone: no
-            -- wake-up while every server's reader polls (the quiet lock is free, taken and let
-            -- go at once); else one notifying transaction at a time (see ChangeFeed).
+            -- At commit (deferred): no wake-up while every server's reader polls (the quiet
+            -- lock is free: taken and let go at once). A writer that skips it holds the skip
+            -- lock shared until its commit ends, taken before it looks, so that a reader
+            -- asking to be woken meanwhile either makes it notify or sees it in flight.
             CREATE OR REPLACE FUNCTION records.wake_servers() RETURNS trigger LANGUAGE plpgsql AS $wake$
             BEGIN
-                IF pg_try_advisory_lock(\(quietLock.0), \(quietLock.1)) THEN
-                    PERFORM pg_advisory_unlock(\(quietLock.0), \(quietLock.1));
-                ELSIF pg_try_advisory_xact_lock(\(wakeLock.0), \(wakeLock.1)) THEN
-                    PERFORM pg_notify('\(channel)', '');
+                IF pg_try_advisory_lock_shared(\(skipLock.0), \(skipLock.1)) THEN
+                    IF pg_try_advisory_lock(\(quietLock.0), \(quietLock.1)) THEN
+                        PERFORM pg_advisory_unlock(\(quietLock.0), \(quietLock.1));
+                        PERFORM pg_try_advisory_xact_lock_shared(\(skipLock.0), \(skipLock.1));
+                        PERFORM pg_advisory_unlock_shared(\(skipLock.0), \(skipLock.1));
+                        RETURN NULL;
+                    END IF;
+                    PERFORM pg_advisory_unlock_shared(\(skipLock.0), \(skipLock.1));
                 END IF;
+                PERFORM pg_notify('\(channel)', '');
                 RETURN NULL;
             END
             $wake$;
@@ -282,6 +328,18 @@ public enum ChangeFeed {
             """)
         for entity in model.entities {
             let table = model.table(entity)
+            // Already in place (the same three triggers, on the same key columns): nothing to
+            // do. CREATE OR REPLACE TRIGGER would lock the table behind its open writers.
+            let arguments = entity.keyColumns.map { $0.utf8.map { String(format: "%02x", $0) }.joined() + "00" }.joined()
+            let current = try connection.query("""
+                SELECT count(*)::text FROM pg_trigger
+                WHERE tgrelid = to_regclass($1) AND NOT tgisinternal AND tgfoid = 'records.notify_changes'::regproc
+                  AND encode(tgargs, 'hex') = $2
+                  AND ((tgname = 'records_notify_insert' AND tgtype = 4 AND tgnewtable IS NOT NULL)
+                    OR (tgname = 'records_notify_update' AND tgtype = 16 AND tgnewtable IS NOT NULL)
+                    OR (tgname = 'records_notify_delete' AND tgtype = 8 AND tgoldtable IS NOT NULL))
+                """, [table, arguments]).string(0, 0)
+            if current == "3" { continue }
             // Trigger arguments are string literals in the DDL: the key's column names, quoted.
             let key = entity.keyColumns.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
             try connection.execute("""

@@ -8,9 +8,11 @@
 /// the database at every commit that notified, whatever the channel: under 64 clients' SAVEs
 /// to a watched table that cost the listening backend half a core.
 ///
-/// Writers decide at their commit (a deferred trigger), so one that saw every reader polling
-/// commits within moments of its decision; a reader that takes the lock back keeps polling for
-/// `graceReads` more reads to find those. Pure: the watcher does what it says.
+/// A writer decides at its commit (a deferred trigger), and one that skips the NOTIFY holds
+/// the skip lock shared until its commit ends, however late that is (a lock wait after the
+/// decision, a prepared transaction). A reader that takes the quiet lock back keeps polling,
+/// asking whether any such writer is still in flight, until none is, then reads once more:
+/// every change that woke nobody is read. Pure: the watcher does what it says.
 public struct ReadSchedule: Sendable, Equatable {
     public enum Mode: Sendable, Equatable {
         case polling
@@ -25,6 +27,9 @@ public struct ReadSchedule: Sendable, Equatable {
         case releaseQuietLock
         /// `pg_try_advisory_lock_shared`; its answer goes to `quietLock(taken:)`.
         case takeQuietLock
+        /// Whether a writer that skipped its NOTIFY is still in flight (the skip lock cannot
+        /// be taken exclusively); the answer goes to `skippers(inFlight:)`.
+        case checkSkippers
     }
 
     /// Reads a second while polling, and soon after a read that found changes.
@@ -35,9 +40,6 @@ public struct ReadSchedule: Sendable, Equatable {
     static let busyReadsToPoll = 4
     /// Consecutive empty reads while polling before the reader asks to be woken again.
     static let emptyReadsToQuiet = 40
-    /// Reads at `pollSeconds` after the quiet lock is taken again: a writer that decided on
-    /// NOTIFY before it commits within them (100 ms).
-    static let graceReads = 20
 
     /// Polling until the quiet lock is held (a connected reader asks for it first): nobody
     /// wakes a reader that does not hold it.
@@ -46,6 +48,9 @@ public struct ReadSchedule: Sendable, Equatable {
     public private(set) var interval = pollSeconds
     private var busyReads = 0
     private var emptyReads = 0
+    /// Quiet again, but writers that skipped their NOTIFY may still be in flight.
+    private var settling = false
+    /// Reads at `pollSeconds` still due (the one after the last skipper was seen gone).
     private var graceLeft = 0
 
     public init() {}
@@ -69,7 +74,12 @@ public struct ReadSchedule: Sendable, Equatable {
                 interval = Self.pollSeconds
                 emptyReads = 0
                 graceLeft = 0
+                settling = false
                 return .releaseQuietLock
+            }
+            if settling {
+                interval = Self.pollSeconds
+                return .checkSkippers
             }
             if graceLeft > 0 {
                 graceLeft -= 1
@@ -88,7 +98,15 @@ public struct ReadSchedule: Sendable, Equatable {
         busyReads = 0
         guard taken else { return }
         mode = .quiet
-        graceLeft = Self.graceReads
+        settling = true
         interval = Self.pollSeconds
+    }
+
+    /// The answer to `checkSkippers`. None in flight: what they committed is visible, and the
+    /// next read (soon) finds it; until then the reader keeps polling.
+    public mutating func skippers(inFlight: Bool) {
+        guard mode == .quiet, settling, !inFlight else { return }
+        settling = false
+        graceLeft = 1
     }
 }

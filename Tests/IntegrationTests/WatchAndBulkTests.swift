@@ -167,6 +167,23 @@ import Testing
         #expect(watcher.pushed.isEmpty)
     }
 
+    /// A server that starts installs WATCH's tables and triggers again: where they are in
+    /// place it changes nothing, so it waits behind no open writer, and no writer waits
+    /// behind it (ALTER TABLE and CREATE OR REPLACE TRIGGER lock even when nothing changes).
+    @Test func aServerStartingStallsNoWriter() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let first = try TestServer(databaseURL: url)
+        let watcher = try first.client()
+        try watcher.ok("WATCH game")
+        let open = try first.database(), other = try first.database()
+        try open.execute("BEGIN; INSERT INTO game (id, name) VALUES (1, 'left open')")
+        let second = try TestServer(databaseURL: url)
+        try other.execute("SET statement_timeout = 10000; INSERT INTO game (id, name) VALUES (2, 'not stalled')")
+        try open.execute("COMMIT")
+        let client = try second.client()
+        #expect(try client.send("COUNT game").status == "+OK 2")
+    }
+
     @Test func changesAreAnnouncedOnlyWhileSomeoneWatches() throws {
         let server = try TestServer()
         let db = try server.database()

@@ -41,6 +41,10 @@ final class TestServer {
         var text = ""
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
+            // Waits at most until the deadline: a server stuck before it listens (a lock wait
+            // at start) fails the test instead of hanging it.
+            var descriptor = pollfd(fd: reader.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, Int32(max(1, deadline.timeIntervalSinceNow * 1000))) == 0 { break }
             let data = reader.availableData
             if data.isEmpty { break }
             text += String(decoding: data, as: UTF8.self)

@@ -113,10 +113,16 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
             }
             let wait = min(500, max(0, Int32(nextRead.timeIntervalSinceNow * 1000)))
-            var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
-            _ = poll(&descriptor, 1, wait)
             do {
-                let notes = try db.drainNotifications()
+                // A NOTIFY libpq took in while it read another statement's result (the
+                // registration, the locks) is queued already: no readiness of the socket
+                // announces it, so it is looked for before waiting.
+                var notes = try db.drainNotifications()
+                if notes.isEmpty {
+                    var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
+                    _ = poll(&descriptor, 1, wait)
+                    notes = try db.drainNotifications()
+                }
                 // The log is read when a writer wakes us and as `schedule` says: every few
                 // milliseconds while polling or after changes, at least every second (the
                 // cursor keeps moving even while nobody watches).

@@ -17,18 +17,14 @@ enum KeyAllocation {
         known.reserveCapacity(changes.inserts.count)
         var visiting: Set<String> = []
         // Per entity, once: the columns known up front and the relationships among them.
-        var shapes: [String: (name: String, columns: [String], relationships: [String: Relationship])?] = [:]
-        var lastShape: (name: String, shape: (name: String, columns: [String], relationships: [String: Relationship])?)?
+        var shapes = RunMemo<(name: String, columns: [String], relationships: [String: Relationship])?>()
         func shape(_ name: String) -> (name: String, columns: [String], relationships: [String: Relationship])? {
-            if let lastShape, lastShape.name == name { return lastShape.shape }  // rows come in runs of an entity
-            defer { lastShape = (name, shapes[name] ?? nil) }
-            if let done = shapes[name] { return done }
-            let made = model.entity(exactly: name).map { entity in
-                let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
-                return (entity.name, columns, entity.toOneByColumn.filter { columns.contains($0.key) })
+            shapes.value(name) { name in
+                model.entity(exactly: name).map { entity in
+                    let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
+                    return (entity.name, columns, entity.toOneByColumn.filter { columns.contains($0.key) })
+                }
             }
-            shapes[name] = made
-            return made
         }
         func resolve(_ insert: PendingInsert) -> AssignedKey? {
             if let done = known[insert.ref] { return done }
@@ -82,19 +78,13 @@ enum KeyAllocation {
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
         // Per entity, once; an entity the model no longer has allocates nothing (validation says why).
-        var allocatedOf: [String: (name: String, columns: [String])] = [:]
-        // Rows of one entity, missing the same columns, come in runs: the last one's answers
-        // are tried first (a lookup less a row, two for the shape).
-        var last: (entity: String, allocated: (name: String, columns: [String]), missing: [String], index: Int)?
+        var allocatedOf = RunMemo<(name: String, columns: [String])>()
+        // Rows of one entity, missing the same columns, come in runs: the last one's request is
+        // tried first (the shape is not built and hashed again).
+        var last: (entity: String, missing: [String], index: Int)?
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
-            let entity: (name: String, columns: [String])
-            if let last, last.entity == insert.entity {
-                entity = last.allocated
-            } else {
-                if allocatedOf[insert.entity] == nil {
-                    allocatedOf[insert.entity] = model.entity(exactly: insert.entity).map { ($0.name, $0.allocatedColumns.map(\.name)) } ?? ("", [])
-                }
-                entity = allocatedOf[insert.entity]!
+            let entity = allocatedOf.value(insert.entity) { name in
+                model.entity(exactly: name).map { ($0.name, $0.allocatedColumns.map(\.name)) } ?? ("", [])
             }
             guard !entity.columns.isEmpty else { continue }
             let values = known[insert.ref]?.values
@@ -114,7 +104,7 @@ enum KeyAllocation {
                 }
             }
             requests[index].refs.append(insert.ref)
-            last = (insert.entity, entity, missing, index)
+            last = (insert.entity, missing, index)
         }
         for index in requests.indices {
             let entity = model.entity(exactly: requests[index].entity)!
@@ -159,24 +149,16 @@ enum KeyAllocation {
     static func fills(_ changes: ChangeSet, model: Model, known: [String: AssignedKey], skip: Set<ChangeID> = []) -> [Request] {
         // Per entity, once: the columns whose default a row may be left to. A unit whose
         // entities have none (the common case) is not grouped at all.
-        var defaulted: [String: (entity: Entity, columns: Set<String>)?] = [:]
+        var defaultedOf = RunMemo<(entity: Entity, columns: Set<String>)?>()
+        func defaulted(_ name: String) -> (entity: Entity, columns: Set<String>)? {
+            defaultedOf.value(name) { name in
+                model.entity(exactly: name).flatMap { entity in entity.defaultedNames.isEmpty ? nil : (entity, entity.defaultedNames) }
+            }
+        }
         var rows: [PendingInsert] = []
         var setsDefaulted = false
-        var last: (name: String, entry: (entity: Entity, columns: Set<String>)?)?  // rows come in runs of an entity
         for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
-            let entry: (entity: Entity, columns: Set<String>)?
-            if let last, last.name == insert.entity {
-                entry = last.entry
-            } else {
-                if defaulted[insert.entity] == nil {
-                    defaulted[insert.entity] = .some(model.entity(exactly: insert.entity).flatMap { entity in
-                        entity.defaultedNames.isEmpty ? nil : (entity, entity.defaultedNames)
-                    })
-                }
-                entry = defaulted[insert.entity]!
-                last = (insert.entity, entry)
-            }
-            guard let (_, columns) = entry else { continue }
+            guard let (_, columns) = defaulted(insert.entity) else { continue }
             rows.append(insert)
             // A fill is for a row that leaves out what another row sets: none sets one, none.
             if !setsDefaulted { setsDefaulted = insert.fields.contains { columns.contains($0.column) } }
@@ -185,7 +167,7 @@ enum KeyAllocation {
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
         for (name, members) in Dictionary(grouping: rows, by: \.entity) {
-            guard let (entity, defaults) = defaulted[name] ?? nil else { continue }
+            guard let (entity, defaults) = defaulted(name) else { continue }
             // The columns some rows set and others may leave to a default evaluated now.
             let columns = Self.columns(of: entity, rows: members).filter { defaults.contains($0) }
             guard !columns.isEmpty else { continue }
@@ -234,36 +216,27 @@ enum KeyAllocation {
         var next: [String: Int] = [:]
         var keys: [String: AssignedKey] = Dictionary(minimumCapacity: requests.reduce(0) { $0 + $1.refs.count })
         for request in requests {
-            let sequences = request.sequences.compactMap { $0 }
-            guard Set(sequences).count == sequences.count else {
-                // Two columns of a row from one sequence: each draws the next value in turn.
-                for ref in request.refs {
-                    var drawn: [String: String] = [:]
-                    for (column, sequence) in zip(request.columns, request.sequences) {
-                        guard let sequence, let pool = values[sequence] else { continue }
-                        let index = next[sequence, default: 0]
-                        guard index < pool.count else { continue }
-                        drawn[column] = pool[index]
-                        next[sequence] = index + 1
-                    }
-                    keys[ref] = AssignedKey(entity: request.entity, values: drawn)
-                }
-                continue
-            }
-            // Each column's pool and its next value, looked up once a request, not once a row.
-            var columns: [(column: String, sequence: String, pool: [String], start: Int)] = []
+            // Each column's pool and where its values are, looked up once a request, not once
+            // a row: a row draws the next value of each sequence in turn, so a column sharing
+            // its sequence with others of the row takes every `stride`-th value from `phase`.
+            var columns: [(column: String, sequence: String, pool: [String], start: Int, stride: Int, phase: Int)] = []
             for (column, sequence) in zip(request.columns, request.sequences) {
                 guard let sequence, let pool = values[sequence] else { continue }
-                columns.append((column, sequence, pool, next[sequence, default: 0]))
+                let phase = columns.filter { $0.sequence == sequence }.count
+                columns.append((column, sequence, pool, next[sequence, default: 0], 1, phase))
             }
+            for index in columns.indices { columns[index].stride = columns.filter { $0.sequence == columns[index].sequence }.count }
             for (offset, ref) in request.refs.enumerated() {
                 var drawn: [String: String] = Dictionary(minimumCapacity: columns.count)
-                for column in columns where column.start + offset < column.pool.count {
-                    drawn[column.column] = column.pool[column.start + offset]
+                for column in columns {
+                    let at = column.start + offset * column.stride + column.phase
+                    if at < column.pool.count { drawn[column.column] = column.pool[at] }
                 }
                 keys[ref] = AssignedKey(entity: request.entity, values: drawn)
             }
-            for column in columns { next[column.sequence] = min(column.pool.count, column.start + request.refs.count) }
+            for column in columns where column.phase == 0 {
+                next[column.sequence] = min(column.pool.count, column.start + request.refs.count * column.stride)
+            }
         }
         return keys
     }

@@ -19,22 +19,13 @@ enum Validation {
         var problems: [Problem] = []
         // Per entity, once (what every insert of it must have is the entity's, worked out
         // when the model was read).
-        var entityOf: [String: Entity?] = [:]
+        var entityOf = RunMemo<Entity?>()
         var checkedColumns: (entity: String, columns: [String])?
-        var lastEntity: Entity?
-        var pendingTarget: String?
+        var pendingEntity = RunMemo<String?>(keeps: false)
         for insert in changes.inserts {
             let id = ChangeID.insert(insert.ref)
             var label: String { "#\(insert.ref) \(insert.entity)" }
-            let found: Entity?
-            if let lastEntity, lastEntity.name == insert.entity {  // rows come in runs of an entity
-                found = lastEntity
-            } else {
-                if entityOf[insert.entity] == nil { entityOf[insert.entity] = .some(model.entity(exactly: insert.entity)) }
-                found = entityOf[insert.entity]!
-                lastEntity = found
-            }
-            guard let entity = found else {
+            guard let entity = entityOf.value(insert.entity, { model.entity(exactly: $0) }) else {
                 problems.append(Problem(change: id, message: "\(label): the entity no longer exists"))
                 continue
             }
@@ -71,11 +62,8 @@ enum Validation {
             }
             for (column, value) in insert.fields {
                 guard case .ref(let ref) = value else { continue }
-                if ref == pendingTarget { continue }  // the parent the rows before pointed at
-                if changes.insertEntity(ref) == nil {
+                if pendingEntity.value(ref, { changes.insertEntity($0) }) == nil {
                     problems.append(Problem(change: id, message: "\(label): \(entity.label(column)) points at #\(ref), which is no longer pending"))
-                } else {
-                    pendingTarget = ref
                 }
             }
         }

@@ -361,13 +361,11 @@ struct InsertLayout {
         }
         var after: [Set<Int>] = Array(repeating: [], count: groups.count)
         for (index, group) in groups.enumerated() {
-            var last: (target: String, other: Int?)?  // rows of a run point at one parent
+            var groupOfTarget = RunMemo<Int?>(keeps: false)
             for row in group.rows {
                 for field in row.fields {
                     guard case .ref(let target) = field.value, group.immediate[field.column] != nil else { continue }
-                    let other = last?.target == target ? last!.other : groupOf[target]
-                    last = (target, other)
-                    if let other, other != index { after[index].insert(other) }
+                    if let other = groupOfTarget.value(target, { groupOf[$0] }), other != index { after[index].insert(other) }
                 }
             }
             // A row may also point at a pending record by its values (a composite foreign key,
@@ -409,13 +407,11 @@ struct InsertLayout {
         for (index, statement) in statements.enumerated() {
             let entity = statement.entity
             let relationships = relationshipsOf[index]
-            var last: (target: String, index: Int?)?  // rows of a run point at one parent
+            var positionOf = RunMemo<Int?>(keeps: false)
             for row in statement.rows {
                 for (column, value) in row.fields {
-                    guard case .ref(let target) = value else { continue }
-                    let found = last?.target == target ? last!.index : position[target]
-                    last = (target, found)
-                    guard let targetIndex = found, targetIndex > index, let relationship = relationships[column] else { continue }
+                    guard case .ref(let target) = value, let targetIndex = positionOf.value(target, { position[$0] }),
+                          targetIndex > index, let relationship = relationships[column] else { continue }
                     if relationship.isDeferrable {
                         deferred.insert(relationship.constraint)
                     } else if !relationship.isRequired && !entity.key.contains(where: { $0.name == column }) {

@@ -50,8 +50,6 @@ public struct ReadSchedule: Sendable, Equatable {
     private var emptyReads = 0
     /// Quiet again, but writers that skipped their NOTIFY may still be in flight.
     private var settling = false
-    /// Reads at `pollSeconds` still due (the one after the last skipper was seen gone).
-    private var graceLeft = 0
 
     public init() {}
 
@@ -73,7 +71,6 @@ public struct ReadSchedule: Sendable, Equatable {
                 mode = .polling
                 interval = Self.pollSeconds
                 emptyReads = 0
-                graceLeft = 0
                 settling = false
                 return .releaseQuietLock
             }
@@ -81,12 +78,7 @@ public struct ReadSchedule: Sendable, Equatable {
                 interval = Self.pollSeconds
                 return .checkSkippers
             }
-            if graceLeft > 0 {
-                graceLeft -= 1
-                interval = Self.pollSeconds
-            } else {
-                interval = foundChanges ? Self.pollSeconds : min(interval * 4, Self.quietSeconds)
-            }
+            interval = foundChanges ? Self.pollSeconds : min(interval * 4, Self.quietSeconds)
             return .none
         }
     }
@@ -103,10 +95,9 @@ public struct ReadSchedule: Sendable, Equatable {
     }
 
     /// The answer to `checkSkippers`. None in flight: what they committed is visible, and the
-    /// next read (soon) finds it; until then the reader keeps polling.
+    /// next read, already due at `pollSeconds`, finds it; until then the reader keeps polling.
     public mutating func skippers(inFlight: Bool) {
         guard mode == .quiet, settling, !inFlight else { return }
         settling = false
-        graceLeft = 1
     }
 }

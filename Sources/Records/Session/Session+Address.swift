@@ -40,11 +40,7 @@ extension Session {
             // A pending insert the client gave this key is the one named, as `id=5000` finds it
             // (`UPDATE game 05000` answered NOT_FOUND for `INSERT game id=+5000`). Looked for only
             // in a unit that holds inserts: a GET outside one costs nothing more.
-            if !unit.current.inserts.isEmpty, let pending = unit.current.inserts.first(where: { insert in
-                insert.entity == entity.name && insert.value(of: key.name) == .text(given)
-            }) {
-                return .pending(pending.ref)
-            }
+            if let pending = pendingInsert(of: entity, with: [(key.name, .text(given))]) { return .pending(pending) }
             return .stored(RecordKey(entity: entity.name, values: [given]))
         case .fields(let pairs):
             let values = try fields(pairs, of: entity)
@@ -55,11 +51,7 @@ extension Session {
                     + ", not by " + columns.map(entity.label).joined(separator: " "))
             }
             // A pending insert with these values is the one named (its key may be #refs).
-            if let pending = unit.current.inserts.first(where: { insert in
-                insert.entity == entity.name && values.allSatisfy { insert.value(of: $0.column) == $0.value }
-            }) {
-                return .pending(pending.ref)
-            }
+            if let pending = pendingInsert(of: entity, with: values) { return .pending(pending) }
             var filter: [Target.Filter] = []
             for (column, value) in values {
                 switch value {
@@ -73,6 +65,13 @@ extension Session {
             }
             return .unique(entity: entity.name, filter: unique.map { column in filter.first { $0.column == column }! })
         }
+    }
+
+    /// The pending insert of `entity` given these values (a scan of the unit's inserts).
+    private func pendingInsert(of entity: Entity, with values: [(column: String, value: FieldValue)]) -> String? {
+        unit.current.inserts.first { insert in
+            insert.entity == entity.name && values.allSatisfy { insert.value(of: $0.column) == $0.value }
+        }?.ref
     }
 
     /// A typed value as the text PostgreSQL prints for it, where the server can tell

@@ -26,20 +26,24 @@ public enum ChangeFeed {
     /// Asks to be woken by writers (`ReadSchedule.Action.takeQuietLock`): false when someone
     /// holds the lock exclusively (a writer for a moment, or a session that keeps it).
     public static func takeQuietLock(_ connection: Connection) throws -> Bool {
-        try connection.query("SELECT pg_try_advisory_lock_shared($1::int, $2::int)::text",
-                             [String(quietLock.0), String(quietLock.1)]).string(0, 0) == "true"
+        try advisory("SELECT pg_try_advisory_lock_shared($1::int, $2::int)::text", quietLock, connection) == "true"
     }
 
     /// Whether a writer that committed without NOTIFY may still be in flight: it holds the
     /// skip lock shared until its commit ends, so the lock cannot be taken exclusively.
     public static func skippersInFlight(_ connection: Connection) throws -> Bool {
-        try connection.query("SELECT CASE WHEN pg_try_advisory_lock($1::int, $2::int) THEN NOT pg_advisory_unlock($1::int, $2::int) ELSE true END::text",
-                             [String(skipLock.0), String(skipLock.1)]).string(0, 0) != "false"
+        try advisory("SELECT CASE WHEN pg_try_advisory_lock($1::int, $2::int) THEN NOT pg_advisory_unlock($1::int, $2::int) ELSE true END::text",
+                     skipLock, connection) != "false"
     }
 
     /// Lets writers commit without waking this reader, which then polls.
     public static func releaseQuietLock(_ connection: Connection) throws {
-        _ = try connection.query("SELECT pg_advisory_unlock_shared($1::int, $2::int)", [String(quietLock.0), String(quietLock.1)])
+        _ = try advisory("SELECT pg_advisory_unlock_shared($1::int, $2::int)::text", quietLock, connection)
+    }
+
+    /// `sql` on the lock's two keys ($1, $2); its one value.
+    private static func advisory(_ sql: String, _ lock: (Int32, Int32), _ connection: Connection) throws -> String? {
+        try connection.query(sql, [String(lock.0), String(lock.1)]).string(0, 0)
     }
 
     public struct Event: Sendable, Equatable {

@@ -219,23 +219,27 @@ enum KeyAllocation {
             // Each column's pool and where its values are, looked up once a request, not once
             // a row: a row draws the next value of each sequence in turn, so a column sharing
             // its sequence with others of the row takes every `stride`-th value from `phase`.
-            var columns: [(column: String, sequence: String, pool: [String], start: Int, stride: Int, phase: Int)] = []
+            // Kept in arrays of their own: the row loop reads them without copying an entry.
+            var names: [String] = [], sequences: [String] = [], pools: [[String]] = [], starts: [Int] = [], phases: [Int] = []
             for (column, sequence) in zip(request.columns, request.sequences) {
                 guard let sequence, let pool = values[sequence] else { continue }
-                let phase = columns.filter { $0.sequence == sequence }.count
-                columns.append((column, sequence, pool, next[sequence, default: 0], 1, phase))
+                phases.append(sequences.filter { $0 == sequence }.count)
+                names.append(column)
+                sequences.append(sequence)
+                pools.append(pool)
+                starts.append(next[sequence, default: 0])
             }
-            for index in columns.indices { columns[index].stride = columns.filter { $0.sequence == columns[index].sequence }.count }
+            let strides = sequences.map { sequence in sequences.filter { $0 == sequence }.count }
             for (offset, ref) in request.refs.enumerated() {
-                var drawn: [String: String] = Dictionary(minimumCapacity: columns.count)
-                for column in columns {
-                    let at = column.start + offset * column.stride + column.phase
-                    if at < column.pool.count { drawn[column.column] = column.pool[at] }
+                var drawn: [String: String] = Dictionary(minimumCapacity: names.count)
+                for index in names.indices {
+                    let at = starts[index] + offset * strides[index] + phases[index]
+                    if at < pools[index].count { drawn[names[index]] = pools[index][at] }
                 }
                 keys[ref] = AssignedKey(entity: request.entity, values: drawn)
             }
-            for column in columns where column.phase == 0 {
-                next[column.sequence] = min(column.pool.count, column.start + request.refs.count * column.stride)
+            for index in names.indices where phases[index] == 0 {
+                next[sequences[index]] = min(pools[index].count, starts[index] + request.refs.count * strides[index])
             }
         }
         return keys

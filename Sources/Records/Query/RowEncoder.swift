@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Postgres
 
 /// Writes records as JSON lines straight from PostgreSQL's text output: measured here,
@@ -77,6 +80,31 @@ struct RowEncoder {
         }
     }
 
+    /// The same record from a row of `COPY ... TO STDOUT` (FIND's stream): its text is
+    /// escaped, and COPY's escapes of a backslash, a line feed, a return and a tab are JSON's
+    /// own, so a string is copied nearly as it comes.
+    func append(_ row: CopyRow, to out: inout [UInt8]) {
+        var most = prefixBytes.count + 3
+        for column in 0..<formats.count { most += 6 * row.length(column) + 8 }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: most) { scratch in
+            prefixBytes.withUnsafeBufferPointer { prefixes in
+                var writer = Writer(base: scratch.baseAddress!, at: 0)
+                for column in 0..<formats.count {
+                    writer.copy(UnsafeBufferPointer(rebasing: prefixes[prefixRanges[column]]))
+                    if let bytes = row.escaped(column) {
+                        writer.escapedValue(bytes, as: formats[column])
+                    } else {
+                        writer.copy("null")
+                    }
+                }
+                if formats.isEmpty { writer.byte(UInt8(ascii: "{")) }
+                writer.byte(UInt8(ascii: "}"))
+                writer.byte(10)
+                out.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress!, count: writer.at))
+            }
+        }
+    }
+
     func line(_ result: QueryResult, row: Int) -> String {
         var out: [UInt8] = []
         append(result, row: row, to: &out)
@@ -107,10 +135,98 @@ struct RowEncoder {
             copy(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
         }
 
+        /// A value as COPY's text format escapes it. Numbers, booleans and timestamps never
+        /// hold a backslash; JSON and strings may.
+        mutating func escapedValue(_ bytes: UnsafeBufferPointer<UInt8>, as format: Format) {
+            guard format == .raw || format == .string, let source = bytes.baseAddress,
+                  memchr(source, 92, bytes.count) != nil || format == .string else {
+                return value(bytes, as: format)
+            }
+            if format == .raw {
+                let start = at
+                CopyRow.decode(bytes) { byte($0) }
+                lineBreaksToSpaces(from: start)
+                return
+            }
+            byte(Self.quote)
+            var plainStart = 0
+            var index = 0
+            while index < bytes.count {
+                let current = source[index]
+                index += 1
+                guard current < 0x20 || current == Self.quote || current == 92 else { continue }
+                copy(UnsafeBufferPointer(start: source + plainStart, count: index - 1 - plainStart))
+                plainStart = index
+                if current == 92, index < bytes.count, Self.sameInJSON(source[index]) {
+                    // \\ \n \r \t: COPY's escape is JSON's (and what `escapeByte` writes).
+                    byte(92)
+                    byte(source[index])
+                    index += 1
+                    plainStart = index
+                } else if current == 92 {
+                    // \b \f \v, or an escape COPY TO does not write: decoded, then written as
+                    // `escapeByte` writes it, so FIND's line is GET's.
+                    let (decoded, next) = CopyRow.escape(bytes, after: index)
+                    if decoded < 0x20 || decoded == Self.quote || decoded == 92 { escapeByte(decoded) } else { byte(decoded) }
+                    index = next
+                    plainStart = index
+                } else {
+                    escapeByte(current)
+                }
+            }
+            copy(UnsafeBufferPointer(start: source + plainStart, count: bytes.count - plainStart))
+            byte(Self.quote)
+        }
+
+        /// A quote, backslash or control character inside a JSON string.
+        mutating func escapeByte(_ current: UInt8) {
+            byte(92)
+            switch current {
+            case Self.quote: byte(Self.quote)
+            case 92: byte(92)
+            case 10: byte(UInt8(ascii: "n"))
+            case 13: byte(UInt8(ascii: "r"))
+            case 9: byte(UInt8(ascii: "t"))
+            default:
+                byte(UInt8(ascii: "u"))
+                byte(48)
+                byte(48)
+                byte(Self.hex[Int(current >> 4)])
+                byte(Self.hex[Int(current & 15)])
+            }
+        }
+
+        private static func sameInJSON(_ letter: UInt8) -> Bool {
+            switch letter {
+            case 92, UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"): true
+            default: false
+            }
+        }
+
+        /// JSON text may hold line breaks between its tokens (a `json` column keeps its input's);
+        /// a record is one line, so they become spaces, which mean the same. Inside a JSON
+        /// string a line break is always escaped.
+        mutating func lineBreaksToSpaces(from start: Int) {
+            var index = start
+            while index < at, let found = memchr(base + index, 10, at - index).map({ UnsafeMutableRawPointer($0) }) {
+                let offset = found - UnsafeMutableRawPointer(base)
+                base[offset] = 32
+                index = offset + 1
+            }
+            index = start
+            while index < at, let found = memchr(base + index, 13, at - index).map({ UnsafeMutableRawPointer($0) }) {
+                let offset = found - UnsafeMutableRawPointer(base)
+                base[offset] = 32
+                index = offset + 1
+            }
+        }
+
         mutating func value(_ bytes: UnsafeBufferPointer<UInt8>, as format: Format) {
             switch format {
             case .raw:
+                let start = at
                 copy(bytes)
+                lineBreaksToSpaces(from: start)
             case .boolean:
                 copy(bytes.first == UInt8(ascii: "t") ? "true" : "false")
             case .number:
@@ -146,20 +262,7 @@ struct RowEncoder {
                     index += 1
                     guard current < 0x20 || current == Self.quote || current == 92 else { continue }
                     copy(UnsafeBufferPointer(start: source + plainStart, count: index - 1 - plainStart))
-                    byte(92)
-                    switch current {
-                    case Self.quote: byte(Self.quote)
-                    case 92: byte(92)
-                    case 10: byte(UInt8(ascii: "n"))
-                    case 13: byte(UInt8(ascii: "r"))
-                    case 9: byte(UInt8(ascii: "t"))
-                    default:
-                        byte(UInt8(ascii: "u"))
-                        byte(48)
-                        byte(48)
-                        byte(Self.hex[Int(current >> 4)])
-                        byte(Self.hex[Int(current & 15)])
-                    }
+                    escapeByte(current)
                     plainStart = index
                 }
                 copy(UnsafeBufferPointer(start: source + plainStart, count: bytes.count - plainStart))

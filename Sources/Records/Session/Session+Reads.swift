@@ -64,13 +64,22 @@ extension Session {
     /// The record's version for the unit's read versions, from the columns `versions: true`
     /// added; nil for a row the view itself wrote (its `xmin` is the view's transaction).
     static func version(_ result: QueryResult, row: Int, select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View) -> (RecordKey, String)? {
-        guard let columns = select.versionColumns, view.tracksVersions,
-              let xmin = result.string(row, columns.xmin), xmin != view.transactionID else { return nil }
-        return (entity.recordKey(columns.key.map { result.string(row, $0) }), xmin)
+        version(select: select, entity: entity, view: view) { result.string(row, $0) }
     }
 
-    /// Rows stream to the client as PostgreSQL produces them (a server-side cursor), in
-    /// batches, waiting while the client is slow to read: memory stays flat whatever the size.
+    static func version(_ row: CopyRow, select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View) -> (RecordKey, String)? {
+        version(select: select, entity: entity, view: view) { row.string($0) }
+    }
+
+    private static func version(select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View,
+                                column: (Int) -> String?) -> (RecordKey, String)? {
+        guard let columns = select.versionColumns, view.tracksVersions,
+              let xmin = column(columns.xmin), xmin != view.transactionID else { return nil }
+        return (entity.recordKey(columns.key.map(column)), xmin)
+    }
+
+    /// Rows stream to the client as PostgreSQL produces them (`COPY (SELECT ...) TO STDOUT`),
+    /// in batches, waiting while the client is slow to read: memory stays flat whatever the size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let entity = try entity(request.entity, model)
         let select = try QueryBuilder.select(request, model: model, versions: true)
@@ -84,15 +93,15 @@ extension Session {
                 var lastKeys: [String?] = []
                 var versions: [(RecordKey, String)] = []
                 let keyStart = select.encoder.count
-                try Self.stream(select.sql, select.parameters, context: context) { result, row, batch in
+                try Self.stream(select.sql, select.parameters, context: context) { row, batch in
                     if let limit = request.limit, count == limit {
                         more = true  // the extra row LIMIT n+1 fetched: another page follows
                         return false
                     }
-                    select.encoder.append(result, row: row, to: &batch)
+                    select.encoder.append(row, to: &batch)
                     count += 1
-                    if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { result.string(row, keyStart + $0) } }
-                    if versions.count < ReadVersions.limit, let version = Self.version(result, row: row, select: select, entity: entity, view: view) {
+                    if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { row.string(keyStart + $0) } }
+                    if versions.count < ReadVersions.limit, let version = Self.version(row, select: select, entity: entity, view: view) {
                         versions.append(version)
                     }
                     return true
@@ -120,23 +129,23 @@ extension Session {
         }
     }
 
-    /// Runs `sql` as a stream of rows (`Connection.stream`, allowed the bulk timeout: it is one
-    /// statement however long the client takes to read), letting `encode` write each row into
-    /// the batch (false: stop), and hands the batch to the sink as it fills. A connection found
-    /// dead before anything was sent is replaced and the query run again.
+    /// Runs `sql` as a stream of rows (`Connection.streamCopy`, allowed the bulk timeout: it is
+    /// one statement however long the client takes to read), letting `encode` write each row
+    /// into the batch (false: stop), and hands the batch to the sink as it fills. COPY takes no
+    /// parameters: the values are inlined as literals quoted by libpq, as EXPORT's are. A
+    /// connection found dead before anything was sent is replaced and the query run again.
     static func stream(_ sql: String, _ parameters: [String?], context: WorkContext,
-                       encode: (QueryResult, Int, inout [UInt8]) -> Bool) throws {
+                       encode: (CopyRow, inout [UInt8]) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         var sent = false
-        func each(_ result: QueryResult) -> Bool {
+        func each(_ row: CopyRow) -> Bool {
             sent = true
-            for row in 0..<result.rowCount {
-                guard encode(result, row, &batch.bytes), batch.sendIfFull() else { return false }
-            }
-            return true
+            return encode(row, &batch.bytes) && batch.sendIfFull()
         }
         func run() throws(PostgresError) {
-            try context.connection.stream(sql, parameters, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
+            let connection = context.connection
+            let copy = "COPY (" + (try SQL.inlining(sql, parameters, literal: connection.escapeLiteral)) + ") TO STDOUT"
+            try connection.streamCopy(copy, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
         }
         var failure: PostgresError?
         do {

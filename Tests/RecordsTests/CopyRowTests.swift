@@ -1,0 +1,92 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Records
+
+/// Rows of `COPY ... TO STDOUT` (FIND's stream): split, decoded, and written as JSON records.
+@Suite struct CopyRowTests {
+    /// A value as PostgreSQL's COPY TO writes it in text format (CopyAttributeOutText).
+    static func copyEscaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{8}": out += "\\b"
+            case "\u{C}": out += "\\f"
+            case "\u{B}": out += "\\v"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private func withRow<T>(_ line: String, _ body: (CopyRow) -> T) -> T {
+        let bytes = Array(line.utf8)
+        return bytes.withUnsafeBytes { raw in
+            var row = CopyRow()
+            row.load(raw)
+            return body(row)
+        }
+    }
+
+    @Test func fieldsSplitAtTabsWithNullsAndEmptiesApart() {
+        withRow("1\t\\N\t\tx\\ty\t\n") { row in
+            #expect(row.count == 5)
+            #expect(row.string(0) == "1")
+            #expect(row.isNull(1) && row.string(1) == nil && row.length(1) == 0)
+            #expect(row.string(2) == "" && !row.isNull(2))
+            #expect(row.string(3) == "x\ty")
+            #expect(row.string(4) == "")
+        }
+        // `\N` is NULL only as a whole field: the text `\N` is written `\\N`.
+        withRow("\\\\N\ta\\Nb") { row in
+            #expect(row.string(0) == "\\N")
+            #expect(row.string(1) == "aNb")
+        }
+    }
+
+    @Test func everyEscapeOfTheTextFormatDecodes() {
+        withRow(#"\b\f\n\r\t\v\\\101\x41\x4g\q\"#) { row in
+            #expect(row.string(0) == "\u{8}\u{C}\n\r\t\u{B}\\AA\u{4}gq\\")
+        }
+    }
+
+    /// Generated strings of every character below 0x80 and a few beyond, escaped as COPY
+    /// does, come out of the encoder as JSON that decodes to the string, with the escapes
+    /// GET's encoder writes (no `\b` or `\f`).
+    @Test func generatedStringsComeOutAsTheirJSON() throws {
+        let seed = UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
+        var state = seed
+        func next() -> UInt64 {
+            state &+= 0x9E3779B97F4A7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+            z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+            return z ^ (z >> 31)
+        }
+        let alphabet: [String] = (1..<128).map { String(UnicodeScalar(UInt8($0))) } + ["é", "😀", "\\N", "\\x41", "\\101"]
+        let encoder = RowEncoder([(key: "s", format: .string), (key: "j", format: .raw), (key: "n", format: .number)])
+        for _ in 0..<500 {
+            let text = (0..<Int(next() % 30)).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] }.joined()
+            let json = try String(decoding: JSONSerialization.data(withJSONObject: ["k": text]), as: UTF8.self)
+            let line = Self.copyEscaped(text) + "\t" + Self.copyEscaped("{\n\t\"k\" :\r\n" + json.dropFirst(5).dropLast()  + "}") + "\t12.5\n"
+            var out: [UInt8] = []
+            withRow(line) { encoder.append($0, to: &out) }
+            #expect(out.last == 10 && out.filter { $0 == 10 }.count == 1, "seed \(seed): \(text.debugDescription)")
+            let record = try #require(try JSONSerialization.jsonObject(with: Data(out)) as? [String: Any], "seed \(seed)")
+            #expect(record["s"] as? String == text, "seed \(seed): \(text.debugDescription)")
+            #expect((record["j"] as? [String: Any])?["k"] as? String == text, "seed \(seed): \(text.debugDescription)")
+            #expect(record["n"] as? Double == 12.5)
+        }
+    }
+
+    @Test func controlCharactersAreWrittenAsGetWritesThem() {
+        let encoder = RowEncoder([(key: "s", format: .string)])
+        var out: [UInt8] = []
+        withRow(#"\b\f\v\n\r\t\\"# + "\u{1}\"") { encoder.append($0, to: &out) }
+        #expect(String(decoding: out, as: UTF8.self) == #"{"s":"\u0008\u000c\u000b\n\r\t\\\u0001\""}"# + "\n")
+    }
+}

@@ -243,6 +243,7 @@ public final class Connection {
             }
             PQclear(first)
             var row = CopyRow()
+            defer { row.deallocate() }
             var wanted = true
             var skipped = 0
             copying: while true {

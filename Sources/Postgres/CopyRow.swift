@@ -1,6 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// One row of `COPY ... TO STDOUT` in text format, read in place: fields split by tabs, `\N`
 /// for NULL, and a backslash before a backslash or a control character COPY escapes (`\n`,
@@ -8,53 +5,76 @@ import Glibc
 /// Valid only while the buffer it was loaded from lives (one `streamCopy` callback).
 /// See https://www.postgresql.org/docs/15/sql-copy.html#id-1.9.3.55.9.2
 public struct CopyRow {
-    private var base: UnsafePointer<UInt8>?
-    /// Where each field starts and ends in the line; a NULL field is empty at `-1`.
-    private var starts: [Int] = []
-    private var ends: [Int] = []
+    @usableFromInline var base: UnsafePointer<UInt8>?
+    /// Where each field starts and ends in the line, two to a field; a NULL field is `-1, -1`.
+    /// Storage its owner gives back (`deallocate`): the hot loop touches no reference count.
+    @usableFromInline var bounds: UnsafeMutablePointer<Int>
+    private var capacity: Int
+    public private(set) var count = 0
 
-    public init() {}
+    /// An empty row to `load` lines into; its owner calls `deallocate` when done.
+    public init(capacity: Int = 32) {
+        self.capacity = max(1, capacity)
+        bounds = .allocate(capacity: 2 * self.capacity)
+    }
 
-    /// Splits `line` (one row, with or without its line feed) into fields; the arrays are
-    /// reused from row to row.
+    public func deallocate() { bounds.deallocate() }
+
+    /// The fields of `line`, read in `body` (a row lives no longer).
+    public static func reading<T>(_ line: UnsafeRawBufferPointer, _ body: (CopyRow) throws -> T) rethrows -> T {
+        var row = CopyRow()
+        defer { row.deallocate() }
+        row.load(line)
+        return try body(row)
+    }
+
+    /// Splits `line` (one row, with or without its line feed) into fields.
     public mutating func load(_ line: UnsafeRawBufferPointer) {
-        starts.removeAll(keepingCapacity: true)
-        ends.removeAll(keepingCapacity: true)
+        count = 0
         guard let start = line.baseAddress?.assumingMemoryBound(to: UInt8.self) else { base = nil; return }
         base = UnsafePointer(start)
-        var count = line.count
-        if count > 0 && start[count - 1] == 10 { count -= 1 }
+        var length = line.count
+        if length > 0 && start[length - 1] == 10 { length -= 1 }
         var at = 0
-        // memchr, not a byte loop: a debug build (what the tests run) calls a generic a byte.
+        // A pointer and a while loop: fields are short, and a call to memchr a field cost
+        // more than the bytes it scanned (a Range's iterator would be a generic call a byte
+        // in a debug build, what the tests run).
         while true {
-            let rest = count - at
-            let tab = rest > 0 ? memchr(start + at, 9, rest) : nil
-            let end = tab.map { UnsafeRawPointer($0) - UnsafeRawPointer(start) } ?? count
+            var end = at
+            while end < length && start[end] != 9 { end += 1 }
+            if count == capacity { grow() }
             if end - at == 2 && start[at] == 92 && start[at + 1] == UInt8(ascii: "N") {
-                starts.append(-1)
-                ends.append(-1)
+                bounds[2 * count] = -1
+                bounds[2 * count + 1] = -1
             } else {
-                starts.append(at)
-                ends.append(end)
+                bounds[2 * count] = at
+                bounds[2 * count + 1] = end
             }
-            guard tab != nil else { break }
+            count += 1
+            guard end < length else { break }
             at = end + 1
         }
     }
 
-    public var count: Int { starts.count }
+    private mutating func grow() {
+        let larger = UnsafeMutablePointer<Int>.allocate(capacity: 4 * capacity)
+        larger.update(from: bounds, count: 2 * capacity)
+        bounds.deallocate()
+        bounds = larger
+        capacity *= 2
+    }
 
-    public func isNull(_ field: Int) -> Bool { starts[field] < 0 }
+    @inlinable public func isNull(_ field: Int) -> Bool { bounds[2 * field] < 0 }
 
     /// The field's bytes as COPY wrote them (escaped), nil for NULL.
-    public func escaped(_ field: Int) -> UnsafeBufferPointer<UInt8>? {
-        let start = starts[field]
+    @inlinable public func escaped(_ field: Int) -> UnsafeBufferPointer<UInt8>? {
+        let start = bounds[2 * field]
         guard start >= 0, let base else { return nil }
-        return UnsafeBufferPointer(start: base + start, count: ends[field] - start)
+        return UnsafeBufferPointer(start: base + start, count: bounds[2 * field + 1] - start)
     }
 
     /// The field's escaped length in bytes (0 for NULL): at least its decoded length.
-    public func length(_ field: Int) -> Int { starts[field] < 0 ? 0 : ends[field] - starts[field] }
+    @inlinable public func length(_ field: Int) -> Int { bounds[2 * field + 1] - bounds[2 * field] }
 
     /// The value in text format, nil for NULL.
     public func string(_ field: Int) -> String? {

@@ -5,7 +5,7 @@ import Records
 /// while the client's output is above the high-water mark: a slow reader slows the query,
 /// never the server's memory. A client that reads nothing for `stallSeconds` loses the wait:
 /// `send` gives up, so the query stops and its pooled connection goes back.
-final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled` guarded by `lock`; the rest immutable
+final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled` guarded by `lock`; `inFlight` the worker's; the rest immutable
     private let inbox: LoopInbox<ServerMessage>
     private let connection: Int
     private let semaphore = DispatchSemaphore(value: 0)
@@ -15,6 +15,8 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
     private var didStall = false
     private var didStop = false
     private let metrics: Metrics
+    /// The worker's own: lines posted that the loop has not yet let go of.
+    private var inFlight = false
 
     init(inbox: LoopInbox<ServerMessage>, connection: Int, stallSeconds: Int, metrics: Metrics) {
         self.inbox = inbox
@@ -50,20 +52,25 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
         semaphore.signal()
     }
 
-    /// On the worker: hands `lines` to the loop and waits until the client has room.
+    /// On the worker: hands `lines` to the loop once the client has room for the lines sent
+    /// before, and goes on: the worker writes the next batch while the loop sends this one
+    /// (waiting right after each send cost a FIND of 10⁶ rows a tenth of its time).
     func send(_ lines: [UInt8]) -> Bool {
         guard !ended else { return false }
-        inbox.post(.streamed(connection: connection, lines: lines, sink: self))
-        if semaphore.wait(timeout: .now() + .seconds(stallSeconds)) == .timedOut {
-            lock.lock()
-            didStall = true
-            lock.unlock()
-            metrics.add(.repliesStalled)
-            return false
+        if inFlight {
+            if semaphore.wait(timeout: .now() + .seconds(stallSeconds)) == .timedOut {
+                lock.lock()
+                didStall = true
+                lock.unlock()
+                metrics.add(.repliesStalled)
+                return false
+            }
+            inFlight = false
+            guard !ended else { return false }
         }
-        lock.lock()
-        defer { lock.unlock() }
-        return !gone && !didStop
+        inbox.post(.streamed(connection: connection, lines: lines, sink: self))
+        inFlight = true
+        return true
     }
 
     /// On the loop: lets the worker go on.

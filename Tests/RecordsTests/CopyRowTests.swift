@@ -25,11 +25,7 @@ import Testing
 
     private func withRow<T>(_ line: String, _ body: (CopyRow) -> T) -> T {
         let bytes = Array(line.utf8)
-        return bytes.withUnsafeBytes { raw in
-            var row = CopyRow()
-            row.load(raw)
-            return body(row)
-        }
+        return bytes.withUnsafeBytes { raw in CopyRow.reading(raw, body) }
     }
 
     @Test func fieldsSplitAtTabsWithNullsAndEmptiesApart() {
@@ -45,6 +41,14 @@ import Testing
         withRow("\\\\N\ta\\Nb") { row in
             #expect(row.string(0) == "\\N")
             #expect(row.string(1) == "aNb")
+        }
+    }
+
+    @Test func rowsOfManyFieldsGrowTheirRoom() {
+        let line = (0..<100).map(String.init).joined(separator: "\t")
+        withRow(line) { row in
+            #expect(row.count == 100)
+            #expect((0..<100).map { row.string($0) } == (0..<100).map(String.init))
         }
     }
 

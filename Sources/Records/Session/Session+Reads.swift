@@ -100,7 +100,8 @@ extension Session {
                     }
                     select.encoder.append(row, to: &batch)
                     count += 1
-                    if select.cursorColumns > 0 { lastKeys = (0..<select.cursorColumns).map { row.string(keyStart + $0) } }
+                    // Paged reads have a LIMIT: only the page's last row gives the next page's keys.
+                    if select.cursorColumns > 0 && count == request.limit { lastKeys = (0..<select.cursorColumns).map { row.string(keyStart + $0) } }
                     if versions.count < ReadVersions.limit, let version = Self.version(row, select: select, entity: entity, view: view) {
                         versions.append(version)
                     }
@@ -138,25 +139,21 @@ extension Session {
                        encode: (CopyRow, inout [UInt8]) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         var sent = false
-        func each(_ row: CopyRow) -> Bool {
-            sent = true
-            return encode(row, &batch.bytes) && batch.sendIfFull()
-        }
-        func run() throws(PostgresError) {
+        for attempt in 0..<2 {
             let connection = context.connection
-            let copy = "COPY (" + (try SQL.inlining(sql, parameters, literal: connection.escapeLiteral)) + ") TO STDOUT"
-            try connection.streamCopy(copy, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, rows: each)
-        }
-        var failure: PostgresError?
-        do {
-            try run()
-        } catch {
-            failure = error
-        }
-        if let failure {
-            guard failure.kind == .connection, !sent, !context.connection.inTransaction else { throw failure }
-            try context.reconnect()
-            try run()
+            do throws(PostgresError) {
+                let copy = "COPY (" + (try SQL.inlining(sql, parameters, literal: connection.escapeLiteral)) + ") TO STDOUT"
+                // A closure written in place, not a local function: the captured variables
+                // are then checked for exclusive access at compile time, not three times a row.
+                try connection.streamCopy(copy, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout) { row in
+                    sent = true
+                    return encode(row, &batch.bytes) && batch.sendIfFull()
+                }
+                break
+            } catch {
+                guard attempt == 0, error.kind == .connection, !sent, !connection.inTransaction else { throw error }
+                try context.reconnect()
+            }
         }
         batch.finish()
     }

@@ -80,11 +80,21 @@ import Testing
         #expect(status == "-ERR AUTH user carol no longer exists: this session is signed out; AUTH again")
     }
 
-    @Test func aReaderCannotSaveChangesMadeAsAWriter() throws {
+    @Test func changesMadeAsOneUserAreNeverSavedAsAnother() throws {
         let server = try serverWithUsers()
+        let admin = try server.client()
+        try admin.ok("AUTH root root-password")
+        try admin.ok("USER ADD dave writer \"dave-password\"")
         let client = try server.client()
         try client.ok("AUTH carol carol-password")
         try client.ok("INSERT game name=\"Pending\"")
+        let refused = "-ERR AUTH this session holds pending changes made as carol: SAVE or ROLLBACK them before signing in as another user"
+        #expect(try client.send("AUTH bob bob-password").status == refused)
+        #expect(try client.send("AUTH dave dave-password").status == refused)
+        // Signing in again as the same user keeps the unit.
+        try client.ok("AUTH carol carol-password")
+        #expect(try client.send("CHANGES").lines.count == 1)
+        try client.ok("ROLLBACK")
         #expect(try client.send("AUTH bob bob-password").status == "+OK signed in as bob (reader)")
         #expect(try client.send("SAVE").status == "-ERR FORBIDDEN SAVE needs the writer role; bob is reader")
         #expect(try server.database().query("SELECT count(*) FROM game").string(0, 0) == "0")

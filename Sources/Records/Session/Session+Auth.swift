@@ -4,6 +4,11 @@ import Postgres
 
 extension Session {
     func authenticate(_ name: String, password: String, model: Model) -> Step {
+        // Changes made as one user are never saved as another: a SAVE runs with its user's
+        // rights and database role, and the log names who saved.
+        if let current = user, current.name != name, unit.heldCount > 0 {
+            return .reply(.error(.auth, "this session holds pending changes made as \(current.name): SAVE or ROLLBACK them before signing in as another user"))
+        }
         let throttle = context.throttle
         let peer = self.peer
         let session = id
@@ -28,6 +33,8 @@ extension Session {
             let as_ = grant.databaseRole.map { ", database role \($0)" } ?? ""
             Log.info("signed in as \(Log.quoted(name)) (\(role.name)\(as_)) from \(peer)", session: session)
             return WorkResult(reply: .ok("signed in as \(name) (\(role.name)\(as_))")) { session in
+                // Another user does not inherit the versions this one read (nothing is pending).
+                if session.user?.name != name && session.unit.heldCount == 0 { session.unit.rollback() }
                 session.user = (name, role)
                 session.databaseRole = grant.databaseRole
                 session.signedInSince = grant.since

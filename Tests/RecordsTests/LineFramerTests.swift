@@ -52,6 +52,25 @@ import Testing
         #expect(drain(&framer) == [.line("PING")])
     }
 
+    /// Every split of a line of exactly the limit and its CR LF frames it: a read that ends
+    /// between the CR and the LF once made it one byte too long.
+    @Test func lineOfExactlyTheLimitPassesWhereverItsCRLFIsSplit() {
+        let bytes = Array("PING\r\nINFO\n".utf8)
+        for split in 1..<bytes.count {
+            var framer = LineFramer(maxLineLength: 4)
+            framer.append(bytes[..<split])
+            var events = drain(&framer)
+            framer.append(bytes[split...])
+            events += drain(&framer)
+            #expect(events == [.line("PING"), .line("INFO")], "split at \(split)")
+        }
+        // A CR kept (IMPORT's data) counts: it is the line's.
+        var framer = LineFramer(maxLineLength: 4)
+        framer.keepsCarriageReturns = true
+        framer.append(Array("PING\r".utf8))
+        #expect(drain(&framer) == [.tooLong(length: 5)])
+    }
+
     @Test func invalidUTF8AndNULAreRefusedButFramingGoesOn() {
         var framer = LineFramer()
         framer.append([0x50, 0xff, 0xfe, 0x0a] + Array("A\u{0}B\nPING\n".utf8))

@@ -60,10 +60,12 @@ public struct LineFramer: Sendable {
             guard let newline = Self.index(of: UInt8(ascii: "\n"), in: buffer, from: scanned) else {
                 scanned = buffer.count
                 let pending = buffer.count - start
+                // A CR last may be the CR of a CR LF whose LF is still on its way: not the line's.
+                let carriageReturn = !keepsCarriageReturns && buffer.last == UInt8(ascii: "\r") ? 1 : 0
                 if discarding {
                     discarded += pending
                     dropAll()
-                } else if pending > maxLineLength {
+                } else if pending > maxLineLength + carriageReturn {
                     discarding = true
                     discarded = pending
                     dropAll()

@@ -54,23 +54,29 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
 
     /// On the worker: hands `lines` to the loop once the client has room for the lines sent
     /// before, and goes on: the worker writes the next batch while the loop sends this one
-    /// (waiting right after each send cost a FIND of 10⁶ rows a tenth of its time).
+    /// (waiting right after each send cost a FIND of 10⁶ rows a tenth of its time). False when
+    /// the stream must stop (the client stalled or left, the server stops); the lines are
+    /// handed over all the same unless the client left, so the count a reply gives is the
+    /// count the client gets.
     func send(_ lines: [UInt8]) -> Bool {
-        guard !ended else { return false }
-        if inFlight {
+        if inFlight && !ended {
             if semaphore.wait(timeout: .now() + .seconds(stallSeconds)) == .timedOut {
                 lock.lock()
                 didStall = true
                 lock.unlock()
                 metrics.add(.repliesStalled)
-                return false
+            } else {
+                inFlight = false
             }
-            inFlight = false
-            guard !ended else { return false }
         }
+        lock.lock()
+        let left = gone
+        let goOn = !gone && !didStall && !didStop
+        lock.unlock()
+        guard !left else { return false }
         inbox.post(.streamed(connection: connection, lines: lines, sink: self))
         inFlight = true
-        return true
+        return goOn
     }
 
     /// On the loop: lets the worker go on.

@@ -33,6 +33,7 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let raiseException = SQLState(rawValue: "P0001")
     /// A privilege, or a row-level security policy, refused it.
     public static let insufficientPrivilege = SQLState(rawValue: "42501")
+    public static let featureNotSupported = SQLState(rawValue: "0A000")
 
     /// Class 08 (connection exception) and the shutdown codes: the server is not there right now.
     public var meansUnavailable: Bool {

@@ -94,6 +94,28 @@ import Testing
         #expect(paged == found.lines, "seed \(seed)")
     }
 
+    /// A composite type's column compared with text: PostgreSQL cannot take the value, and
+    /// says so as the request's error, in FIND, COUNT and a cursor's next page alike.
+    @Test func aValueTheColumnsTypeCannotTakeIsTheRequestsError() throws {
+        let server = try TestServer(schema: try Schema("""
+            CREATE TYPE pair AS (a text, b int);
+            CREATE TABLE item (id serial PRIMARY KEY, comp pair);
+            INSERT INTO item (comp) VALUES (ROW('x', 1)), (ROW('y', 2));
+            """))
+        let client = try server.client()
+        for request in [#"FIND item WHERE comp == "(x,1)""#, #"COUNT item WHERE comp == "(x,1)""#] {
+            let reply = try client.send(request)
+            #expect(reply.status.hasPrefix("-ERR VALIDATION PostgreSQL cannot do this: "), "\(request): \(reply.status)")
+        }
+        let page = try client.send("FIND item ORDER BY comp LIMIT 1")
+        #expect(page.lines.count == 1, "\(page.status)")
+        if let range = page.status.range(of: "AFTER ") {
+            let next = try client.send("FIND item ORDER BY comp LIMIT 1 AFTER " + page.status[range.upperBound...])
+            #expect(next.ok || next.status.hasPrefix("-ERR VALIDATION"), "\(next.status)")
+        }
+        #expect(try client.send("PING").status == "+OK PONG")
+    }
+
     /// A value a read keeps as the record's version for SAVE's check is the FIND's too: a
     /// record read by FIND and changed by someone else is a conflict at SAVE.
     @Test func findRecordsVersionsFromTheStream() throws {

@@ -109,6 +109,10 @@ enum ErrorMapping {
         case .undefinedFunction?:
             // A comparison or an order the column's type does not have (json ==, ORDER BY point).
             return CommandError(.validation, "\(subject)\(error.message)")
+        case .featureNotSupported?:
+            // What the column's type cannot do with the value given (a composite type's value
+            // compared as text): the request's, not the server's fault.
+            return CommandError(.validation, "\(subject)PostgreSQL cannot do this: \(error.message)")
         case .raiseException?:
             // The schema's own trigger or check function said no: its words are the reason.
             return CommandError(.validation, "\(subject)\(error.message)")

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 import Testing
 
 /// FIND streams through `COPY ... TO STDOUT` and GET reads a query's rows: two decoders of
@@ -18,22 +19,8 @@ import Testing
         (0..<length).map { _ in alphabet[Int(generator.next() % UInt64(alphabet.count))] }.joined()
     }
 
-    /// The string as the protocol quotes it (`\"` `\\` `\n` `\t` `\r` `\uXXXX`).
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\t": out += "\\t"
-            case "\r": out += "\\r"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    /// The string as the protocol quotes it.
+    static func quoted(_ text: String) -> String { quotedString(text) }
 
     @Test func findWritesEveryValueAsGetDoes() throws {
         let seed = UInt64(TestEnvironment.environment["RECORDS_STREAM_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000

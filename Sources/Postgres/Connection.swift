@@ -225,23 +225,20 @@ public final class Connection {
             let conn = try open()
             guard PQsendQuery(conn, sql) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
             var cancelled = false
-            /// Waits for PostgreSQL's next bytes, cancelling the statement after `silence`.
-            func waitForInput() {
-                if !cancelled && !Self.resultArrives(conn, within: silence) {
-                    cancel()  // answered by the statement's error, 57014
-                    cancelled = true
-                }
+            if !Self.resultArrives(conn, within: silence) {
+                cancel()  // answered by the statement's error, 57014
+                cancelled = true
             }
-            waitForInput()
             guard let first = PQgetResult(conn) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-            if PQresultStatus(first) != PGRES_COPY_OUT {
-                let failure = PQresultStatus(first) == PGRES_FATAL_ERROR ? Self.error(from: first, connection: conn)
-                    : PostgresError(kind: .unexpected, message: "COPY did not start")
-                PQclear(first)
-                while let raw = PQgetResult(conn) { PQclear(raw) }
+            let start = QueryResult(owning: first)
+            if start.status != PGRES_COPY_OUT {
+                let failure = withExtendedLifetime(start) {
+                    start.status == PGRES_FATAL_ERROR ? Self.error(from: first, connection: conn)
+                        : PostgresError(kind: .unexpected, message: "COPY did not start")
+                }
+                while let raw = PQgetResult(conn) { _ = QueryResult(owning: raw) }
                 throw failure
             }
-            PQclear(first)
             var row = CopyRow()
             defer { row.deallocate() }
             var wanted = true
@@ -275,8 +272,10 @@ public final class Connection {
             }
             var failure: PostgresError?
             while let raw = PQgetResult(conn) {
-                if PQresultStatus(raw) != PGRES_COMMAND_OK && failure == nil { failure = Self.error(from: raw, connection: conn) }
-                PQclear(raw)
+                let result = QueryResult(owning: raw)
+                withExtendedLifetime(result) {
+                    if result.status != PGRES_COMMAND_OK && failure == nil { failure = Self.error(from: raw, connection: conn) }
+                }
             }
             // A caller that stopped has its answer: an error after it (a cancel) changes nothing.
             if let failure, wanted { throw failure }

@@ -1,4 +1,3 @@
-
 /// One row of `COPY ... TO STDOUT` in text format, read in place: fields split by tabs, `\N`
 /// for NULL, and a backslash before a backslash or a control character COPY escapes (`\n`,
 /// `\r`, `\t`, `\b`, `\f`, `\v`). A field's bytes are given still escaped; `string` decodes.

@@ -66,7 +66,9 @@ import Testing
         let schemas = numbers.map { Self.schema($0, seed: settings.seed) }
         let ddl = schemas.map(\.ddl).joined(separator: "\n")
         let file = try Schema(ddl)
-        let server = try TestServer(schema: file, arguments: ["--pool-size", "4"])
+        // Semantics, not speed: a statement of a trivial unit once ran past the default 5 s
+        // while every suite shared the two cores.
+        let server = try TestServer(schema: file, arguments: ["--pool-size", "4", "--statement-timeout", "60"])
         let referenceURL = try TestEnvironment.freshDatabase()
         let setup = try Connection(referenceURL)
         try setup.execute(ddl)

@@ -98,6 +98,17 @@ import Testing
         #expect(try client.send("AUTH bob bob-password").status == "+OK signed in as bob (reader)")
         #expect(try client.send("SAVE").status == "-ERR FORBIDDEN SAVE needs the writer role; bob is reader")
         #expect(try server.database().query("SELECT count(*) FROM game").string(0, 0) == "0")
+        // A user removed with changes pending leaves them to no one: the session signs out
+        // and drops them, so whoever signs in next starts with nothing.
+        let daves = try server.client()
+        try daves.ok("AUTH dave dave-password")
+        try daves.ok("INSERT game name=\"by dave\"")
+        try admin.ok("USER REMOVE dave")
+        #expect(try daves.send("CHANGES").status == "-ERR AUTH user dave no longer exists: this session is signed out and its pending changes dropped; AUTH again")
+        try daves.ok("AUTH carol carol-password")
+        #expect(try daves.send("CHANGES").lines.isEmpty)
+        #expect(try daves.send("SAVE").ok)
+        #expect(try server.database().query("SELECT count(*) FROM game").string(0, 0) == "0")
     }
 
     @Test func failedLoginsAreThrottledPerUserAndAddress() throws {

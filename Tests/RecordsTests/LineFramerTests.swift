@@ -64,11 +64,17 @@ import Testing
             events += drain(&framer)
             #expect(events == [.line("PING"), .line("INFO")], "split at \(split)")
         }
-        // A CR kept (IMPORT's data) counts: it is the line's.
+        // A CR kept (IMPORT's data) is the line's, but a row is as long whichever way it ends.
         var framer = LineFramer(maxLineLength: 4)
         framer.keepsCarriageReturns = true
         framer.append(Array("PING\r".utf8))
-        #expect(drain(&framer) == [.tooLong(length: 5)])
+        #expect(drain(&framer).isEmpty)
+        framer.append(Array("\nPINGS\r\n".utf8))
+        #expect(drain(&framer) == [.line("PING\r"), .tooLong(length: 5)])
+        // A refusal gives the line's length without the CR of its CR LF.
+        var split = LineFramer(maxLineLength: 4)
+        split.append(Array("PINGS\r".utf8))
+        #expect(drain(&split) == [.tooLong(length: 5)])
     }
 
     @Test func invalidUTF8AndNULAreRefusedButFramingGoesOn() {

@@ -60,30 +60,35 @@ public struct LineFramer: Sendable {
             guard let newline = Self.index(of: UInt8(ascii: "\n"), in: buffer, from: scanned) else {
                 scanned = buffer.count
                 let pending = buffer.count - start
-                // A CR last may be the CR of a CR LF whose LF is still on its way: not the line's.
-                let carriageReturn = !keepsCarriageReturns && buffer.last == UInt8(ascii: "\r") ? 1 : 0
+                // A CR last may be the CR of a CR LF whose LF is still on its way: it does not
+                // count against the limit (nor in the length a refusal gives).
+                let carriageReturn = buffer.last == UInt8(ascii: "\r") ? 1 : 0
                 if discarding {
                     discarded += pending
                     dropAll()
-                } else if pending > maxLineLength + carriageReturn {
+                } else if pending - carriageReturn > maxLineLength {
                     discarding = true
                     discarded = pending
                     dropAll()
-                    return .tooLong(length: discarded)
+                    return .tooLong(length: discarded - carriageReturn)
                 }
                 return nil
             }
             let lineStart = start
             var end = newline
-            if !keepsCarriageReturns, end > lineStart, buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
+            // The CR of a CR LF is dropped, or kept in the line (IMPORT's data) without
+            // counting against the limit: a row is as long whichever way it ends.
+            let carriageReturn = end > lineStart && buffer[end - 1] == UInt8(ascii: "\r") ? 1 : 0
+            if !keepsCarriageReturns { end -= carriageReturn }
             let length = end - lineStart
+            let counted = keepsCarriageReturns ? length - carriageReturn : length
             let wasDiscarding = discarding
             // Made before the buffer moves on: the line is read in place, never copied first.
             let event: Event?
             if wasDiscarding {
                 event = nil
-            } else if length > maxLineLength {
-                event = .tooLong(length: length)
+            } else if counted > maxLineLength {
+                event = .tooLong(length: counted)
             } else if Self.index(of: 0, in: buffer, from: lineStart, to: end) != nil {
                 event = .invalid(reason: "NUL byte in line")
             } else if let text = buffer.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[lineStart..<end]), as: UTF8.self) }) {

@@ -332,8 +332,13 @@ public final class Session {
             databaseRole = nil
             signedInSince = nil
             close()
+            // What the removed user left pending is nobody's to save: whoever signs in next
+            // would otherwise take it over.
+            let dropped = unit.heldCount > 0
+            unit.rollback()
             Log.info("user \(Log.quoted(signedIn.name)) was removed: session signed out", session: id)
-            return .error(.auth, "user \(signedIn.name) no longer exists: this session is signed out; AUTH again")
+            return .error(.auth, "user \(signedIn.name) no longer exists: this session is signed out"
+                          + (dropped ? " and its pending changes dropped" : "") + "; AUTH again")
         }
         if current.role != signedIn.role { user = (signedIn.name, current.role) }
         if current.databaseRole != databaseRole { databaseRole = current.databaseRole }

@@ -122,45 +122,44 @@ struct RowEncoder {
         /// A value as COPY's text format escapes it. Numbers, booleans and timestamps never
         /// hold a backslash; JSON and strings may.
         mutating func escapedValue(_ bytes: UnsafeBufferPointer<UInt8>, as format: Format) {
-            guard format == .raw || format == .string, let source = bytes.baseAddress,
-                  memchr(source, 92, bytes.count) != nil || format == .string else {
-                return value(bytes, as: format)
-            }
-            if format == .raw {
+            switch format {
+            case .string:
+                string(bytes, copyEscaped: true)
+            case .raw where bytes.baseAddress.map({ memchr($0, 92, bytes.count) != nil }) ?? false:
                 let start = at
                 CopyRow.decode(bytes) { byte($0) }
                 lineBreaksToSpaces(from: start)
-                return
+            default:
+                value(bytes, as: format)
             }
+        }
+
+        /// `bytes` as a JSON string. With `copyEscaped`, the text is COPY's: a backslash starts
+        /// an escape, decoded and written as any other byte would be, so FIND's line is GET's.
+        mutating func string(_ bytes: UnsafeBufferPointer<UInt8>, copyEscaped: Bool) {
             byte(Self.quote)
+            // A pointer and a while loop: a Range's iterator is a generic call a byte in a
+            // debug build (what the tests run), which made a FIND of 100,000 rows take 7 s.
+            guard let source = bytes.baseAddress else { return byte(Self.quote) }
             var plainStart = 0
             var index = Self.nextSpecial(source, from: 0, count: bytes.count)
             while index < bytes.count {
-                let current = source[index]
+                copy(UnsafeBufferPointer(start: source + plainStart, count: index - plainStart))
+                var current = source[index]
                 index += 1
-                copy(UnsafeBufferPointer(start: source + plainStart, count: index - 1 - plainStart))
-                plainStart = index
-                if current == 92, index < bytes.count, Self.sameInJSON(source[index]) {
-                    // \\ \n \r \t: COPY's escape is JSON's (and what `escapeByte` writes).
-                    byte(92)
-                    byte(source[index])
-                    index += 1
-                    plainStart = index
-                } else if current == 92 {
-                    // \b \f \v, or an escape COPY TO does not write: decoded, then written as
-                    // `escapeByte` writes it, so FIND's line is GET's.
-                    let (decoded, next) = CopyRow.escape(bytes, after: index)
-                    if decoded < 0x20 || decoded == Self.quote || decoded == 92 { escapeByte(decoded) } else { byte(decoded) }
-                    index = next
-                    plainStart = index
-                } else {
-                    escapeByte(current)
+                if copyEscaped && current == 92 && index < bytes.count {
+                    (current, index) = CopyRow.escape(bytes, after: index)
                 }
+                if Self.isSpecial(current) { escapeByte(current) } else { byte(current) }
+                plainStart = index
                 index = Self.nextSpecial(source, from: index, count: bytes.count)
             }
             copy(UnsafeBufferPointer(start: source + plainStart, count: bytes.count - plainStart))
             byte(Self.quote)
         }
+
+        /// A byte a JSON string escapes: a control character, `"` or `\`.
+        private static func isSpecial(_ byte: UInt8) -> Bool { byte < 0x20 || byte == quote || byte == 92 }
 
         /// Where the next byte a JSON string escapes (a control character, `"` or `\`) is,
         /// from `index`, else `count`. Eight bytes a step: most text holds none.
@@ -181,8 +180,7 @@ struct RowEncoder {
                 at += 8
             }
             while at < count {
-                let current = source[at]
-                if current < 0x20 || current == Self.quote || current == 92 { return at }
+                if isSpecial(source[at]) { return at }
                 at += 1
             }
             return count
@@ -206,28 +204,14 @@ struct RowEncoder {
             }
         }
 
-        private static func sameInJSON(_ letter: UInt8) -> Bool {
-            switch letter {
-            case 92, UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"): true
-            default: false
-            }
-        }
-
         /// JSON text may hold line breaks between its tokens (a `json` column keeps its input's);
         /// a record is one line, so they become spaces, which mean the same. Inside a JSON
         /// string a line break is always escaped.
         mutating func lineBreaksToSpaces(from start: Int) {
             var index = start
-            while index < at, let found = memchr(base + index, 10, at - index).map({ UnsafeMutableRawPointer($0) }) {
-                let offset = found - UnsafeMutableRawPointer(base)
-                base[offset] = 32
-                index = offset + 1
-            }
-            index = start
-            while index < at, let found = memchr(base + index, 13, at - index).map({ UnsafeMutableRawPointer($0) }) {
-                let offset = found - UnsafeMutableRawPointer(base)
-                base[offset] = 32
-                index = offset + 1
+            while index < at {
+                if base[index] == 10 || base[index] == 13 { base[index] = 32 }
+                index += 1
             }
         }
 
@@ -261,21 +245,7 @@ struct RowEncoder {
                 }
                 byte(Self.quote)
             case .string:
-                byte(Self.quote)
-                // A pointer and a while loop: a Range's iterator is a generic call a byte in a
-                // debug build (what the tests run), which made a FIND of 100,000 rows take 7 s.
-                guard let source = bytes.baseAddress else { return byte(Self.quote) }
-                var plainStart = 0
-                var index = Self.nextSpecial(source, from: 0, count: bytes.count)
-                while index < bytes.count {
-                    copy(UnsafeBufferPointer(start: source + plainStart, count: index - plainStart))
-                    escapeByte(source[index])
-                    index += 1
-                    plainStart = index
-                    index = Self.nextSpecial(source, from: index, count: bytes.count)
-                }
-                copy(UnsafeBufferPointer(start: source + plainStart, count: bytes.count - plainStart))
-                byte(Self.quote)
+                string(bytes, copyEscaped: false)
             }
         }
     }

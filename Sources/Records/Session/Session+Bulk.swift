@@ -109,8 +109,7 @@ extension Session {
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection
-                let sql = "COPY (" + (try SQL.inlining(query, select.parameters, literal: connection.escapeLiteral))
-                    + ") TO STDOUT WITH (FORMAT csv)"
+                let sql = try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
                 if view.began { try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)]) }
                 var batch = StreamBatch(to: context.sink)
                 CSV.appendLine(header.map { Array($0.utf8) }, to: &batch.bytes)

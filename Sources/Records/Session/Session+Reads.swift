@@ -142,7 +142,7 @@ extension Session {
         for attempt in 0..<2 {
             let connection = context.connection
             do throws(PostgresError) {
-                let copy = "COPY (" + (try SQL.inlining(sql, parameters, literal: connection.escapeLiteral)) + ") TO STDOUT"
+                let copy = try SQL.copyOut(sql, parameters, literal: connection.escapeLiteral)
                 // A closure written in place, not a local function: the captured variables
                 // are then checked for exclusive access at compile time, not three times a row.
                 try connection.streamCopy(copy, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout) { row in

@@ -66,6 +66,13 @@ public enum SQL {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// `COPY (query) TO STDOUT [WITH (options)]` for a query with parameters, its values
+    /// inlined (`inlining`): FIND's stream and EXPORT.
+    public static func copyOut<E: Error>(_ query: String, _ parameters: [String?], options: String? = nil,
+                                         literal: (String) throws(E) -> String) throws(E) -> String {
+        "COPY (" + (try inlining(query, parameters, literal: literal)) + ") TO STDOUT" + (options.map { " WITH (\($0))" } ?? "")
+    }
+
     /// A PostgreSQL array literal (`{"a","b",NULL}`) to bind as one text parameter.
     public static func arrayLiteral<S: Sequence>(_ elements: S) -> String where S.Element == String? {
         // Built as bytes: the element loop runs once per value of a multi-row insert.

@@ -247,7 +247,9 @@ public final class Connection {
                 var buffer: UnsafeMutablePointer<CChar>?
                 let length = PQgetCopyData(conn, &buffer, 1)
                 if length == 0 {
-                    // No whole row buffered yet (asynchronous mode).
+                    // No whole row buffered yet (asynchronous mode), or the connection broke:
+                    // libpq then says 0 again, never -2, and has closed its socket.
+                    if PQstatus(conn) != CONNECTION_OK { break copying }
                     if !Self.readable(conn, within: cancelled ? -1 : silence) {
                         cancel()
                         cancelled = true
@@ -308,6 +310,8 @@ public final class Connection {
     /// next).
     private static func readable(_ conn: OpaquePointer, within milliseconds: Int) -> Bool {
         while true {
+            // No socket: the connection broke and libpq closed it (poll would wait forever).
+            guard PQsocket(conn) >= 0 else { return true }
             var descriptor = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
             let ready = poll(&descriptor, 1, milliseconds < 0 ? -1 : Int32(clamping: max(1, milliseconds)))
             if ready == 0 { return false }

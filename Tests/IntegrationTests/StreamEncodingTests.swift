@@ -103,6 +103,27 @@ import Testing
         #expect(try client.send("PING").status == "+OK PONG")
     }
 
+    /// PostgreSQL's backend killed while the worker waits for the client to read: the rows
+    /// already read reach the client, then the stream ends with the reason, and the server
+    /// goes on. (libpq closes its socket; the stream once polled it forever.)
+    @Test func aBackendKilledWhileTheClientIsSlowEndsTheStream() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("INSERT INTO employee (first_name, last_name, gender) SELECT 'f' || i, repeat('x', 200), 1 FROM generate_series(1, 100000) i")
+        let client = try server.client()
+        try client.write("FIND employee\n")
+        Thread.sleep(forTimeInterval: 0.3)
+        let killed = try db.query("""
+            SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity
+            WHERE datname = current_database() AND query LIKE 'COPY%' AND pid <> pg_backend_pid()
+            """).string(0, 0)
+        #expect(killed == "1")
+        var status = ""
+        while !status.hasPrefix("+OK") && !status.hasPrefix("-ERR") { status = try client.readLine() ?? "-ERR closed" }
+        #expect(status.hasPrefix("-ERR UNAVAILABLE PostgreSQL is unavailable"), "\(status)")
+        #expect(try client.send("COUNT employee").status == "+OK 100000")
+    }
+
     /// A value a read keeps as the record's version for SAVE's check is the FIND's too: a
     /// record read by FIND and changed by someone else is a conflict at SAVE.
     @Test func findRecordsVersionsFromTheStream() throws {

@@ -75,11 +75,12 @@ public struct Lexer {
     public static func tokenize(_ line: String) throws(CommandError) -> [Token] {
         var lexer = Lexer(line)
         var tokens: [Token] = []
-        tokens.reserveCapacity(16)
+        // About a token per four bytes (`name="v"` is three): one allocation for most lines.
+        tokens.reserveCapacity(min(lexer.bytes.count / 4, 4096) + 4)
         while true {
             let token = try lexer.next()
             tokens.append(token)
-            if token.kind == .end { return tokens }
+            if case .end = token.kind { return tokens }
         }
     }
 
@@ -146,13 +147,9 @@ public struct Lexer {
             if Lexer.isNameStart(c) {
                 return Token(kind: .word(readWhile { Lexer.isNameByte($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") }), offset: start)
             }
-            // Two-byte symbols first; compared in place (no array a candidate: this runs for
-            // every `=` of every INSERT).
-            for (symbol, bytes) in Self.symbols where self.bytes.count - position >= bytes.count {
-                if self.bytes[position] == bytes[0] && (bytes.count == 1 || self.bytes[position + 1] == bytes[1]) {
-                    position += bytes.count
-                    return Token(kind: .symbol(symbol), offset: start)
-                }
+            if let symbol = symbol(at: position) {
+                position += symbol.utf8.count
+                return Token(kind: .symbol(symbol), offset: start)
             }
             let scalar = String(decoding: bytes[position...].prefix(4), as: UTF8.self).first.map(String.init) ?? "?"
             throw error("unexpected character '\(scalar)'", at: start)
@@ -160,8 +157,32 @@ public struct Lexer {
     }
 
     private static func isDigit(_ c: UInt8) -> Bool { c >= 48 && c <= 57 }
-    private static let symbols: [(String, [UInt8])] = ["==", "!=", "<>", "<=", ">=", "=<", "=>", "&&", "||", "=", "<", ">", "(", ")", "{", "}", ",", "!"]
-        .map { ($0, Array($0.utf8)) }
+    /// The operator or punctuation at `i`, two bytes before one (`<=` before `<`); a switch,
+    /// as this runs for every `=` of every INSERT.
+    private func symbol(at i: Int) -> String? {
+        let next: UInt8 = i + 1 < bytes.count ? bytes[i + 1] : 0
+        switch (bytes[i], next) {
+        case (UInt8(ascii: "="), UInt8(ascii: "=")): return "=="
+        case (UInt8(ascii: "="), UInt8(ascii: "<")): return "=<"
+        case (UInt8(ascii: "="), UInt8(ascii: ">")): return "=>"
+        case (UInt8(ascii: "="), _): return "="
+        case (UInt8(ascii: "!"), UInt8(ascii: "=")): return "!="
+        case (UInt8(ascii: "!"), _): return "!"
+        case (UInt8(ascii: "<"), UInt8(ascii: ">")): return "<>"
+        case (UInt8(ascii: "<"), UInt8(ascii: "=")): return "<="
+        case (UInt8(ascii: "<"), _): return "<"
+        case (UInt8(ascii: ">"), UInt8(ascii: "=")): return ">="
+        case (UInt8(ascii: ">"), _): return ">"
+        case (UInt8(ascii: "&"), UInt8(ascii: "&")): return "&&"
+        case (UInt8(ascii: "|"), UInt8(ascii: "|")): return "||"
+        case (UInt8(ascii: "("), _): return "("
+        case (UInt8(ascii: ")"), _): return ")"
+        case (UInt8(ascii: "{"), _): return "{"
+        case (UInt8(ascii: "}"), _): return "}"
+        case (UInt8(ascii: ","), _): return ","
+        default: return nil
+        }
+    }
 
     private static func isNameStart(_ c: UInt8) -> Bool {
         (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 95 || c == 64 || c >= 0x80
@@ -192,9 +213,8 @@ public struct Lexer {
         }
         if digits == 0 { throw error("malformed number", at: start) }
         if position < bytes.count, Lexer.isNameStart(bytes[position]) { throw error("malformed number", at: start) }
-        var text = String(decoding: bytes[start..<position], as: UTF8.self)
-        if text.hasPrefix("+") { text.removeFirst() }
-        return text
+        // `+5` is kept as `5`.
+        return String(decoding: bytes[(bytes[start] == UInt8(ascii: "+") ? start + 1 : start)..<position], as: UTF8.self)
     }
 
     private mutating func readString(quote: UInt8) throws(CommandError) -> String {

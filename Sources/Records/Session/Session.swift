@@ -213,6 +213,8 @@ public final class Session {
     /// The client's address, for login throttling, the loopback rule for AUTH, and logs.
     public private(set) var peer: String
     public internal(set) var unit = UnitOfWork() { didSet { stateVersion &+= 1 } }
+    /// What the names of recent lines' `attr=value` pairs name (a load repeats them).
+    var fieldPlans = FieldPlans()
     /// Moves whenever what a hand-off keeps changes (the unit, watches, format, an unsettled
     /// SAVE, the next SAVE's mark): with --durable-units the server writes the state when it
     /// differs from the version last written. (`didSet` without `oldValue` keeps edits in place.)
@@ -302,8 +304,11 @@ public final class Session {
     /// Who a log line is about.
     var who: String { user.map { "user \($0.name)" } ?? "no user" }
 
-    public func handle(_ line: String) -> Step {
-        let verb = Verb.of(line)  // once a line: counting, the checks before parsing, IMPORT's data
+    public func handle(_ line: String) -> Step { handle(line, verb: Verb.of(line)) }
+
+    /// `verb`: `Verb.of(line)`, read once a line (counting, the checks before parsing, IMPORT's
+    /// data).
+    public func handle(_ line: String, verb: Verb?) -> Step {
         currentVerb = verb?.rawValue ?? "unknown"
         lineForLog = line
         let started = DispatchTime.now().uptimeNanoseconds
@@ -387,7 +392,7 @@ public final class Session {
     private func run(_ line: String, verb: Verb?) -> Step {
         lineBytes = line.utf8.count
         // A password never crosses another host's network in clear: refused before it is read.
-        if !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer), let verb, verb == .auth || verb == .user {
+        if let verb, verb == .auth || verb == .user, !secure, context.security.remoteAuthNeedsTLS, !Self.isLoopback(peer) {
             let how = context.tlsAvailable ? "send STARTTLS first, or connect to the TLS port" : "this server has no TLS configured"
             return .reply(.error(.auth, "\(verb.rawValue) from another host needs TLS: \(how); the line was not read"))
         }

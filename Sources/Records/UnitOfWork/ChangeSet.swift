@@ -146,20 +146,50 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     /// A fresh `#ref` name for an insert the client did not name: `e1` for employee, ...
     mutating func generatedRef(for entity: String) -> String {
-        // The first character: an ASCII byte followed by another (or nothing) is one, without
-        // asking for grapheme breaks on every INSERT (CR LF aside, which no name holds).
-        let bytes = entity.utf8
-        let prefix: String
-        if let first = bytes.first, first < 0x80, first != 13,
-           bytes.count == 1 || bytes[bytes.index(after: bytes.startIndex)] < 0x80 {
-            prefix = String(UnicodeScalar(first))
-        } else {
-            prefix = String(entity.prefix(1))
-        }
         while true {
-            let candidate = String.concatenating(prefix, String(nextRef))
+            let candidate = Self.refName(entity, nextRef)
             nextRef += 1
             if insertIndex[candidate] == nil { return candidate }
+        }
+    }
+
+    /// Adds an insert the client did not name under a fresh `#ref`, which it returns: the name
+    /// claimed with one hashed probe (every pipelined INSERT line comes here).
+    mutating func addGenerated(entity: String, fields: [(column: String, value: FieldValue)]) -> String {
+        while true {
+            let candidate = Self.refName(entity, nextRef)
+            nextRef += 1
+            // Taken by a name the client gave: put back, try the next number.
+            if let taken = insertIndex.updateValue(inserts.count, forKey: candidate) {
+                insertIndex[candidate] = taken
+                continue
+            }
+            let insert = PendingInsert(ref: candidate, entity: entity, fields: fields)
+            inserts.append(insert)
+            bytes += insert.bytes
+            return candidate
+        }
+    }
+
+    /// The entity's first character and `number`, written into one buffer (no interpolation,
+    /// no grapheme breaking for an ASCII first letter; CR LF aside, which no name holds).
+    private static func refName(_ entity: String, _ number: Int) -> String {
+        let bytes = entity.utf8
+        guard let first = bytes.first, first < 0x80, first != 13,
+              bytes.count == 1 || bytes[bytes.index(after: bytes.startIndex)] < 0x80 else {
+            return String(entity.prefix(1)) + String(number)
+        }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buffer in
+            var end = 24
+            var rest = UInt(max(number, 0))
+            repeat {
+                end -= 1
+                buffer[end] = UInt8(48 + rest % 10)
+                rest /= 10
+            } while rest > 0
+            end -= 1
+            buffer[end] = first
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[end...]), as: UTF8.self)
         }
     }
 

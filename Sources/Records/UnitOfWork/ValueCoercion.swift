@@ -63,24 +63,28 @@ enum ValueCoercion {
     /// written as PostgreSQL prints it; nil when it is not a whole number. Read byte by byte:
     /// every integer of every INSERT line comes through here.
     static func wholeNumber(_ text: String) -> (value: Int64?, canonical: Bool)? {
-        var utf8 = text.utf8[...]
-        let sign = utf8.first
-        if sign == UInt8(ascii: "-") || sign == UInt8(ascii: "+") { utf8 = utf8.dropFirst() }
-        guard let first = utf8.first else { return nil }
-        let negative = sign == UInt8(ascii: "-")
-        // Accumulated negative: Int64.min has no positive twin.
-        var value: Int64? = 0
-        for byte in utf8 {
-            guard byte >= 48 && byte <= 57 else { return nil }
-            if let current = value {
-                let (times, overflow1) = current.multipliedReportingOverflow(by: 10)
-                let (next, overflow2) = times.subtractingReportingOverflow(Int64(byte - 48))
-                value = overflow1 || overflow2 ? nil : next
+        var text = text
+        return text.withUTF8 { utf8 in
+            var at = 0
+            let sign = utf8.first
+            if sign == UInt8(ascii: "-") || sign == UInt8(ascii: "+") { at = 1 }
+            guard at < utf8.count else { return nil }
+            let first = utf8[at]
+            let negative = sign == UInt8(ascii: "-")
+            // Accumulated negative: Int64.min has no positive twin.
+            var value: Int64? = 0
+            for byte in utf8[at...] {
+                guard byte >= 48 && byte <= 57 else { return nil }
+                if let current = value {
+                    let (times, overflow1) = current.multipliedReportingOverflow(by: 10)
+                    let (next, overflow2) = times.subtractingReportingOverflow(Int64(byte - 48))
+                    value = overflow1 || overflow2 ? nil : next
+                }
             }
+            if !negative, let current = value { value = current == .min ? nil : -current }
+            let canonical = sign != UInt8(ascii: "+") && (first != 48 || utf8.count - at == 1) && !(negative && first == 48)
+            return (value, canonical)
         }
-        if !negative, let current = value { value = current == .min ? nil : -current }
-        let canonical = sign != UInt8(ascii: "+") && (first != 48 || utf8.count == 1) && !(negative && first == 48)
-        return (value, canonical)
     }
 
     /// `2024-05-31`, and with `time`: optionally `T14:30`, seconds, fraction and a zone.

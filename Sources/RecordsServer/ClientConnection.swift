@@ -69,6 +69,10 @@ final class ClientConnection {
 
     func append(bytes: [UInt8]) { output.append(contentsOf: bytes) }
 
+    /// A reply written straight into the output (no array of its own: every pipelined INSERT
+    /// is answered here).
+    func append(_ reply: Reply, limit: Int) { Server.encode(reply, into: &output, limit: limit) }
+
     /// The next request: a pushed-back one first.
     func nextEvent() -> LineFramer.Event? {
         if let event = pushedBack {

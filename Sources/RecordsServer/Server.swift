@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Postgres
 import Records
+import RecordsProtocol
 import TLS
 
 /// What other threads tell the loop: pool workers, the change feed's reader, a signal.
@@ -454,20 +455,22 @@ public final class Server {
     }
 
     func run(_ line: String, on connection: ClientConnection) {
-        if Self.isRead(line) { return runReads(line, on: connection) }
-        switch connection.session.handle(line) {
+        let verb = Verb.of(line)  // once a line: the loop's choice, then the session's
+        if verb?.facts.batchable ?? false { return runReads(line, on: connection) }
+        let limit = configuration.maxReplyBytes
+        switch connection.session.handle(line, verb: verb) {
         case .reply(let reply):
-            connection.append(bytes: encoded(reply))
+            connection.append(reply, limit: limit)
             connection.machine.stepped(.reply)
         case .close(let reply):
-            connection.append(bytes: encoded(reply))
+            connection.append(reply, limit: limit)
             connection.machine.stepped(.close)
             connection.quit = true  // QUIT: its pending changes are dropped, nothing to resume
         case .skipData(let reply):
-            connection.append(bytes: encoded(reply))
+            connection.append(reply, limit: limit)
             connection.machine.stepped(.skipData)
         case .startTLS(let reply):
-            connection.append(bytes: encoded(reply))
+            connection.append(reply, limit: limit)
             connection.machine.stepped(.startTLS)
         case .collect(let job):
             let feed = ImportFeed(stallSeconds: configuration.importStallSeconds) { [inbox, id = connection.id] in
@@ -589,13 +592,22 @@ public final class Server {
     static func encoded(_ reply: Reply, limit: Int) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(reply.lines.isEmpty ? 96 : 1024)
-        reply.encode(into: &bytes)
-        let size = bytes.count
-        guard size > limit else { return bytes }
-        bytes.removeAll()
-        Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
-            .encode(into: &bytes)
+        encode(reply, into: &bytes, limit: limit)
         return bytes
+    }
+
+    /// `reply`'s wire form appended to `out`; past `limit` bytes, a LIMIT error in its place.
+    static func encode(_ reply: Reply, into out: inout [UInt8], limit: Int) {
+        let start = out.count
+        reply.encode(into: &out)
+        let size = out.count - start
+        guard size > limit else { return }
+        out.removeSubrange(start...)
+        tooLarge(reply, size: size, limit: limit).encode(into: &out)
+    }
+
+    static func tooLarge(_ reply: Reply, size: Int, limit: Int) -> Reply {
+        .error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
     }
 
     static func unavailable(_ error: PostgresError) -> Reply {

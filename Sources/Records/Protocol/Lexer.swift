@@ -63,8 +63,9 @@ extension String {
 /// with the column where it starts.
 public struct Lexer {
     let line: String
-    private let bytes: [UInt8]
-    private var position = 0
+    let bytes: [UInt8]
+    /// The byte the next token is looked for from.
+    var position = 0
 
     public init(_ line: String) {
         self.line = line

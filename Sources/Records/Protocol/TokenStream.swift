@@ -62,20 +62,9 @@ struct TokenStream {
     /// A literal: number, string, true/false, nil/null, or #ref.
     /// `context` is made only for an error (every pair of an INSERT line comes here).
     mutating func value(after context: @autoclosure () -> String) throws(CommandError) -> Value {
-        let token = peek
-        let value: Value
-        switch token.kind {
-        case .number(let n): value = .number(n)
-        case .string(let s): value = .string(s)
-        case .ref(let r): value = .ref(r)
-        case .word(let w):
-            switch w.lowercased() {
-            case "true", "yes": value = .bool(true)
-            case "false", "no": value = .bool(false)
-            case "nil", "null": value = .null
-            default: throw error("expected a value after \(context()) (strings go in double quotes)")
-            }
-        default: throw error("expected a value after \(context())")
+        guard let value = Value(token: peek) else {
+            if case .word = peek.kind { throw error("expected a value after \(context()) (strings go in double quotes)") }
+            throw error("expected a value after \(context())")
         }
         advance()
         return value
@@ -91,5 +80,22 @@ struct TokenStream {
 
     mutating func expectEnd() throws(CommandError) {
         guard atEnd else { throw error("unexpected input") }
+    }
+}
+
+extension Value {
+    /// The literal a token is: number, string, true/false (yes/no), nil/null, or #ref.
+    init?(token: Token) {
+        switch token.kind {
+        case .number(let n): self = .number(n)
+        case .string(let s): self = .string(s)
+        case .ref(let r): self = .ref(r)
+        case .word:
+            if token.isWord("TRUE") || token.isWord("YES") { self = .bool(true) }
+            else if token.isWord("FALSE") || token.isWord("NO") { self = .bool(false) }
+            else if token.isWord("NIL") || token.isWord("NULL") { self = .null }
+            else { return nil }
+        default: return nil
+        }
     }
 }

@@ -215,6 +215,8 @@ public final class Session {
     public internal(set) var unit = UnitOfWork() { didSet { stateVersion &+= 1 } }
     /// What the names of recent lines' `attr=value` pairs name (a load repeats them).
     var fieldPlans = FieldPlans()
+    /// The bytes around the values of recent INSERT lines (a load repeats them).
+    var insertShapes = InsertShapes()
     /// Moves whenever what a hand-off keeps changes (the unit, watches, format, an unsettled
     /// SAVE, the next SAVE's mark): with --durable-units the server writes the state when it
     /// differs from the version last written. (`didSet` without `oldValue` keeps edits in place.)
@@ -407,7 +409,7 @@ public final class Session {
         }
         let command: Command
         do {
-            command = try CommandParser.parse(line, verb: verb)
+            command = try insertShapes.parse(line, verb: verb)
         } catch {
             return .reply(error.reply)
         }

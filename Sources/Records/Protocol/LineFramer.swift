@@ -91,7 +91,7 @@ public struct LineFramer: Sendable {
                 event = .tooLong(length: counted)
             } else if Self.index(of: 0, in: buffer, from: lineStart, to: end) != nil {
                 event = .invalid(reason: "NUL byte in line")
-            } else if let text = buffer.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[lineStart..<end]), as: UTF8.self) }) {
+            } else if let text = buffer.withUnsafeBufferPointer({ Self.text(UnsafeBufferPointer(rebasing: $0[lineStart..<end])) }) {
                 event = .line(text)
             } else {
                 event = .invalid(reason: "line is not valid UTF-8")
@@ -106,6 +106,25 @@ public struct LineFramer: Sendable {
             }
             return event
         }
+    }
+
+    /// The line as a String, nil when it is not UTF-8. An ASCII line (most are) is taken
+    /// without the general validation, which cost more than the rest of the framing.
+    private static func text(_ line: UnsafeBufferPointer<UInt8>) -> String? {
+        guard let base = line.baseAddress else { return "" }
+        let raw = UnsafeRawPointer(base)
+        var i = 0
+        var high: UInt64 = 0
+        while i + 8 <= line.count {
+            high |= raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            i += 8
+        }
+        while i < line.count {
+            high |= UInt64(line[i])
+            i += 1
+        }
+        if high & 0x8080_8080_8080_8080 == 0 { return String(decoding: line, as: UTF8.self) }
+        return String(validating: line, as: UTF8.self)
     }
 
     /// Where `byte` first is in `bytes[from..<to]` (memchr: this scans every byte received).

@@ -1,3 +1,5 @@
+import Foundation
+
 /// One reply: data lines, then exactly one status line (`+OK ...` or `-ERR CODE ...`).
 ///
 /// Data lines can never be taken for a status line or a pushed event: a line that would start
@@ -78,6 +80,12 @@ public struct Reply: Equatable, Sendable, Codable {
     static func appendSingleLine(_ text: String, to out: inout [UInt8]) {
         var text = text
         text.withUTF8 { bytes in
+            guard let base = bytes.baseAddress else { return }
+            // Most messages hold no line break: found absent by memchr, copied whole.
+            guard memchr(base, 10, bytes.count) != nil || memchr(base, 13, bytes.count) != nil else {
+                out.append(contentsOf: bytes)
+                return
+            }
             var plainStart = 0
             for index in 0..<bytes.count where bytes[index] == 10 || bytes[index] == 13 {
                 out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[plainStart..<index]))

@@ -9,13 +9,21 @@ import RecordsProtocol
 /// falls back to the parser, which learns the new shape. The result is always what the parser
 /// gives: the same bytes around the same kinds of tokens tokenize alike.
 public struct InsertShapes: Sendable {
-    struct Shape: Sendable {
+    /// Shared, not copied: a line tries each without retaining its arrays.
+    final class Shape: Sendable {
         /// The line's bytes before the first value, between values, and after the last.
-        var pieces: [[UInt8]]
-        var entity: String
-        var names: [String]
+        let pieces: [[UInt8]]
+        let entity: String
+        let names: [String]
         /// Where each name starts in the piece before its value (an error's column).
-        var nameOffsets: [Int]
+        let nameOffsets: [Int]
+
+        init(pieces: [[UInt8]], entity: String, names: [String], nameOffsets: [Int]) {
+            self.pieces = pieces
+            self.entity = entity
+            self.names = names
+            self.nameOffsets = nameOffsets
+        }
     }
 
     /// Shapes kept, the latest first: a load that interleaves a few entities.

@@ -5,58 +5,60 @@ import Foundation
 enum ValueCoercion {
     /// - Parameter name: for error messages only, so made only when one is (not per value).
     static func coerce(_ value: Value, to kind: ValueKind, name makeName: @autoclosure () -> String) throws(CommandError) -> FieldValue {
-        var name: String { makeName() }
-        func wrong(_ expected: String) -> CommandError {
-            CommandError(.validation, "\(name) expects \(expected), got \(value)")
-        }
+        // Errors are built apart (`wrong`): a local function capturing the value and the name
+        // cost retains on every value checked, error or not.
         switch value {
         case .null: return .null
-        case .ref: throw CommandError(.validation, "\(name) is an attribute: #refs go in to-one relationships")
+        case .ref: throw CommandError(.validation, "\(makeName()) is an attribute: #refs go in to-one relationships")
         case .bool(let b):
             switch kind {
             case .boolean, .other: return .text(b ? "true" : "false")
             case .json: return .text(b ? "true" : "false")
-            default: throw wrong(kind.name == "string" ? "a string in double quotes" : "a \(kind.name)")
+            default: throw wrong(makeName(), value, kind.name == "string" ? "a string in double quotes" : "a \(kind.name)")
             }
         case .number(let n):
             switch kind {
             case .integer(let bits):
-                guard let (parsed, canonical) = wholeNumber(n) else { throw wrong("a whole number") }
+                guard let (parsed, canonical) = wholeNumber(n) else { throw wrong(makeName(), value, "a whole number") }
                 let limit = bits >= 64 ? Int64.max : (Int64(1) << (bits - 1)) - 1
                 guard let parsed, parsed <= limit, parsed >= -limit - 1 else {
-                    throw CommandError(.validation, "\(name): \(n) is out of range for a \(bits)-bit integer")
+                    throw CommandError(.validation, "\(makeName()): \(n) is out of range for a \(bits)-bit integer")
                 }
                 // As PostgreSQL prints it (`+7` and `007` are 7), so keys compare equal.
                 return .text(canonical ? n : String(parsed))
             case .decimal, .double, .other, .json: return .text(n)
-            default: throw wrong(kind == .string ? "a string in double quotes" : "a \(kind.name)")
+            default: throw wrong(makeName(), value, kind == .string ? "a string in double quotes" : "a \(kind.name)")
             }
         case .string(let s):
             switch kind {
             case .string, .other: return .text(s)
             case .double where ["nan", "infinity", "-infinity"].contains(s.lowercased()): return .text(s)
             case .date:
-                guard isISODate(s, time: false) else { throw wrong("an ISO-8601 date such as \"2024-05-31\"") }
+                guard isISODate(s, time: false) else { throw wrong(makeName(), value, "an ISO-8601 date such as \"2024-05-31\"") }
                 return .text(s)
             case .timestamp:
-                guard isISODate(s, time: true) else { throw wrong("an ISO-8601 date and time such as \"2024-05-31T14:30:00Z\"") }
+                guard isISODate(s, time: true) else { throw wrong(makeName(), value, "an ISO-8601 date and time such as \"2024-05-31T14:30:00Z\"") }
                 return .text(s)
             case .time: return .text(s)
             case .uuid:
-                guard isUUID(s) else { throw wrong("a uuid such as \"0b9f6f2a-5d3c-4e53-9a52-2f6c1e0d8a11\"") }
+                guard isUUID(s) else { throw wrong(makeName(), value, "a uuid such as \"0b9f6f2a-5d3c-4e53-9a52-2f6c1e0d8a11\"") }
                 return .text(s.lowercased())  // as PostgreSQL prints it, so keys compare equal
             case .binary:
-                guard let data = Data(base64Encoded: s) else { throw wrong("base64 text") }
+                guard let data = Data(base64Encoded: s) else { throw wrong(makeName(), value, "base64 text") }
                 return .text("\\x" + data.map { String(format: "%02x", $0) }.joined())
             case .json:
                 guard let data = s.data(using: .utf8),
                       (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil else {
-                    throw wrong("JSON text")
+                    throw wrong(makeName(), value, "JSON text")
                 }
                 return .text(s)
-            default: throw wrong("a \(kind.name), not a string")
+            default: throw wrong(makeName(), value, "a \(kind.name), not a string")
             }
         }
+    }
+
+    private static func wrong(_ name: String, _ value: Value, _ expected: String) -> CommandError {
+        CommandError(.validation, "\(name) expects \(expected), got \(value)")
     }
 
     /// A sign and ASCII digits: the value (nil past 64 bits) and whether `text` is already

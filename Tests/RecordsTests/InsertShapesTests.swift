@@ -78,4 +78,25 @@ import Testing
         _ = try shapes.parse(long, verb: .insert)
         #expect(shapes.shapes.count == 1)
     }
+
+    @Test func linesThatRepeatTheirNamesButNotTheirBytesAreSeldomLearned() throws {
+        var shapes = InsertShapes()
+        var learned = 0
+        // Padding that changes from line to line: the names repeat, the bytes never do.
+        for index in 0..<1_000 {
+            let line = "INSERT employee age=7" + String(repeating: " ", count: 1 + index) + "first_name=\"x\""
+            let before = shapes.shapes.first
+            #expect(try shapes.parse(line, verb: .insert) == CommandParser.parse(line, verb: .insert))
+            if let first = shapes.shapes.first, first !== before { learned += 1 }
+        }
+        // Learning stops at a few unused shapes, then learns one repeat in 64.
+        #expect(learned <= InsertShapes.maxUnused + 1_000 / InsertShapes.backoff + 1)
+        #expect(learned >= InsertShapes.maxUnused)
+        // A line that matches a shape starts learning afresh.
+        // A line of a kept shape starts learning afresh.
+        let kept = try #require(shapes.shapes.first)
+        let line = "INSERT employee age=8" + String(decoding: kept.pieces[1], as: UTF8.self) + "\"y\""
+        #expect(try shapes.parse(line, verb: .insert) == CommandParser.parse(line, verb: .insert))
+        #expect(shapes.unused == 0)
+    }
 }

@@ -36,6 +36,13 @@ public struct InsertShapes: Sendable {
     /// The entity and names of the last line parsed: a shape is learned when a line repeats
     /// them (learning lexes the line again, wasted on lines that never repeat).
     private var lastParsed: (entity: String, names: [String])?
+    /// Shapes learned since a line last matched one. Past `maxUnused`, the lines repeat their
+    /// names but not their bytes (columns padded to a width): only every `backoff`th repeat
+    /// is learned, so lexing twice never doubles what such a load costs.
+    private(set) var unused = 0
+    private var skipped = 0
+    static let maxUnused = 8
+    static let backoff = 64
 
     public init() {}
 
@@ -48,6 +55,7 @@ public struct InsertShapes: Sendable {
             for (index, shape) in shapes.enumerated() {
                 guard let command = Self.read(&reader, as: shape) else { continue }
                 if index > 0 { shapes.swapAt(0, index) }
+                unused = 0
                 return command
             }
             lexer = reader
@@ -59,8 +67,13 @@ public struct InsertShapes: Sendable {
             lastParsed = (entity, names)
             return command
         }
+        if unused >= Self.maxUnused {
+            skipped += 1
+            guard skipped % Self.backoff == 0 else { return command }
+        }
         var learner = lexer ?? Lexer(line)
         if let shape = Self.learn(command, &learner) {
+            unused += 1
             shapes.insert(shape, at: 0)
             if shapes.count > Self.capacity { shapes.removeLast() }
         }

@@ -190,7 +190,7 @@ import Testing
         #expect(try c.send("FIND employee WHERE age >> 3").status == "-ERR SYNTAX at 26: expected a value after '>', found '>'")
         #expect(try c.send("FIND employee WHERE salary > 3").status == "-ERR UNKNOWN unknown key path 'salary': employee has no attribute or relationship 'salary'")
         #expect(try c.send("FIND employee WHERE department.budget > 3").status == "-ERR UNKNOWN unknown key path 'department.budget': department has no attribute or relationship 'budget'")
-        #expect(try c.send("FIND employee WHERE age > \"old\"").status == "-ERR VALIDATION age expects a integer, not a string, got \"old\"")
+        #expect(try c.send("FIND employee WHERE age > \"old\"").status == "-ERR VALIDATION age expects an integer, not a string, got \"old\"")
         #expect(try c.send("FIND employee ORDER BY employees").status.hasPrefix("-ERR UNKNOWN"))
         #expect(try c.send("FIND department ORDER BY employees.age").status.hasPrefix("-ERR UNKNOWN cannot order by 'employees.age'"))
         #expect(try c.send("FIND memo WHERE lastmodified > \"tomorrow\"").status.hasPrefix("-ERR VALIDATION"))

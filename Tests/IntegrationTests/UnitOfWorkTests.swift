@@ -222,7 +222,7 @@ import Testing
     @Test func wrongValuesAreRefusedAtTheCommand() throws {
         let server = try TestServer()
         let client = try server.client()
-        #expect(try client.send("INSERT employee gender=\"male\"").status == "-ERR VALIDATION employee.gender expects a integer, not a string, got \"male\"")
+        #expect(try client.send("INSERT employee gender=\"male\"").status == "-ERR VALIDATION employee.gender expects an integer, not a string, got \"male\"")
         #expect(try client.send("INSERT employee gender=70000").status == "-ERR VALIDATION employee.gender: 70000 is out of range for a 16-bit integer")
         #expect(try client.send("INSERT employee salary=3").status == "-ERR UNKNOWN employee has no attribute or relationship 'salary'")
         #expect(try client.send("INSERT nobody x=1").status == "-ERR UNKNOWN unknown entity 'nobody': type ENTITIES for the list")

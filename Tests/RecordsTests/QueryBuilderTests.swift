@@ -89,7 +89,7 @@ import Testing
     }
 
     @Test func valuesAreTypeChecked() {
-        #expect(throws: CommandError(.validation, "age expects a integer, not a string, got \"old\"")) {
+        #expect(throws: CommandError(.validation, "age expects an integer, not a string, got \"old\"")) {
             try sql(#"FIND employee WHERE age > "old""#)
         }
     }

@@ -41,6 +41,9 @@ public enum ValueKind: Equatable, Sendable {
     }
 
     /// A short name for DESCRIBE and error messages.
+    /// `a date`, `an integer`: the name as an error message reads it.
+    public var named: String { (name.first == "i" ? "an " : "a ") + name }
+
     public var name: String {
         switch self {
         case .string: "string"

@@ -14,7 +14,7 @@ enum ValueCoercion {
             switch kind {
             case .boolean, .other: return .text(b ? "true" : "false")
             case .json: return .text(b ? "true" : "false")
-            default: throw wrong(makeName(), value, kind.name == "string" ? "a string in double quotes" : "a \(kind.name)")
+            default: throw wrong(makeName(), value, kind.name == "string" ? "a string in double quotes" : kind.named)
             }
         case .number(let n):
             switch kind {
@@ -27,7 +27,7 @@ enum ValueCoercion {
                 // As PostgreSQL prints it (`+7` and `007` are 7), so keys compare equal.
                 return .text(canonical ? n : String(parsed))
             case .decimal, .double, .other, .json: return .text(n)
-            default: throw wrong(makeName(), value, kind == .string ? "a string in double quotes" : "a \(kind.name)")
+            default: throw wrong(makeName(), value, kind == .string ? "a string in double quotes" : kind.named)
             }
         case .string(let s):
             switch kind {
@@ -52,7 +52,7 @@ enum ValueCoercion {
                     throw wrong(makeName(), value, "JSON text")
                 }
                 return .text(s)
-            default: throw wrong(makeName(), value, "a \(kind.name), not a string")
+            default: throw wrong(makeName(), value, kind.named + ", not a string")
             }
         }
     }

@@ -23,6 +23,9 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let invalidRegularExpression = SQLState(rawValue: "2201B")
     public static let undefinedTable = SQLState(rawValue: "42P01")
     public static let undefinedColumn = SQLState(rawValue: "42703")
+    /// A value's type is not the column's (`column "x" is of type integer but expression is
+    /// of type text`).
+    public static let datatypeMismatch = SQLState(rawValue: "42804")
     /// ON CONFLICT names columns no unique index covers.
     public static let invalidColumnReference = SQLState(rawValue: "42P10")
     public static let adminShutdown = SQLState(rawValue: "57P01")

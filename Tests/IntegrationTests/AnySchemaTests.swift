@@ -244,6 +244,22 @@ import Testing
         #expect(try scalar(db, "SELECT count(*) FROM game") == "0")
     }
 
+    /// A column's type changed without `recordsd migrate`: the SAVE that writes it says the
+    /// schema changed (it was `-ERR INTERNAL column "rating" is of type ... text`).
+    @Test func aColumnsTypeChangedUnderTheServerIsAValidationError() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let client = try server.client()
+        try db.execute("ALTER TABLE game ADD COLUMN nickname text")
+        kill(server.process.processIdentifier, SIGHUP)
+        _ = try eventually({ try client.send(#"INSERT game name="Go" nickname="igo""#) }, until: { $0.ok })
+        try db.execute("ALTER TABLE game ALTER COLUMN nickname TYPE integer USING 0")
+        let reply = try client.send("SAVE")
+        #expect(reply.status.hasPrefix("-ERR VALIDATION #g1: the database's schema changed since the server read it ("), "\(reply)")
+        #expect(reply.status.hasSuffix("nothing was saved: it reads it again at the next `recordsd migrate` or SIGHUP"), "\(reply)")
+        #expect(try scalar(db, "SELECT count(*) FROM game") == "0")
+    }
+
     @Test func importWithKeysMovesTheSequence() throws {
         let server = try TestServer()
         let client = try server.client()

@@ -119,6 +119,10 @@ enum ErrorMapping {
         case .insufficientPrivilege?:
             // A grant or a row-level security policy of the database said no.
             return CommandError(.forbidden, "\(subject)PostgreSQL refused it: \(error.message)")
+        case .datatypeMismatch? where failed.operation == .insert || failed.operation == .update:
+            // A write casts each value to the type the model read: a mismatch is a column
+            // whose type changed since.
+            fallthrough
         case .undefinedColumn?, .undefinedTable?:
             // Names come from the model, read from the catalog: the schema changed under it
             // (a column or table dropped or renamed without `recordsd migrate`).

@@ -67,7 +67,16 @@ final class ClientConnection {
 
     func append(_ reply: Reply) { reply.encode(into: &output) }
 
-    func append(bytes: [UInt8]) { output.append(contentsOf: bytes) }
+    func append(bytes: [UInt8]) {
+        // Nothing waiting: the bytes become the output rather than being copied into it (a
+        // FIND hands its records over in 64 KiB batches; the copy was a tenth of its CPU).
+        guard outputStart < output.count else {
+            output = bytes
+            outputStart = 0
+            return
+        }
+        output.append(contentsOf: bytes)
+    }
 
     /// A reply written straight into the output (no array of its own: every pipelined INSERT
     /// is answered here).

@@ -431,6 +431,13 @@ public final class Model: Sendable {
         return index[name.lowercased()].map { entities[$0] }
     }
 
+    /// The kind of the column a to-one relationship references: the kind its values take and
+    /// print as.
+    public func referencedKind(_ relationship: Relationship) -> ValueKind {
+        guard let target = entity(named: relationship.target) else { return .other }
+        return target.attribute(named: relationship.referencedColumn)?.kind ?? target.keyKind(relationship.referencedColumn)
+    }
+
     /// The foreign keys, in any entity, that point at `entity`.
     public func foreignKeys(to entity: String) -> [ForeignKey] {
         referencing[entity] ?? []

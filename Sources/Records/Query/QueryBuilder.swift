@@ -239,7 +239,7 @@ struct QueryBuilder {
             if let sub = includes.children[relationship.name] {
                 result.append((relationship.name, included(relationship, from: entity, alias: alias, sub), .raw))
             } else if !relationship.isToMany {
-                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(referencedKind(relationship))))
+                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(model.referencedKind(relationship))))
             }
         }
         return result
@@ -257,12 +257,6 @@ struct QueryBuilder {
         case .count(let sql): return (path, sql, .number)
         case .toMany: throw CommandError(.unknown, "cannot select '\(path)': it leads through a to-many relationship (INCLUDE it, or select its @count)")
         }
-    }
-
-    /// The kind of the column a to-one relationship references, which its values print as.
-    func referencedKind(_ relationship: Relationship) -> ValueKind {
-        guard let target = model.entity(named: relationship.target) else { return .other }
-        return target.attribute(named: relationship.referencedColumn)?.kind ?? target.keyKind(relationship.referencedColumn)
     }
 
     /// An included relationship as a JSON subquery: an array for to-many, an object (or null)
@@ -406,7 +400,7 @@ struct QueryBuilder {
                 return .toMany(relationship, ownerAlias: alias, rest: rest)
             }
             if isLast {
-                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: referencedKind(relationship), name: relationship.name,
+                return .value(sql: "\(alias).\(SQL.identifier(relationship.column))", kind: model.referencedKind(relationship), name: relationship.name,
                               type: relationship.columnType)
             }
             prefix += "." + relationship.name

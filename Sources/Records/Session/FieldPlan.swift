@@ -65,9 +65,8 @@ struct FieldPlan {
                 targets.append(.refused(CommandError(.validation, "\(entity.name).\(relationship.name) is to-many: set \(relationship.target).\(relationship.inverse) on each \(relationship.target) instead")))
                 continue
             }
-            let target = model.entity(named: relationship.target)
-            let kind = target.map { $0.attribute(named: relationship.referencedColumn)?.kind ?? $0.keyKind(relationship.referencedColumn) } ?? .other
-            targets.append(Target(.relationship(target: relationship.target), column: relationship.column, kind: kind,
+            targets.append(Target(.relationship(target: relationship.target), column: relationship.column,
+                                  kind: model.referencedKind(relationship),
                                   label: entity.name + "." + relationship.name))
         }
         self.targets = targets
@@ -109,12 +108,7 @@ struct FieldPlans {
     mutating func plan(_ entityName: String, _ values: [Assignment], model: Model,
                        find: () throws(CommandError) -> Entity) throws(CommandError) -> (Entity, FieldPlan) {
         for entry in entries where entry.model === model && entry.names.count == values.count && entry.entityName == entityName {
-            var same = true
-            for (name, value) in zip(entry.names, values) where name != value.name {
-                same = false
-                break
-            }
-            if same { return (entry.entity, entry.plan) }
+            if zip(entry.names, values).allSatisfy({ $0 == $1.name }) { return (entry.entity, entry.plan) }
         }
         let entity = try find()
         let names = values.map(\.name)

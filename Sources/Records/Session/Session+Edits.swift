@@ -41,11 +41,6 @@ extension Session {
         return result
     }
 
-    private func model(for relationship: Relationship) -> ValueKind {
-        guard let target = context.model.entity(named: relationship.target) else { return .other }
-        return target.attribute(named: relationship.referencedColumn)?.kind ?? target.keyKind(relationship.referencedColumn)
-    }
-
     /// Room for one more pending change, counting every nested scratchpad's copy.
     private func checkRoom() throws(CommandError) {
         guard unit.heldCount < context.limits.maxPendingChanges else {
@@ -387,7 +382,7 @@ extension Session {
     func show(_ value: FieldValue, _ column: String, _ entity: Entity?) -> String {
         guard case .text(let text) = value else { return value.description }
         if let relationship = entity?.relationship(column: column) {
-            return Entity.word(text, kind: model(for: relationship))
+            return Entity.word(text, kind: context.model.referencedKind(relationship))
         }
         switch entity?.attribute(named: column)?.kind {
         case .integer?, .decimal?, .double?, .boolean?: return text

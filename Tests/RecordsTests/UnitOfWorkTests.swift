@@ -35,7 +35,7 @@ import Testing
     @Test func generatedRefsSkipTakenNames() {
         var set = ChangeSet()
         set.add(insert("g1"))
-        let ref = set.generatedRef(for: "game")
+        let ref = set.addGenerated(entity: "game", fields: [])
         #expect(ref == "g2")
     }
 

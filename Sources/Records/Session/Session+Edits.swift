@@ -319,8 +319,7 @@ extension Session {
             let found = try context.retryingOnce { try context.connection.query(sql.text, sql.parameters) }
             guard found.rowCount == 1 else {
                 return WorkResult(reply: .ok("pending insert \(entity.name), no \(described) yet (\(count + 1) pending)")) { session in
-                    let ref = session.unit.current.generatedRef(for: entity.name)
-                    session.unit.current.add(PendingInsert(ref: ref, entity: entity.name, fields: fieldList.map { ($0.column, $0.value) }))
+                    _ = session.unit.current.addGenerated(entity: entity.name, fields: fieldList.map { ($0.column, $0.value) })
                 }
             }
             let stored = try context.readStored(entity, entity.recordKey((0..<entity.key.count).map { found.string(0, $0) }), model: model)

@@ -144,17 +144,9 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     /// every `#ref` of every line and every SAVE).
     public func insertEntity(_ ref: String) -> String? { insertIndex[ref].map { inserts[$0].entity } }
 
-    /// A fresh `#ref` name for an insert the client did not name: `e1` for employee, ...
-    mutating func generatedRef(for entity: String) -> String {
-        while true {
-            let candidate = Self.refName(entity, nextRef)
-            nextRef += 1
-            if insertIndex[candidate] == nil { return candidate }
-        }
-    }
-
-    /// Adds an insert the client did not name under a fresh `#ref`, which it returns: the name
-    /// claimed with one hashed probe (every pipelined INSERT line comes here).
+    /// Adds an insert the client did not name under a fresh `#ref` (`e1` for employee, ...),
+    /// which it returns: the name claimed with one hashed probe (every pipelined INSERT line
+    /// comes here).
     mutating func addGenerated(entity: String, fields: [(column: String, value: FieldValue)]) -> String {
         while true {
             let candidate = Self.refName(entity, nextRef)

@@ -11,9 +11,9 @@ extension Server {
     static let maxBatch = 64
 
     /// Consecutive lines of batchable verbs (reads) run as one pool job.
-    static func isRead(_ line: String) -> Bool {
-        Verb.of(line)?.facts.batchable ?? false
-    }
+    static func isRead(_ line: String) -> Bool { isRead(Verb.of(line)) }
+
+    static func isRead(_ verb: Verb?) -> Bool { verb?.facts.batchable ?? false }
 
     /// A read and the reads pipelined right behind it: the loop parses them (the session is
     /// the loop's), and one pool job runs their database work in order on one connection and

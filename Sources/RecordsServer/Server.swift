@@ -456,7 +456,7 @@ public final class Server {
 
     func run(_ line: String, on connection: ClientConnection) {
         let verb = Verb.of(line)  // once a line: the loop's choice, then the session's
-        if verb?.facts.batchable ?? false { return runReads(line, on: connection) }
+        if Self.isRead(verb) { return runReads(line, on: connection) }
         let limit = configuration.maxReplyBytes
         switch connection.session.handle(line, verb: verb) {
         case .reply(let reply):
@@ -603,11 +603,8 @@ public final class Server {
         let size = out.count - start
         guard size > limit else { return }
         out.removeSubrange(start...)
-        tooLarge(reply, size: size, limit: limit).encode(into: &out)
-    }
-
-    static func tooLarge(_ reply: Reply, size: Int, limit: Int) -> Reply {
-        .error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
+        Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
+            .encode(into: &out)
     }
 
     static func unavailable(_ error: PostgresError) -> Reply {

@@ -40,10 +40,10 @@ public enum ValueKind: Equatable, Sendable {
         return false
     }
 
-    /// A short name for DESCRIBE and error messages.
     /// `a date`, `an integer`: the name as an error message reads it.
     public var named: String { (name.first == "i" ? "an " : "a ") + name }
 
+    /// A short name for DESCRIBE and error messages.
     public var name: String {
         switch self {
         case .string: "string"

@@ -14,7 +14,7 @@ enum ValueCoercion {
             switch kind {
             case .boolean, .other: return .text(b ? "true" : "false")
             case .json: return .text(b ? "true" : "false")
-            default: throw wrong(makeName(), value, kind.name == "string" ? "a string in double quotes" : kind.named)
+            default: throw wrong(makeName(), value, expected(kind))
             }
         case .number(let n):
             switch kind {
@@ -27,7 +27,7 @@ enum ValueCoercion {
                 // As PostgreSQL prints it (`+7` and `007` are 7), so keys compare equal.
                 return .text(canonical ? n : String(parsed))
             case .decimal, .double, .other, .json: return .text(n)
-            default: throw wrong(makeName(), value, kind == .string ? "a string in double quotes" : kind.named)
+            default: throw wrong(makeName(), value, expected(kind))
             }
         case .string(let s):
             switch kind {
@@ -56,6 +56,9 @@ enum ValueCoercion {
             }
         }
     }
+
+    /// What a value of `kind` is written as, for an error.
+    private static func expected(_ kind: ValueKind) -> String { kind == .string ? "a string in double quotes" : kind.named }
 
     private static func wrong(_ name: String, _ value: Value, _ expected: String) -> CommandError {
         CommandError(.validation, "\(name) expects \(expected), got \(value)")

@@ -21,6 +21,14 @@ public struct PendingInsert: Sendable, Equatable {
 
     public func value(of column: String) -> FieldValue? { fields.first { $0.column == column }?.value }
 
+    /// Whether the fields set are `columns`, in order: rows typed alike (a run of a load) are
+    /// recognised by walking, with no array made a row.
+    func sets(exactly columns: [String]) -> Bool {
+        guard fields.count == columns.count else { return false }
+        for index in columns.indices where fields[index].column != columns[index] { return false }
+        return true
+    }
+
     /// The pending records this insert points at.
     var refs: [String] { fields.compactMap { if case .ref(let r) = $0.value { r } else { nil } } }
 

@@ -30,7 +30,7 @@ enum KeyAllocation {
             if let done = known[insert.ref] { return done }
             guard let entity = shape(insert.entity) else { return nil }
             let previous = assigned.isEmpty ? nil : assigned[insert.ref]
-            var values: [String: String] = [:]
+            var values = ColumnValues()
             for column in entity.columns {
                 switch insert.value(of: column) {
                 case .text(let text)?: values[column] = text
@@ -61,6 +61,16 @@ enum KeyAllocation {
         return known
     }
 
+    /// Whether the members of `columns` that `test` picks are `expected`, in order.
+    private static func only(_ columns: [String], where test: (String) -> Bool, are expected: [String]) -> Bool {
+        var next = 0
+        for column in columns where test(column) {
+            guard next < expected.count, expected[next] == column else { return false }
+            next += 1
+        }
+        return next == expected.count
+    }
+
     /// One statement per entity and set of missing columns, filling `refs` in order.
     struct Request: Sendable {
         var statement: Statement
@@ -88,20 +98,19 @@ enum KeyAllocation {
             }
             guard !entity.columns.isEmpty else { continue }
             let values = known[insert.ref]?.values
-            let missing = entity.columns.filter { values?[$0] == nil && insert.value(of: $0) == nil }
+            func isMissing(_ column: String) -> Bool { values?[column] == nil && insert.value(of: column) == nil }
+            // Checked against the last row's in place: no array made for a row of a run.
+            if let last, last.entity == insert.entity, Self.only(entity.columns, where: isMissing, are: last.missing) {
+                requests[last.index].refs.append(insert.ref)
+                continue
+            }
+            let missing = entity.columns.filter(isMissing)
             guard !missing.isEmpty else { continue }
-            let index: Int
-            if let last, last.entity == insert.entity, last.missing == missing {
-                index = last.index
-            } else {
-                let shape = entity.name + "\u{0}" + missing.joined(separator: "\u{0}")
-                if let known = byShape[shape] {
-                    index = known
-                } else {
-                    index = requests.count
-                    byShape[shape] = index
-                    requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: []))
-                }
+            let shape = entity.name + "\u{0}" + missing.joined(separator: "\u{0}")
+            let index = byShape[shape] ?? requests.count
+            if index == requests.count {
+                byShape[shape] = index
+                requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: []))
             }
             requests[index].refs.append(insert.ref)
             last = (insert.entity, missing, index)
@@ -131,13 +140,12 @@ enum KeyAllocation {
     /// each other are written together, whatever each one typed.
     static func columns(of entity: Entity, rows: [PendingInsert]) -> [String] {
         var set = entity.allocatedNames
-        var previous: PendingInsert?
+        var previous: [String]?
         for row in rows {
             // Rows typed alike (the common case) are counted once.
-            if let previous, previous.fields.count == row.fields.count,
-               zip(previous.fields, row.fields).allSatisfy({ $0.column == $1.column }) { continue }
+            if let previous, row.sets(exactly: previous) { continue }
             for field in row.fields { set.insert(field.column) }
-            previous = row
+            previous = row.fields.map(\.column)
         }
         let key = entity.keyColumns
         return key + entity.columnNames.filter { set.contains($0) && !key.contains($0) }
@@ -231,7 +239,7 @@ enum KeyAllocation {
             }
             let strides = sequences.map { sequence in sequences.filter { $0 == sequence }.count }
             for (offset, ref) in request.refs.enumerated() {
-                var drawn: [String: String] = Dictionary(minimumCapacity: names.count)
+                var drawn = ColumnValues()
                 for index in names.indices {
                     let at = starts[index] + offset * strides[index] + phases[index]
                     if at < pools[index].count { drawn[names[index]] = pools[index][at] }
@@ -259,7 +267,7 @@ enum KeyAllocation {
         var keys: [String: AssignedKey] = [:]
         for (request, result) in zip(requests, results) {
             for (row, ref) in request.refs.enumerated() where row < result.rows.count {
-                var values: [String: String] = [:]
+                var values = ColumnValues()
                 for (column, name) in request.columns.enumerated() {
                     if let value = result.rows[row][column] { values[name] = value }
                 }

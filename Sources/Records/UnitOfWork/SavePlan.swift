@@ -370,10 +370,10 @@ struct SavePlan: Sendable {
         outcome.notes = resolution.notes
         outcome.inserted = changes.inserts.count
         let resolver = WritePlan.Resolver(model: model, changes: changes, keys: keys)
-        var entities: [String: Entity] = [:]
+        var entities = RunMemo<Entity?>()
         outcome.assigned = changes.inserts.map { insert in
-            if entities[insert.entity] == nil, let entity = model.entity(exactly: insert.entity) { entities[insert.entity] = entity }
-            let shown = entities[insert.entity].flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
+            let entity = entities.value(insert.entity) { model.entity(exactly: $0) }
+            let shown = entity.flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
             return Outcome.Assigned(ref: insert.ref, entity: insert.entity, key: shown ?? "?")
         }
         let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates

@@ -88,9 +88,9 @@ public struct UnitOfWork: Sendable, Codable {
 /// Key values given to one pending insert before SAVE, by column.
 public struct AssignedKey: Sendable, Equatable, Codable {
     public var entity: String
-    public var values: [String: String]
+    public var values: ColumnValues
 
-    public init(entity: String, values: [String: String]) {
+    public init(entity: String, values: ColumnValues) {
         self.entity = entity
         self.values = values
     }

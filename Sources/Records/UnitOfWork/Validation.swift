@@ -52,8 +52,8 @@ enum Validation {
             }
             // A run of rows names the same columns: compared (cheap for short names) rather
             // than looked up again.
-            let columns = insert.fields.map(\.column)
-            if checkedColumns?.entity != entity.name || checkedColumns?.columns != columns {
+            if checkedColumns?.entity != entity.name || !insert.sets(exactly: checkedColumns?.columns ?? []) {
+                let columns = insert.fields.map(\.column)
                 let missing = columns.filter { !entity.hasColumn($0) }
                 for column in missing {
                     problems.append(Problem(change: id, message: "\(label): \(column) no longer exists (the model changed since it was set): ROLLBACK, or set the unit again"))

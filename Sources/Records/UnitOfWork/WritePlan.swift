@@ -69,23 +69,29 @@ struct WritePlan {
             let columnList = statement.columns.map(SQL.identifier).joined(separator: ", ")
             var values: [[String?]] = Array(repeating: [], count: statement.columns.count)
             for index in values.indices { values[index].reserveCapacity(statement.rows.count) }
-            let keyColumns = Set(entity.keyColumns)
-            // A row's known values (a key or two) placed by column: one lookup a value, not
-            // one a column.
-            let columnIndex = Dictionary(statement.columns.enumerated().map { ($1, $0) }, uniquingKeysWith: { first, _ in first })
+            let keyColumns = entity.keyColumns
+            // A row's known values (a key or two) placed by column: the key's columns come first.
             var knownAt = [String?](repeating: nil, count: statement.columns.count)
+            // Where each column's field is in a row typed like the last one (a run of a load):
+            // found once a run, not searched for a value.
+            var shape: [String]?
+            var fieldAt: [Int?] = []
             for row in statement.rows {
                 let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
                 for index in knownAt.indices { knownAt[index] = nil }
                 for (column, value) in resolver.keys[row.ref]?.values ?? [:] {
-                    if let index = columnIndex[column] { knownAt[index] = value }
+                    if let index = statement.columns.firstIndex(of: column) { knownAt[index] = value }
+                }
+                if shape == nil || !row.sets(exactly: shape!) {
+                    shape = row.fields.map(\.column)
+                    fieldAt = statement.columns.map { column in row.fields.firstIndex { $0.column == column } }
                 }
                 for (index, column) in statement.columns.enumerated() {
                     if !later.isEmpty && later.contains(column) {
                         values[index].append(nil)
                         continue
                     }
-                    let given = row.value(of: column)
+                    let given = fieldAt[index].map { row.fields[$0].value }
                     // A key or a value given before SAVE, else the field's.
                     if let assigned = knownAt[index], !isRef(given) || keyColumns.contains(column) {
                         values[index].append(assigned)
@@ -212,11 +218,17 @@ struct WritePlan {
     private mutating func planSequenceBumps(_ rows: [PendingInsert], keys: [String: AssignedKey]) {
         var highest: [String: Int64] = [:]
         var order: [String] = []
+        // Per entity, once: its integer key columns drawn from a sequence (most have one, or none).
+        var drawnOf = RunMemo<[(column: String, sequence: String)]>()
         for row in rows {
-            guard let entity = model.entity(exactly: row.entity) else { continue }
-            for attribute in entity.key {
-                guard let sequence = attribute.drawsFrom, case .integer = attribute.kind,
-                      case .text(let given)? = row.value(of: attribute.name), let value = Int64(given) else { continue }
+            let drawn = drawnOf.value(row.entity) { name in
+                model.entity(exactly: name)?.key.compactMap { attribute in
+                    guard let sequence = attribute.drawsFrom, case .integer = attribute.kind else { return nil }
+                    return (attribute.name, sequence)
+                } ?? []
+            }
+            for (column, sequence) in drawn {
+                guard case .text(let given)? = row.value(of: column), let value = Int64(given) else { continue }
                 if highest[sequence] == nil { order.append(sequence) }
                 highest[sequence] = max(highest[sequence] ?? value, value)
             }
@@ -243,9 +255,11 @@ extension WritePlan {
 
         /// The full key of a pending insert, nil while a column is unknown.
         func key(of ref: String, entity: Entity) -> RecordKey? {
+            guard let known = keys[ref]?.values else { return nil }
             var values: [String] = []
+            values.reserveCapacity(entity.key.count)
             for column in entity.keyColumns {
-                if let assigned = keys[ref]?.values[column] {
+                if let assigned = known[column] {
                     values.append(assigned)
                 } else {
                     return nil
@@ -355,7 +369,7 @@ struct InsertLayout {
         func pointsAt(_ row: PendingInsert, through immediate: [String: Relationship]) -> [String] {
             var targets: [String] = []
             for field in row.fields {
-                if case .ref(let target) = field.value, immediate[field.column] != nil { targets.append(target) }
+                if case .ref(let target) = field.value, immediate.index(forKey: field.column) != nil { targets.append(target) }
             }
             return targets
         }
@@ -364,7 +378,7 @@ struct InsertLayout {
             var groupOfTarget = RunMemo<Int?>(keeps: false)
             for row in group.rows {
                 for field in row.fields {
-                    guard case .ref(let target) = field.value, group.immediate[field.column] != nil else { continue }
+                    guard case .ref(let target) = field.value, group.immediate.index(forKey: field.column) != nil else { continue }
                     if let other = groupOfTarget.value(target, { groupOf[$0] }), other != index { after[index].insert(other) }
                 }
             }

@@ -36,6 +36,11 @@ build_loadgen() {
   "${CC:-clang}" -O2 -pthread -o "$BENCH_TMP/loadgen" "$root/bench/loadgen.c"
 }
 
+# build_unitclient: one unit sent as a program would (bench/unitclient.c) at $BENCH_TMP/unitclient.
+build_unitclient() {
+  "${CC:-clang}" -O2 -o "$BENCH_TMP/unitclient" "$root/bench/unitclient.c"
+}
+
 # start_recordsd [args...]: a release server on a free port, migrations applied
 # (RECORDSD_DATABASE picks the URL; $PGURL by default; BENCH_RECORDSD another build to compare).
 start_recordsd() {

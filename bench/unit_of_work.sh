@@ -8,6 +8,7 @@ psql "$PGURL" -qXc "CREATE TABLE u_department (id uuid PRIMARY KEY DEFAULT gen_r
   CREATE TABLE u_employee (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), first_name text NOT NULL, last_name text NOT NULL,
     gender smallint NOT NULL, age integer, department_id uuid REFERENCES u_department (id) ON DELETE CASCADE);
   CREATE INDEX ON u_employee (department_id);"
+build_unitclient
 start_recordsd
-export PGURL RECORDSD_PORT RECORDSD_PID
+export PGURL RECORDSD_PORT RECORDSD_PID BENCH_TMP
 python3 bench/unit_of_work.py "$python"

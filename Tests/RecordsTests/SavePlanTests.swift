@@ -71,7 +71,7 @@ import Testing
             insert("e6", "employee", [("first_name", .text("F")), ("gender", .text("1")), ("department_id", .ref("d"))]),
             insert("e7", "employee", [("first_name", .text("G")), ("gender", .text("1")), ("shoe_size", .text("9"))]),
         ]
-        let problems = Validation.problems(unit(rows), model: model, keys: [:]).map(\.message)
+        let problems = Validation.problems(unit(rows), model: model, keys: PendingKeys(unit(rows))).map(\.message)
         #expect(problems == [
             "#e1 employee: shoe_size no longer exists (the model changed since it was set): ROLLBACK, or set the unit again",
             "#e2 employee: shoe_size no longer exists (the model changed since it was set): ROLLBACK, or set the unit again",

@@ -148,6 +148,9 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     public func insert(_ ref: String) -> PendingInsert? { insertIndex[ref].map { inserts[$0] } }
 
+    /// Where the pending insert `ref` names is in `inserts`.
+    func place(of ref: String) -> Int? { insertIndex[ref] }
+
     /// The entity of the pending insert `ref` names, without copying the insert (asked for
     /// every `#ref` of every line and every SAVE).
     public func insertEntity(_ ref: String) -> String? { insertIndex[ref].map { inserts[$0].entity } }

@@ -4,18 +4,19 @@
 /// up front, references resolve without a round trip per row, rows go in multi-row statements,
 /// and a pending insert keeps the id it was first shown. Pure.
 enum KeyAllocation {
-    /// Every key value known without PostgreSQL, by `#ref`.
-    static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey]) -> [String: AssignedKey] {
+    /// Every key value known without PostgreSQL, by the insert's place in the unit.
+    static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey]) -> PendingKeys {
         var throughRefs = false
         return known(changes, model: model, assigned: assigned, throughRefs: &throughRefs)
     }
 
     /// `throughRefs`: some row's key is taken from another's (a join table's), so a key given
     /// to one row later may change another's.
-    static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey], throughRefs: inout Bool) -> [String: AssignedKey] {
-        var known: [String: AssignedKey] = [:]
-        known.reserveCapacity(changes.inserts.count)
-        var visiting: Set<String> = []
+    static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey], throughRefs: inout Bool) -> PendingKeys {
+        var known = PendingKeys(changes)
+        // Rows resolved ahead of their turn (the records a key is taken from).
+        var resolvedAhead = false
+        var visiting: Set<Int> = []
         // Per entity, once: the columns known up front and the relationships among them.
         var shapes = RunMemo<(name: String, columns: [String], relationships: [String: Relationship])?>()
         func shape(_ name: String) -> (name: String, columns: [String], relationships: [String: Relationship])? {
@@ -26,8 +27,9 @@ enum KeyAllocation {
                 }
             }
         }
-        func resolve(_ insert: PendingInsert) -> AssignedKey? {
-            if let done = known[insert.ref] { return done }
+        func resolve(_ place: Int) -> AssignedKey? {
+            if resolvedAhead, let done = known[place] { return done }
+            let insert = changes.inserts[place]
             guard let entity = shape(insert.entity) else { return nil }
             let previous = assigned.isEmpty ? nil : assigned[insert.ref]
             var values = ColumnValues()
@@ -38,13 +40,14 @@ enum KeyAllocation {
                     throughRefs = true
                     // A key taken from the record it points at (a join table's): a cycle of
                     // such keys is left unknown.
-                    guard let relationship = entity.relationships[column], let pointed = changes.insert(target),
-                          visiting.insert(insert.ref).inserted else { continue }
+                    guard let relationship = entity.relationships[column], let pointed = changes.place(of: target),
+                          visiting.insert(place).inserted else { continue }
+                    resolvedAhead = true
                     let targetKey = resolve(pointed)
-                    visiting.remove(insert.ref)
+                    visiting.remove(place)
                     if let value = targetKey?.values[relationship.referencedColumn] {
                         values[column] = value
-                    } else if case .text(let text)? = pointed.value(of: relationship.referencedColumn) {
+                    } else if case .text(let text)? = changes.inserts[pointed].value(of: relationship.referencedColumn) {
                         values[column] = text
                     }
                 default:
@@ -54,11 +57,24 @@ enum KeyAllocation {
                 }
             }
             let key = AssignedKey(entity: entity.name, values: values)
-            known[insert.ref] = key
+            known[place] = key
             return key
         }
-        for insert in changes.inserts { _ = resolve(insert) }
+        for place in changes.inserts.indices { _ = resolve(place) }
         return known
+    }
+
+    /// One statement per entity and set of missing columns, filling `refs` (and their
+    /// `places` in the unit) in order.
+    struct Request: Sendable {
+        var statement: Statement
+        var entity: String
+        var columns: [String]
+        var refs: [String]
+        /// Each column's sequence, nil for one whose value another default gives.
+        var sequences: [String?] = []
+        /// Where each of `refs` is in the unit (empty for a request made by hand).
+        var places: [Int] = []
     }
 
     /// Whether the members of `columns` that `test` picks are `expected`, in order.
@@ -71,19 +87,9 @@ enum KeyAllocation {
         return next == expected.count
     }
 
-    /// One statement per entity and set of missing columns, filling `refs` in order.
-    struct Request: Sendable {
-        var statement: Statement
-        var entity: String
-        var columns: [String]
-        var refs: [String]
-        /// Each column's sequence, nil for one whose value another default gives.
-        var sequences: [String?] = []
-    }
-
     /// The statements that allocate the key values still missing (those a column's sequence or
     /// default can give; a column with neither is the client's to give, which validation says).
-    static func requests(_ changes: ChangeSet, model: Model, known: [String: AssignedKey],
+    static func requests(_ changes: ChangeSet, model: Model, known: PendingKeys,
                          skip: Set<ChangeID> = []) -> [Request] {
         var byShape: [String: Int] = [:]
         var requests: [Request] = []
@@ -92,16 +98,17 @@ enum KeyAllocation {
         // Rows of one entity, missing the same columns, come in runs: the last one's request is
         // tried first (the shape is not built and hashed again).
         var last: (entity: String, missing: [String], index: Int)?
-        for insert in changes.inserts where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
+        for (place, insert) in changes.inserts.enumerated() where skip.isEmpty || !skip.contains(.insert(insert.ref)) {
             let entity = allocatedOf.value(insert.entity) { name in
                 model.entity(exactly: name).map { ($0.name, $0.allocatedColumns.map(\.name)) } ?? ("", [])
             }
             guard !entity.columns.isEmpty else { continue }
-            let values = known[insert.ref]?.values
+            let values = known[place]?.values
             func isMissing(_ column: String) -> Bool { values?[column] == nil && insert.value(of: column) == nil }
             // Checked against the last row's in place: no array made for a row of a run.
             if let last, last.entity == insert.entity, Self.only(entity.columns, where: isMissing, are: last.missing) {
                 requests[last.index].refs.append(insert.ref)
+                requests[last.index].places.append(place)
                 continue
             }
             let missing = entity.columns.filter(isMissing)
@@ -113,6 +120,7 @@ enum KeyAllocation {
                 requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: []))
             }
             requests[index].refs.append(insert.ref)
+            requests[index].places.append(place)
             last = (insert.entity, missing, index)
         }
         for index in requests.indices {
@@ -154,7 +162,7 @@ enum KeyAllocation {
     /// For the columns a pending insert leaves out that others of its entity set: the column's
     /// default, evaluated now (as the INSERT would have, in the same transaction). A column
     /// without one is nil. Not kept by the unit: a read evaluates them afresh.
-    static func fills(_ changes: ChangeSet, model: Model, known: [String: AssignedKey], skip: Set<ChangeID> = []) -> [Request] {
+    static func fills(_ changes: ChangeSet, model: Model, known: PendingKeys, skip: Set<ChangeID> = []) -> [Request] {
         // Per entity, once: the columns whose default a row may be left to. A unit whose
         // entities have none (the common case) is not grouped at all.
         var defaultedOf = RunMemo<(entity: Entity, columns: Set<String>)?>()
@@ -219,10 +227,23 @@ enum KeyAllocation {
     }
 
     /// The keys `requests` allocate, drawn from `values` (by sequence, in the order
-    /// `sequenceNeeds` counted them).
+    /// `sequenceNeeds` counted them), by `#ref`.
     static func drawn(_ requests: [Request], values: [String: [String]]) -> [String: AssignedKey] {
-        var next: [String: Int] = [:]
         var keys: [String: AssignedKey] = Dictionary(minimumCapacity: requests.reduce(0) { $0 + $1.refs.count })
+        draw(requests, values: values) { request, offset, key in keys[request.refs[offset]] = key }
+        return keys
+    }
+
+    /// The same, each with its place in the unit (the requests' `places`).
+    static func drawnByPlace(_ requests: [Request], values: [String: [String]]) -> [(place: Int, ref: String, key: AssignedKey)] {
+        var keys: [(place: Int, ref: String, key: AssignedKey)] = []
+        keys.reserveCapacity(requests.reduce(0) { $0 + $1.refs.count })
+        draw(requests, values: values) { request, offset, key in keys.append((request.places[offset], request.refs[offset], key)) }
+        return keys
+    }
+
+    private static func draw(_ requests: [Request], values: [String: [String]], into take: (Request, Int, AssignedKey) -> Void) {
+        var next: [String: Int] = [:]
         for request in requests {
             // Each column's pool and where its values are, looked up once a request, not once
             // a row: a row draws the next value of each sequence in turn, so a column sharing
@@ -238,28 +259,18 @@ enum KeyAllocation {
                 starts.append(next[sequence, default: 0])
             }
             let strides = sequences.map { sequence in sequences.filter { $0 == sequence }.count }
-            for (offset, ref) in request.refs.enumerated() {
+            for offset in request.refs.indices {
                 var drawn = ColumnValues()
                 for index in names.indices {
                     let at = starts[index] + offset * strides[index] + phases[index]
                     if at < pools[index].count { drawn[names[index]] = pools[index][at] }
                 }
-                keys[ref] = AssignedKey(entity: request.entity, values: drawn)
+                take(request, offset, AssignedKey(entity: request.entity, values: drawn))
             }
             for index in names.indices where phases[index] == 0 {
                 next[sequences[index]] = min(pools[index].count, starts[index] + request.refs.count * strides[index])
             }
         }
-        return keys
-    }
-
-    /// `keys` with the filled values added, for writing (the unit keeps `keys` only).
-    static func merged(_ keys: [String: AssignedKey], _ fills: [String: AssignedKey]) -> [String: AssignedKey] {
-        var all = keys
-        for (ref, fill) in fills {
-            all[ref] = AssignedKey(entity: fill.entity, values: (all[ref]?.values ?? [:]).merging(fill.values) { known, _ in known })
-        }
-        return all
     }
 
     /// The values the requests' results hold, by `#ref`.

@@ -155,7 +155,7 @@ struct SavePlan: Sendable {
         keyRequests(known: KeyAllocation.known(changes, model: model, assigned: assigned))
     }
 
-    private func keyRequests(known: [String: AssignedKey]) -> [KeyAllocation.Request] {
+    private func keyRequests(known: PendingKeys) -> [KeyAllocation.Request] {
         guard settings.saveKey == nil, changes.updates.isEmpty, changes.deletes.isEmpty else { return [] }
         guard KeyAllocation.fills(changes, model: model, known: known).isEmpty,
               ConflictCheck(model: model, changes: changes).locks().isEmpty else { return [] }
@@ -170,22 +170,24 @@ struct SavePlan: Sendable {
         let known = KeyAllocation.known(changes, model: model, assigned: assigned, throughRefs: &throughRefs)
         let requests = keyRequests(known: known)
         guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests), let values = take(needs) else { return }
-        let drawn = KeyAllocation.drawn(requests, values: values)
-        assign(drawn)
+        let drawn = KeyAllocation.drawnByPlace(requests, values: values)
+        assign(Dictionary(drawn.lazy.map { ($0.ref, $0.key) }, uniquingKeysWith: { _, latest in latest }))
         guard !throughRefs else { return }
         var merged = known
-        Self.add(drawn, to: &merged)
+        merged.add(drawn)
         // Every missing key drawn: round 1 has nothing left to ask (no fills, no locks either,
         // or no key would have been reserved), and `start` need not look again.
-        let complete = requests.allSatisfy { request in
-            request.refs.allSatisfy { drawn[$0]?.values.count == request.columns.count }
+        var complete = true
+        var next = drawn.makeIterator()
+        for request in requests {
+            for _ in request.refs where next.next()?.key.values.count != request.columns.count { complete = false }
         }
         knownAfterReserve = (merged, complete)
     }
 
     /// The keys `reserveKeys` found, and whether they were all round 1 would have asked
     /// (valid until `assigned` changes again).
-    private var knownAfterReserve: (keys: [String: AssignedKey], complete: Bool)?
+    private var knownAfterReserve: (keys: PendingKeys, complete: Bool)?
 
     /// The sequences the writes move past keys the client gave (`KeyReserve` forgets what it
     /// holds of them: the next key follows the given one).
@@ -222,7 +224,7 @@ struct SavePlan: Sendable {
         let reserved = knownAfterReserve
         knownAfterReserve = nil
         let known = reserved?.keys ?? KeyAllocation.known(changes, model: model, assigned: assigned)
-        let layout = InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: settings.rowsPerStatement)
+        let layout = InsertLayout(model: model, changes: changes, rowsPerStatement: settings.rowsPerStatement)
         self.layout = layout
         let problems = Validation.problems(changes, model: model, keys: known) + layout.problems
         if !problems.isEmpty {
@@ -359,8 +361,8 @@ struct SavePlan: Sendable {
     /// `known`: the keys `start` found, when round 1 added none (finding them costs a lookup a
     /// reference: a few percent of a 10,000-insert SAVE each time).
     private mutating func write(resolution: ConflictCheck.Resolution, after before: [Statement] = [],
-                                known: [String: AssignedKey]? = nil) throws(CommandError) -> Action {
-        let keys = KeyAllocation.merged(known ?? KeyAllocation.known(changes, model: model, assigned: assigned), fills)
+                                known: PendingKeys? = nil) throws(CommandError) -> Action {
+        let keys = (known ?? KeyAllocation.known(changes, model: model, assigned: assigned)).filled(fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
                              rowsPerStatement: settings.rowsPerStatement, locking: true, layout: layout)
         if !plan.problems.isEmpty {
@@ -371,9 +373,10 @@ struct SavePlan: Sendable {
         outcome.inserted = changes.inserts.count
         let resolver = WritePlan.Resolver(model: model, changes: changes, keys: keys)
         var entities = RunMemo<Entity?>()
-        outcome.assigned = changes.inserts.map { insert in
+        outcome.assigned = changes.inserts.indices.map { place in
+            let insert = changes.inserts[place]
             let entity = entities.value(insert.entity) { model.entity(exactly: $0) }
-            let shown = entity.flatMap { entity in resolver.key(of: insert.ref, entity: entity).map { entity.show($0) } }
+            let shown = entity.flatMap { entity in resolver.key(at: place, entity: entity).map { entity.show($0) } }
             return Outcome.Assigned(ref: insert.ref, entity: insert.entity, key: shown ?? "?")
         }
         let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates
@@ -528,11 +531,11 @@ struct SavePlan: Sendable {
     /// Replays the writes a row a statement, in a transaction that is rolled back, to find the
     /// record a multi-row statement failed on.
     private mutating func diagnose(_ error: PostgresError, _ failed: WritePlan.Write) -> Action {
-        let keys = KeyAllocation.merged(KeyAllocation.known(changes, model: model, assigned: assigned), fills)
+        let keys = KeyAllocation.known(changes, model: model, assigned: assigned).filled(fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, rowsPerStatement: 1)
         let writes = plan.inserts + plan.fixups + plan.updates + plan.bulkUpdates
         var statements: [Statement] = [.rollback, .begin]
-        if let deferral = deferral(InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: 1)) {
+        if let deferral = deferral(InsertLayout(model: model, changes: changes, rowsPerStatement: 1)) {
             statements.append(deferral)
         }
         state = .diagnosing(original: error, failed: failed, writes: writes, offset: statements.count)

@@ -15,14 +15,14 @@ public struct Problem: Sendable, Equatable {
 /// The problems the model can see without PostgreSQL: required values missing, `#ref`s to
 /// records no longer pending, entities gone after a reload. Pure.
 enum Validation {
-    static func problems(_ changes: ChangeSet, model: Model, keys: [String: AssignedKey]) -> [Problem] {
+    static func problems(_ changes: ChangeSet, model: Model, keys: PendingKeys) -> [Problem] {
         var problems: [Problem] = []
         // Per entity, once (what every insert of it must have is the entity's, worked out
         // when the model was read).
         var entityOf = RunMemo<Entity?>()
         var checkedColumns: (entity: String, columns: [String])?
         var pendingEntity = RunMemo<String?>(keeps: false)
-        for insert in changes.inserts {
+        for (place, insert) in changes.inserts.enumerated() {
             let id = ChangeID.insert(insert.ref)
             var label: String { "#\(insert.ref) \(insert.entity)" }
             guard let entity = entityOf.value(insert.entity, { model.entity(exactly: $0) }) else {
@@ -30,7 +30,7 @@ enum Validation {
                 continue
             }
             // Looked up only for a value the insert leaves out (most rows leave none).
-            func given(_ column: String) -> String? { keys[insert.ref]?.values[column] }
+            func given(_ column: String) -> String? { keys[place]?.values[column] }
             for attribute in entity.requiredAttributes {
                 let value = insert.value(of: attribute.name)
                 guard value == nil || value == .null, given(attribute.name) == nil else { continue }

@@ -76,6 +76,8 @@ struct ViewPlan: Sendable {
     private var assigned: [String: AssignedKey]
     /// Defaults evaluated for the columns some inserts leave out (not kept by the unit).
     private var fills: [String: AssignedKey] = [:]
+    /// `view.keys` by place, for the writes.
+    private var keys: PendingKeys?
     private var skip: [ChangeID: String] = [:]
     private var state = State.idle
 
@@ -106,7 +108,7 @@ struct ViewPlan: Sendable {
         }
         let known = KeyAllocation.known(changes, model: model, assigned: assigned)
         var problems = Validation.problems(changes, model: model, keys: known)
-        problems += InsertLayout(model: model, rows: changes.inserts, rowsPerStatement: WritePlan.defaultRowsPerStatement).problems
+        problems += InsertLayout(model: model, changes: changes, rowsPerStatement: WritePlan.defaultRowsPerStatement).problems
         skip = Validation.excluded(changes, problems: problems)
         let requests = KeyAllocation.requests(changes, model: model, known: known, skip: Set(skip.keys))
         let fillRequests = KeyAllocation.fills(changes, model: model, known: known, skip: Set(skip.keys))
@@ -124,7 +126,8 @@ struct ViewPlan: Sendable {
             fills = KeyAllocation.allocated(fillRequests, results: Array(answers.suffix(fillRequests.count)))
             view.allocated = allocated
             for (ref, key) in allocated { assigned[ref] = key }
-            view.keys = KeyAllocation.known(changes, model: model, assigned: assigned)
+            keys = KeyAllocation.known(changes, model: model, assigned: assigned)
+            view.keys = keys?.byRef ?? [:]
             return fast(replay: false)
         case (.fast(.writing(let selects, let count), let replay), .success(let results)):
             // The records deleted by key and those each DELETE ... WHERE matches now.
@@ -199,8 +202,7 @@ struct ViewPlan: Sendable {
     private func restart() -> [Statement] {
         var statements: [Statement] = [.rollback, .begin]
         if let timeouts { statements.append(Statement("SELECT set_config('statement_timeout', $1, true)", [String(timeouts.apply)])) }
-        let layout = InsertLayout(model: model, rows: changes.inserts.filter { skip[.insert($0.ref)] == nil },
-                                  rowsPerStatement: WritePlan.defaultRowsPerStatement)
+        let layout = InsertLayout(model: model, changes: changes, skip: Set(skip.keys), rowsPerStatement: WritePlan.defaultRowsPerStatement)
         if !layout.deferredConstraints.isEmpty {
             statements.append(Statement("SET CONSTRAINTS " + layout.deferredConstraints.map { SQL.identifier(model.schema) + "." + SQL.identifier($0) }
                 .joined(separator: ", ") + " DEFERRED"))
@@ -243,7 +245,7 @@ struct ViewPlan: Sendable {
     /// resolved yet is skipped, with what points at it.
     private mutating func writeUnits(rowsPerStatement: Int) -> [Unit] {
         func plan() -> WritePlan {
-            WritePlan(model: model, changes: changes, keys: KeyAllocation.merged(view.keys, fills), skip: Set(skip.keys),
+            WritePlan(model: model, changes: changes, keys: (keys ?? PendingKeys(changes, view.keys)).filled(fills), skip: Set(skip.keys),
                       rowsPerStatement: rowsPerStatement)
         }
         var writes = plan()

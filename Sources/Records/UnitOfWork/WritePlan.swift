@@ -42,18 +42,17 @@ struct WritePlan {
     ///   - locking: changes by predicate lock what they change in key order first (SAVE; not a
     ///     read's view, which must never wait on another session's locks).
     ///   - layout: the inserts' layout when the caller made it already (it does not depend on keys).
-    init(model: Model, changes: ChangeSet, keys: [String: AssignedKey], skip: Set<ChangeID> = [],
+    init(model: Model, changes: ChangeSet, keys: PendingKeys, skip: Set<ChangeID> = [],
          droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement, locking: Bool = false,
          layout: InsertLayout? = nil) {
         self.model = model
-        let rows = skip.isEmpty ? changes.inserts : changes.inserts.filter { !skip.contains(.insert($0.ref)) }
-        let layout = layout ?? InsertLayout(model: model, rows: rows, rowsPerStatement: rowsPerStatement)
+        let layout = layout ?? InsertLayout(model: model, changes: changes, skip: skip, rowsPerStatement: rowsPerStatement)
         self.rowsPerStatement = rowsPerStatement
         var resolver = Resolver(model: model, changes: changes, keys: keys)
         planInserts(layout, resolver: &resolver)
         planUpdates(changes, resolver: &resolver, skip: skip, dropped: droppedFields)
         planBulkUpdates(changes, resolver: &resolver, skip: skip, locking: locking)
-        planSequenceBumps(rows, keys: keys)
+        planSequenceBumps(changes, skip: skip)
         problems += resolver.problems
     }
 
@@ -76,10 +75,10 @@ struct WritePlan {
             // found once a run, not searched for a value.
             var shape: [String]?
             var fieldAt: [Int?] = []
-            for row in statement.rows {
+            for (row, place) in zip(statement.rows, statement.places) {
                 let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
                 for index in knownAt.indices { knownAt[index] = nil }
-                for (column, value) in resolver.keys[row.ref]?.values ?? [:] {
+                for (column, value) in resolver.keys[place]?.values ?? [:] {
                     if let index = statement.columns.firstIndex(of: column) { knownAt[index] = value }
                 }
                 if shape == nil || !row.sets(exactly: shape!) {
@@ -215,12 +214,12 @@ struct WritePlan {
 
     /// Integer keys the client gave for a column with a sequence move the sequence past them:
     /// without it, the next record given an id by the sequence would collide.
-    private mutating func planSequenceBumps(_ rows: [PendingInsert], keys: [String: AssignedKey]) {
+    private mutating func planSequenceBumps(_ changes: ChangeSet, skip: Set<ChangeID>) {
         var highest: [String: Int64] = [:]
         var order: [String] = []
         // Per entity, once: its integer key columns drawn from a sequence (most have one, or none).
         var drawnOf = RunMemo<[(column: String, sequence: String)]>()
-        for row in rows {
+        for row in changes.inserts where skip.isEmpty || !skip.contains(.insert(row.ref)) {
             let drawn = drawnOf.value(row.entity) { name in
                 model.entity(exactly: name)?.key.compactMap { attribute in
                     guard let sequence = attribute.drawsFrom, case .integer = attribute.kind else { return nil }
@@ -249,13 +248,18 @@ extension WritePlan {
     struct Resolver {
         let model: Model
         let changes: ChangeSet
-        let keys: [String: AssignedKey]
+        let keys: PendingKeys
         var problems: [Problem] = []
         var lastReference: (entity: String, column: String, target: String, value: String)?
 
         /// The full key of a pending insert, nil while a column is unknown.
         func key(of ref: String, entity: Entity) -> RecordKey? {
-            guard let known = keys[ref]?.values else { return nil }
+            changes.place(of: ref).flatMap { key(at: $0, entity: entity) }
+        }
+
+        /// The full key of the pending insert at `place` in the unit.
+        func key(at place: Int, entity: Entity) -> RecordKey? {
+            guard let known = keys[place]?.values else { return nil }
             var values: [String] = []
             values.reserveCapacity(entity.key.count)
             for column in entity.keyColumns {
@@ -270,9 +274,9 @@ extension WritePlan {
 
         /// The value `relationship`'s column takes to point at the pending record `target`.
         func referenced(by relationship: Relationship, target: String) -> String? {
-            guard let insert = changes.insert(target) else { return nil }
-            if let assigned = keys[target]?.values[relationship.referencedColumn] { return assigned }
-            if case .text(let text)? = insert.value(of: relationship.referencedColumn) { return text }
+            guard let place = changes.place(of: target) else { return nil }
+            if let assigned = keys[place]?.values[relationship.referencedColumn] { return assigned }
+            if case .text(let text)? = changes.inserts[place].value(of: relationship.referencedColumn) { return text }
             return nil
         }
 
@@ -311,11 +315,11 @@ struct InsertLayout {
         var entity: Entity
         var columns: [String]
         var rows: [PendingInsert]
+        /// Where each row is in the unit (`ChangeSet.inserts`): its key is found by place.
+        var places: [Int]
     }
 
     var statements: [Statement] = []
-    /// The statement each pending record is written by.
-    var position: [String: Int] = [:]
     /// References to records written by a later statement, written as nil and set after all
     /// inserts (the key may be nil), by `#ref`.
     var nulled: [String: [(column: String, target: String)]] = [:]
@@ -324,21 +328,28 @@ struct InsertLayout {
     /// References that can be written neither in order, nor as nil first, nor deferred.
     var problems: [Problem] = []
 
-    init(model: Model, rows: [PendingInsert], rowsPerStatement: Int) {
+    /// The inserts of `changes` but those `skip` leaves out.
+    init(model: Model, changes: ChangeSet, skip: Set<ChangeID> = [], rowsPerStatement: Int) {
         struct Group {
             var entity: Entity
             var columns: [String]
             var rows: [PendingInsert]
+            var places: [Int]
             /// To-one relationships by column, and those checked at once (not DEFERRABLE).
             var relationships: [String: Relationship]
             var immediate: [String: Relationship]
         }
         var groups: [Group] = []
         var groupIndex: [String: Int] = [:]
-        var groupOf: [String: Int] = [:]
-        groupOf.reserveCapacity(rows.count)
+        // By place in the unit, the group a written row is in (-1: left out); a reference's
+        // target is found through the unit's index, once a run of rows pointing at it.
+        var groupOf = [Int](repeating: -1, count: changes.inserts.count)
+        func writtenGroup(of target: String) -> Int? {
+            guard let place = changes.place(of: target), groupOf[place] >= 0 else { return nil }
+            return groupOf[place]
+        }
         var last: (entity: String, index: Int)?  // rows of one entity come in runs
-        for row in rows {
+        for (place, row) in changes.inserts.enumerated() where skip.isEmpty || !skip.contains(.insert(row.ref)) {
             let index: Int
             if let last, last.entity == row.entity {
                 index = last.index
@@ -348,20 +359,22 @@ struct InsertLayout {
                 guard let entity = model.entity(exactly: row.entity) else { continue }
                 if let known = groupIndex[entity.name] {
                     groupIndex[row.entity] = known
-                    groupOf[row.ref] = known
+                    groupOf[place] = known
                     groups[known].rows.append(row)
+                    groups[known].places.append(place)
                     continue
                 }
                 index = groups.count
                 groupIndex[entity.name] = index
                 groupIndex[row.entity] = index
                 let relationships = entity.toOneByColumn
-                groups.append(Group(entity: entity, columns: [], rows: [], relationships: relationships,
+                groups.append(Group(entity: entity, columns: [], rows: [], places: [], relationships: relationships,
                                     immediate: relationships.filter { !$0.value.isDeferrable }))
             }
-            groupOf[row.ref] = index
+            groupOf[place] = index
             last = (row.entity, index)
             groups[index].rows.append(row)
+            groups[index].places.append(place)
         }
         for index in groups.indices { groups[index].columns = KeyAllocation.columns(of: groups[index].entity, rows: groups[index].rows) }
         // Which groups each group must follow: those of the records its records point at
@@ -379,7 +392,7 @@ struct InsertLayout {
             for row in group.rows {
                 for field in row.fields {
                     guard case .ref(let target) = field.value, group.immediate.index(forKey: field.column) != nil else { continue }
-                    if let other = groupOfTarget.value(target, { groupOf[$0] }), other != index { after[index].insert(other) }
+                    if let other = groupOfTarget.value(target, writtenGroup(of:)), other != index { after[index].insert(other) }
                 }
             }
             // A row may also point at a pending record by its values (a composite foreign key,
@@ -397,22 +410,26 @@ struct InsertLayout {
             placed[next] = true
             order.append(next)
         }
-        position.reserveCapacity(rows.count)
+        // By place, the statement each written row is in.
+        var statementOf = [Int](repeating: -1, count: changes.inserts.count)
         var relationshipsOf: [[String: Relationship]] = []
         for index in order {
             var group = groups[index]
             let immediate = group.immediate
             // Only rows that point at their own group need ordering (a tree of one table).
             if immediate.values.contains(where: { $0.target == group.entity.name }) {
-                group.rows = Self.parentsFirst(group.rows) { pointsAt($0, through: immediate).filter { groupOf[$0] == index } }
+                let order = Self.parentsFirst(group.rows) { pointsAt($0, through: immediate).filter { writtenGroup(of: $0) == index } }
+                group.rows = order.map { group.rows[$0] }
+                group.places = order.map { group.places[$0] }
             }
             var start = 0
             while start < group.rows.count {
-                let chunk = Array(group.rows[start..<min(start + rowsPerStatement, group.rows.count)])
-                start += chunk.count
-                for row in chunk { position[row.ref] = statements.count }
-                statements.append(Statement(entity: group.entity, columns: group.columns, rows: chunk))
+                let end = min(start + rowsPerStatement, group.rows.count)
+                for place in group.places[start..<end] { statementOf[place] = statements.count }
+                statements.append(Statement(entity: group.entity, columns: group.columns, rows: Array(group.rows[start..<end]),
+                                            places: Array(group.places[start..<end])))
                 relationshipsOf.append(group.relationships)
+                start = end
             }
         }
         // A reference to a record written by a later statement: deferred through a DEFERRABLE
@@ -421,10 +438,11 @@ struct InsertLayout {
         for (index, statement) in statements.enumerated() {
             let entity = statement.entity
             let relationships = relationshipsOf[index]
-            var positionOf = RunMemo<Int?>(keeps: false)
+            var statementOfTarget = RunMemo<Int?>(keeps: false)
             for row in statement.rows {
                 for (column, value) in row.fields {
-                    guard case .ref(let target) = value, let targetIndex = positionOf.value(target, { position[$0] }),
+                    guard case .ref(let target) = value,
+                          let targetIndex = statementOfTarget.value(target, { changes.place(of: $0).map { statementOf[$0] } }),
                           targetIndex > index, let relationship = relationships[column] else { continue }
                     if relationship.isDeferrable {
                         deferred.insert(relationship.constraint)
@@ -463,9 +481,10 @@ struct InsertLayout {
         return order
     }
 
-    /// Rows ordered so that a row comes after the rows (of the same group) it points at, where
-    /// such an order exists (Kahn's algorithm, linear); in a cycle, the first row left goes next.
-    static func parentsFirst(_ rows: [PendingInsert], pointsAt: (PendingInsert) -> [String]) -> [PendingInsert] {
+    /// The rows' order (their indices) so that a row comes after the rows (of the same group) it
+    /// points at, where such an order exists (Kahn's algorithm, linear); in a cycle, the first
+    /// row left goes next.
+    static func parentsFirst(_ rows: [PendingInsert], pointsAt: (PendingInsert) -> [String]) -> [Int] {
         var index: [String: Int] = [:]
         for (position, row) in rows.enumerated() { index[row.ref] = position }
         var waiting = Array(repeating: 0, count: rows.count)
@@ -478,12 +497,12 @@ struct InsertLayout {
                 children[parentIndex].append(position)
             }
         }
-        guard waiting.contains(where: { $0 > 0 }) else { return rows }
+        guard waiting.contains(where: { $0 > 0 }) else { return Array(rows.indices) }
         var placed = Array(repeating: false, count: rows.count)
         var ready = rows.indices.filter { waiting[$0] == 0 }
         var head = 0
         var scan = 0
-        var result: [PendingInsert] = []
+        var result: [Int] = []
         result.reserveCapacity(rows.count)
         while result.count < rows.count {
             let next: Int
@@ -496,7 +515,7 @@ struct InsertLayout {
                 next = scan
             }
             placed[next] = true
-            result.append(rows[next])
+            result.append(next)
             for child in children[next] {
                 waiting[child] -= 1
                 if waiting[child] == 0 && !placed[child] { ready.append(child) }

@@ -14,54 +14,107 @@ enum KeyAllocation {
     /// to one row later may change another's.
     static func known(_ changes: ChangeSet, model: Model, assigned: [String: AssignedKey], throughRefs: inout Bool) -> PendingKeys {
         var known = PendingKeys(changes)
-        // Rows resolved ahead of their turn (the records a key is taken from).
-        var resolvedAhead = false
-        var visiting: Set<Int> = []
         // Per entity, once: the columns known up front and the relationships among them.
-        var shapes = RunMemo<(name: String, columns: [String], relationships: [String: Relationship])?>()
-        func shape(_ name: String) -> (name: String, columns: [String], relationships: [String: Relationship])? {
+        var shapes = RunMemo<KeyShape?>()
+        func shape(_ name: String) -> KeyShape? {
             shapes.value(name) { name in
                 model.entity(exactly: name).map { entity in
                     let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
-                    return (entity.name, columns, entity.toOneByColumn.filter { columns.contains($0.key) })
+                    return KeyShape(name: entity.name, columns: columns, relationships: entity.toOneByColumn.filter { columns.contains($0.key) })
                 }
             }
         }
-        func resolve(_ place: Int) -> AssignedKey? {
-            if resolvedAhead, let done = known[place] { return done }
+        // Rows resolved ahead of their turn (the records a key is taken from).
+        var resolvedAhead = false
+        var visiting: Set<Int> = []
+        // A key taken from the record it points at (a join table's) is that record's, worked
+        // out first. Depth first with a stack of its own, not by recursion: a chain of such
+        // keys is as long as the client makes it (a table whose key points at its own), and
+        // recursion that deep ended the server. A cycle of such keys is left unknown.
+        var frames: [KeyFrame] = []
+        /// Starts working out `place`'s key; its value at once (the row was done, or its entity
+        /// is gone), or nil when a frame was pushed.
+        func begin(_ place: Int) -> AssignedKey?? {
+            if resolvedAhead, let done = known[place] { return .some(done) }
             let insert = changes.inserts[place]
-            guard let entity = shape(insert.entity) else { return nil }
-            let previous = assigned.isEmpty ? nil : assigned[insert.ref]
-            var values = ColumnValues()
-            for column in entity.columns {
-                switch insert.value(of: column) {
-                case .text(let text)?: values[column] = text
-                case .ref(let target)?:
-                    throughRefs = true
-                    // A key taken from the record it points at (a join table's): a cycle of
-                    // such keys is left unknown.
-                    guard let relationship = entity.relationships[column], let pointed = changes.place(of: target),
-                          visiting.insert(place).inserted else { continue }
-                    resolvedAhead = true
-                    let targetKey = resolve(pointed)
-                    visiting.remove(place)
-                    if let value = targetKey?.values[relationship.referencedColumn] {
-                        values[column] = value
-                    } else if case .text(let text)? = changes.inserts[pointed].value(of: relationship.referencedColumn) {
-                        values[column] = text
-                    }
-                default:
-                    if let previous, previous.entity == entity.name, let value = previous.values[column] {
-                        values[column] = value
-                    }
-                }
-            }
-            let key = AssignedKey(entity: entity.name, values: values)
-            known[place] = key
-            return key
+            guard let entity = shape(insert.entity) else { return .some(nil) }
+            frames.append(KeyFrame(place: place, shape: entity, previous: assigned.isEmpty ? nil : assigned[insert.ref]))
+            return nil
         }
-        for place in changes.inserts.indices { _ = resolve(place) }
+        for root in changes.inserts.indices {
+            guard begin(root) == nil else { continue }
+            // The key of the frame that just finished, for the frame under it.
+            var handed: AssignedKey?? = nil
+            while var frame = frames.popLast() {
+                let insert = changes.inserts[frame.place]
+                if let waiting = frame.waiting {
+                    visiting.remove(frame.place)
+                    if let value = (handed ?? nil)?.values[waiting.relationship.referencedColumn] {
+                        frame.values[waiting.column] = value
+                    } else if case .text(let text)? = changes.inserts[waiting.pointed].value(of: waiting.relationship.referencedColumn) {
+                        frame.values[waiting.column] = text
+                    }
+                    frame.waiting = nil
+                    frame.next += 1
+                    handed = nil
+                }
+                var call: Int?
+                while call == nil && frame.next < frame.shape.columns.count {
+                    let column = frame.shape.columns[frame.next]
+                    switch insert.value(of: column) {
+                    case .text(let text)?:
+                        frame.values[column] = text
+                    case .ref(let target)?:
+                        throughRefs = true
+                        if let relationship = frame.shape.relationships[column], let pointed = changes.place(of: target),
+                           visiting.insert(frame.place).inserted {
+                            resolvedAhead = true
+                            frame.waiting = (column, relationship, pointed)
+                            call = pointed
+                            continue
+                        }
+                    default:
+                        if let previous = frame.previous, previous.entity == frame.shape.name, let value = previous.values[column] {
+                            frame.values[column] = value
+                        }
+                    }
+                    frame.next += 1
+                }
+                if let call {
+                    frames.append(frame)
+                    if let done = begin(call) { handed = done }
+                    continue
+                }
+                let key = AssignedKey(entity: frame.shape.name, values: frame.values)
+                known[frame.place] = key
+                handed = .some(key)
+            }
+        }
         return known
+    }
+
+    /// What an entity's key is made of, for `known`.
+    private struct KeyShape {
+        var name: String
+        var columns: [String]
+        var relationships: [String: Relationship]
+    }
+
+    /// A row whose key `known` is working out: the next column to read, and the record whose
+    /// key it waits for.
+    private struct KeyFrame {
+        var place: Int
+        var shape: KeyShape
+        var previous: AssignedKey?
+        var values = ColumnValues()
+        var next = 0
+        var waiting: (column: String, relationship: Relationship, pointed: Int)?
+
+        init(place: Int, shape: KeyShape, previous: AssignedKey?) {
+            self.place = place
+            self.shape = shape
+            self.previous = previous
+        }
     }
 
     /// One statement per entity and set of missing columns, filling `refs` (and their

@@ -114,14 +114,25 @@ enum Validation {
     static func excluded(_ changes: ChangeSet, problems: [Problem]) -> [ChangeID: String] {
         var reasons: [ChangeID: String] = [:]
         for problem in problems where reasons[problem.change] == nil { reasons[problem.change] = problem.message }
-        var changed = true
-        while changed {
-            changed = false
-            for insert in changes.inserts where reasons[.insert(insert.ref)] == nil {
-                if let missing = insert.refs.first(where: { reasons[.insert($0)] != nil }) {
-                    reasons[.insert(insert.ref)] = "#\(insert.ref) \(insert.entity): points at #\(missing), which cannot be applied yet"
-                    changed = true
-                }
+        // Passed on to what points at a left-out insert, and on again, in one sweep from who
+        // points at whom: a pass over the unit a link was quadratic in a chain of references
+        // (minutes of a worker's time for a read in a unit of 50,000).
+        var pointedAtBy: [String: [Int]] = [:]
+        var sweep: [String] = []
+        for (place, insert) in changes.inserts.enumerated() {
+            for target in insert.refs { pointedAtBy[target, default: []].append(place) }
+            if reasons[.insert(insert.ref)] != nil { sweep.append(insert.ref) }
+        }
+        var next = 0
+        while next < sweep.count {
+            let target = sweep[next]
+            next += 1
+            for place in pointedAtBy[target] ?? [] {
+                let insert = changes.inserts[place]
+                guard reasons[.insert(insert.ref)] == nil else { continue }
+                let missing = insert.refs.first { reasons[.insert($0)] != nil } ?? target
+                reasons[.insert(insert.ref)] = "#\(insert.ref) \(insert.entity): points at #\(missing), which cannot be applied yet"
+                sweep.append(insert.ref)
             }
         }
         for key in changes.updateOrder where reasons[.update(key)] == nil {

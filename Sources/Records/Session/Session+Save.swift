@@ -54,6 +54,7 @@ extension Session {
             let saved = result.saved
             let pending = result.uncertain
             let markSpent = result.markSpent
+            let released = result.released
             if json { reply = Self.savedJSON(reply) }
             if result.movedAway {
                 Log.warning("SAVE refused: the session was resumed elsewhere (\(who))", session: session)
@@ -68,6 +69,7 @@ extension Session {
                 let before = session.stateVersion
                 // Saved, the unit starts afresh: the keys it was given go with it.
                 if saved { session.unit.saved() } else { session.unit.assign(assigned) }
+                session.unit.release(released)
                 // A mark is written once: after a COMMIT that may have written it (saved, or no
                 // answer) the next SAVE needs its own, or it fails on the mark's unique index.
                 if saved || pending != nil || markSpent { session.nextSaveMark = Int64.random(in: 1...Int64.max) }

@@ -71,6 +71,7 @@ extension WorkContext {
                 if let stale = staleKey(failure, plan: plan, model: model) {
                     // An id its sequence gave is taken: the sequence is behind the table's data.
                     // It moves on, and the insert lets go of that id, so SAVE again gives a new one.
+                    // (`assigned` only adds to what the unit holds: the id is let go of by name.)
                     var assigned = plan.assigned
                     assigned[stale.ref] = nil
                     if let sequence = stale.sequence {
@@ -81,7 +82,8 @@ extension WorkContext {
                         settings.keys?.drop(sequence)
                     }
                     let message = "#\(stale.ref): \(stale.entity.label(stale.column)) \(stale.value) is already taken: it came from the key's sequence, which was behind the table's data; nothing was saved: SAVE again to give it a new one"
-                    return SaveResult(reply: .error(.validation, message), saved: false, assigned: assigned, attempts: plan.attempts)
+                    return SaveResult(reply: .error(.validation, message), saved: false, assigned: assigned, attempts: plan.attempts,
+                                      released: [stale.ref])
                 }
                 return SaveResult(reply: reply(for: failure, changes: plan.changes, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
             case .uncertain(let mark, let ifCommitted):
@@ -194,6 +196,8 @@ struct SaveResult: Sendable {
     var movedAway = false
     /// The mark was written (by the SAVE or by a fence): the next SAVE needs its own.
     var markSpent = false
+    /// Pending inserts whose keys the unit must let go of (an id taken since it was given).
+    var released: [String] = []
 }
 
 /// A SAVE whose COMMIT got no answer and whose outcome PostgreSQL could not tell yet.

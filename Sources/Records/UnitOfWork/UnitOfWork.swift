@@ -74,6 +74,11 @@ public struct UnitOfWork: Sendable, Codable {
         }
     }
 
+    /// Lets go of the keys given to these pending inserts: the next read or SAVE gives new ones.
+    mutating func release(_ refs: [String]) {
+        for ref in refs { assigned[ref] = nil }
+    }
+
     mutating func recordReads(_ versions: [(RecordKey, String)]) {
         for (key, version) in versions { reads.record(key, version) }
     }

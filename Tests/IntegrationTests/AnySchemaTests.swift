@@ -174,6 +174,27 @@ import Testing
         #expect(try scalar(db, "SELECT string_agg(id || '=' || name, ',' ORDER BY id) FROM node") == "1=by sql,2=a")
     }
 
+    /// A unit where most changes fail when applied (one key given to every row): a read
+    /// leaves out the first few one at a time, then the rest at once. Each failure ends a
+    /// round, and each round sent the rest of the unit again: a unit of 20,000 such changes
+    /// held a worker for minutes a read.
+    @Test func aReadLeavesOutAUnitOfFailingChangesWithoutTryingEachAlone() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("CREATE TABLE twin (id int PRIMARY KEY, v text)")
+        kill(server.process.processIdentifier, SIGHUP)
+        let client = try server.client()
+        _ = try eventually({ try client.send("DESCRIBE twin") }, until: { $0.ok })
+        for i in 0..<40 { try client.ok(#"INSERT twin id=1 v="r\#(i)""#) }
+        #expect(try client.send("COUNT twin").status
+                == "+OK 1; 39 pending changes not applied: #t2 twin: id 1 is already taken (unique constraint twin_pkey) (and 38 more: CHANGES lists them)")
+        // The first sixteen were each tried alone; the rest were left out at once.
+        #expect(try client.send("GET twin #t17").status == "-ERR NOT_FOUND #t17 is pending but cannot be shown yet: #t17 twin: id 1 is already taken (unique constraint twin_pkey)")
+        #expect(try client.send("GET twin #t40").status == "-ERR NOT_FOUND #t40 is pending but cannot be shown yet: not applied: more than 16 of this unit's changes cannot be applied now (SAVE names each)")
+        let save = try client.send("SAVE")
+        #expect(save.status.hasPrefix("-ERR VALIDATION #t2: id 1 is already taken"))
+    }
+
     /// A BEFORE INSERT trigger that writes another key than the one SAVE gave: SAVE used to
     /// answer the key it gave and link the unit's children to it, here an unrelated row.
     @Test func aTriggerThatRewritesTheKeyIsRefusedBeforeCommit() throws {

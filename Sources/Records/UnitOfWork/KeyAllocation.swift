@@ -38,8 +38,24 @@ enum KeyAllocation {
             if resolvedAhead, let done = known[place] { return .some(done) }
             let insert = changes.inserts[place]
             guard let entity = shape(insert.entity) else { return .some(nil) }
-            frames.append(KeyFrame(place: place, shape: entity, previous: assigned.isEmpty ? nil : assigned[insert.ref]))
-            return nil
+            let previous = assigned.isEmpty ? nil : assigned[insert.ref]
+            guard entity.relationships.isEmpty else {
+                frames.append(KeyFrame(place: place, shape: entity, previous: previous))
+                return nil
+            }
+            // No key column points anywhere (most entities): worked out at once.
+            var values = ColumnValues()
+            for column in entity.columns {
+                switch insert.value(of: column) {
+                case .text(let text)?: values[column] = text
+                case .ref?: throughRefs = true
+                default:
+                    if let previous, previous.entity == entity.name, let value = previous.values[column] { values[column] = value }
+                }
+            }
+            let key = AssignedKey(entity: entity.name, values: values)
+            known[place] = key
+            return .some(key)
         }
         for root in changes.inserts.indices {
             guard begin(root) == nil else { continue }

@@ -78,6 +78,9 @@ struct ViewPlan: Sendable {
     private var fills: [String: AssignedKey] = [:]
     /// `view.keys` by place, for the writes.
     private var keys: PendingKeys?
+    /// Changes that failed when applied alone, and how many may before the rest is left out.
+    private var failedAlone = 0
+    static let failuresAlone = 16
     private var skip: [ChangeID: String] = [:]
     private var state = State.idle
 
@@ -156,7 +159,16 @@ struct ViewPlan: Sendable {
         case (.oneByOne(let remaining, let prefix, let replay), .failure(let index, let error)) where error.kind != .connection:
             guard let failed = Self.unit(at: index, prefix: prefix, in: remaining) else { return giveUp(error) }
             exclude(remaining[failed], because: error)
-            let rest = Array(remaining[(failed + 1)...])
+            failedAlone += 1
+            var rest = Array(remaining[(failed + 1)...])
+            // A failure ends a round (PostgreSQL skips the rest of the pipeline), so each one
+            // sends the rest again: a unit where every change fails (a chain of keys taken
+            // from one record) held a worker for minutes. Past a few, the rest is left out.
+            if failedAlone >= Self.failuresAlone {
+                let reason = "not applied: more than \(Self.failuresAlone) of this unit's changes cannot be applied now (SAVE names each)"
+                for unit in rest { for change in unit.changes where skip[change] == nil { skip[change] = reason } }
+                rest = []
+            }
             state = .oneByOne(remaining: rest, prefix: 1, replayAfter: replay)
             return .run([Statement("ROLLBACK TO SAVEPOINT records_change")] + Self.guarded(rest) + tail)
         case (_, .failure(_, let error)):

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 typedef struct {
     int fd;
     char payload[1 << 16];
@@ -36,16 +38,6 @@ static const char *expected = "+OK";
 static char **lines;
 static double deadline;
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static void die(const char *what) {
-    perror(what);
-    exit(2);
-}
 
 static void sendPayload(Client *c) {
     size_t sent = 0;

@@ -17,16 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
+#include "clock.h"
 
-static void die(const char *what) {
-    perror(what);
-    exit(2);
-}
 
 static int fd;
 static char in[1 << 16];

@@ -38,7 +38,6 @@ static const char *expected = "+OK";
 static char **lines;
 static double deadline;
 
-
 static void sendPayload(Client *c) {
     size_t sent = 0;
     while (sent < c->payloadLength) { /* small payloads: the socket buffer takes them whole */

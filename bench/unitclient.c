@@ -19,7 +19,6 @@
 
 #include "clock.h"
 
-
 static int fd;
 static char in[1 << 16];
 static size_t inLength, inStart;

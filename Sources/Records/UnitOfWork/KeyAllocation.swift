@@ -32,81 +32,73 @@ enum KeyAllocation {
         // keys is as long as the client makes it (a table whose key points at its own), and
         // recursion that deep ended the server. A cycle of such keys is left unknown.
         var frames: [KeyFrame] = []
-        /// Starts working out `place`'s key; its value at once (the row was done, or its entity
-        /// is gone), or nil when a frame was pushed.
-        func begin(_ place: Int) -> AssignedKey?? {
-            if resolvedAhead, let done = known[place] { return .some(done) }
+        /// Works out `place`'s key at once (none of its key columns points anywhere: most
+        /// entities), or pushes a frame for it; a row done already is left as it is.
+        func begin(_ place: Int) {
+            if resolvedAhead, known[place] != nil { return }
             let insert = changes.inserts[place]
-            guard let entity = shape(insert.entity) else { return .some(nil) }
+            guard let entity = shape(insert.entity) else { return }
             let previous = assigned.isEmpty ? nil : assigned[insert.ref]
             guard entity.relationships.isEmpty else {
-                frames.append(KeyFrame(place: place, shape: entity, previous: previous))
-                return nil
+                return frames.append(KeyFrame(place: place, shape: entity, previous: previous))
             }
-            // No key column points anywhere (most entities): worked out at once.
             var values = ColumnValues()
             for column in entity.columns {
-                switch insert.value(of: column) {
-                case .text(let text)?: values[column] = text
-                case .ref?: throughRefs = true
-                default:
-                    if let previous, previous.entity == entity.name, let value = previous.values[column] { values[column] = value }
-                }
+                let field = insert.value(of: column)
+                if case .ref? = field { throughRefs = true }
+                values[column] = Self.own(field, column, previous: previous, entity: entity.name)
             }
-            let key = AssignedKey(entity: entity.name, values: values)
-            known[place] = key
-            return .some(key)
+            known[place] = AssignedKey(entity: entity.name, values: values)
         }
         for root in changes.inserts.indices {
-            guard begin(root) == nil else { continue }
-            // The key of the frame that just finished, for the frame under it.
-            var handed: AssignedKey?? = nil
+            begin(root)
             while var frame = frames.popLast() {
                 let insert = changes.inserts[frame.place]
                 if let waiting = frame.waiting {
+                    // The record it waited for is done (or left unknown): its key is known's.
                     visiting.remove(frame.place)
-                    if let value = (handed ?? nil)?.values[waiting.relationship.referencedColumn] {
+                    if let value = known[waiting.pointed]?.values[waiting.relationship.referencedColumn] {
                         frame.values[waiting.column] = value
                     } else if case .text(let text)? = changes.inserts[waiting.pointed].value(of: waiting.relationship.referencedColumn) {
                         frame.values[waiting.column] = text
                     }
                     frame.waiting = nil
                     frame.next += 1
-                    handed = nil
                 }
-                var call: Int?
-                while call == nil && frame.next < frame.shape.columns.count {
+                while frame.waiting == nil && frame.next < frame.shape.columns.count {
                     let column = frame.shape.columns[frame.next]
-                    switch insert.value(of: column) {
-                    case .text(let text)?:
-                        frame.values[column] = text
-                    case .ref(let target)?:
+                    let field = insert.value(of: column)
+                    if case .ref(let target)? = field {
                         throughRefs = true
                         if let relationship = frame.shape.relationships[column], let pointed = changes.place(of: target),
                            visiting.insert(frame.place).inserted {
                             resolvedAhead = true
                             frame.waiting = (column, relationship, pointed)
-                            call = pointed
                             continue
                         }
-                    default:
-                        if let previous = frame.previous, previous.entity == frame.shape.name, let value = previous.values[column] {
-                            frame.values[column] = value
-                        }
                     }
+                    frame.values[column] = Self.own(field, column, previous: frame.previous, entity: frame.shape.name)
                     frame.next += 1
                 }
-                if let call {
+                if let waiting = frame.waiting {
                     frames.append(frame)
-                    if let done = begin(call) { handed = done }
+                    begin(waiting.pointed)
                     continue
                 }
-                let key = AssignedKey(entity: frame.shape.name, values: frame.values)
-                known[frame.place] = key
-                handed = .some(key)
+                known[frame.place] = AssignedKey(entity: frame.shape.name, values: frame.values)
             }
         }
         return known
+    }
+
+    /// A key column's value a row gives by itself: its field's text, or what a read gave it
+    /// before; nil for a reference (its target's value) or nothing known.
+    private static func own(_ field: FieldValue?, _ column: String, previous: AssignedKey?, entity: String) -> String? {
+        switch field {
+        case .text(let text)?: text
+        case .ref?: nil
+        default: previous?.entity == entity ? previous?.values[column] : nil
+        }
     }
 
     /// What an entity's key is made of, for `known`.

@@ -13,21 +13,12 @@ struct PendingKeys: Sendable {
         byPlace = Array(repeating: nil, count: changes.inserts.count)
     }
 
-    /// `keys` by `#ref` (a unit's, a read's); those of records no longer pending are dropped.
-    init(_ changes: ChangeSet, _ keys: [String: AssignedKey]) {
-        self.init(changes)
-        for (ref, key) in keys { self[ref] = key }
-    }
-
     subscript(place: Int) -> AssignedKey? {
         get { byPlace[place] }
         set { byPlace[place] = newValue }
     }
 
-    subscript(ref: String) -> AssignedKey? {
-        get { changes.place(of: ref).flatMap { byPlace[$0] } }
-        set { if let place = changes.place(of: ref) { byPlace[place] = newValue } }
-    }
+    subscript(ref: String) -> AssignedKey? { changes.place(of: ref).flatMap { byPlace[$0] } }
 
     /// By `#ref`: what a unit keeps and a read shows.
     var byRef: [String: AssignedKey] {
@@ -38,10 +29,7 @@ struct PendingKeys: Sendable {
 
     /// `keys`' values added at their places, a new value over an old one of the same column.
     mutating func add(_ keys: [(place: Int, ref: String, key: AssignedKey)]) {
-        for (place, _, key) in keys {
-            guard let old = byPlace[place], !old.values.isEmpty else { byPlace[place] = key; continue }
-            byPlace[place] = AssignedKey(entity: key.entity, values: old.values.merging(key.values) { _, latest in latest })
-        }
+        for (place, _, key) in keys { byPlace[place] = byPlace[place].map { $0.updated(with: key) } ?? key }
     }
 
     /// With the defaults filled for writing added (the values a key has stay): the unit keeps

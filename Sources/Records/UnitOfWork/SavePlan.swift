@@ -202,18 +202,13 @@ struct SavePlan: Sendable {
     /// `keys` into `held`, ref by ref, a new value over an old one of the same column (one
     /// hashing a ref; nothing a ref when `held` is empty, as before a fresh unit's first SAVE).
     private static func add(_ keys: [String: AssignedKey], to held: inout [String: AssignedKey]) {
-        func combined(_ old: AssignedKey, _ new: AssignedKey) -> AssignedKey {
-            // Most often nothing was known of the key a value is drawn for.
-            guard !old.values.isEmpty else { return new }
-            return AssignedKey(entity: new.entity, values: old.values.merging(new.values) { _, latest in latest })
-        }
         guard held.count >= keys.count else {
             // The smaller into the larger: a unit's keys drawn at once into the few known.
             var all = keys
-            all.merge(held) { new, old in combined(old, new) }
+            all.merge(held) { new, old in old.updated(with: new) }
             return held = all
         }
-        held.merge(keys, uniquingKeysWith: combined)
+        held.merge(keys) { old, new in old.updated(with: new) }
     }
 
     // MARK: - Rounds

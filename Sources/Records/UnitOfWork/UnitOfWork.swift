@@ -99,6 +99,13 @@ public struct AssignedKey: Sendable, Equatable, Codable {
         self.entity = entity
         self.values = values
     }
+
+    /// `newer`'s values over these, column by column (most often nothing was known of the
+    /// key a value is drawn for: `newer` as it is).
+    func updated(with newer: AssignedKey) -> AssignedKey {
+        guard !values.isEmpty else { return newer }
+        return AssignedKey(entity: newer.entity, values: values.merging(newer.values) { _, latest in latest })
+    }
 }
 
 /// The versions (`xmin`) of the records a unit read, so that a record it reads and then

@@ -77,7 +77,7 @@ struct ViewPlan: Sendable {
     /// Defaults evaluated for the columns some inserts leave out (not kept by the unit).
     private var fills: [String: AssignedKey] = [:]
     /// `view.keys` by place, for the writes.
-    private var keys: PendingKeys?
+    private var keys: PendingKeys
     /// Changes that failed when applied alone, and how many may before the rest is left out.
     private var failedAlone = 0
     static let failuresAlone = 16
@@ -93,6 +93,7 @@ struct ViewPlan: Sendable {
         self.changes = changes
         self.assigned = assigned
         self.timeouts = timeouts
+        keys = PendingKeys(changes)
     }
 
     /// The statements that end a round that may finish the view: the read's timeout back, and
@@ -130,7 +131,7 @@ struct ViewPlan: Sendable {
             view.allocated = allocated
             for (ref, key) in allocated { assigned[ref] = key }
             keys = KeyAllocation.known(changes, model: model, assigned: assigned)
-            view.keys = keys?.byRef ?? [:]
+            view.keys = keys.byRef
             return fast(replay: false)
         case (.fast(.writing(let selects, let count), let replay), .success(let results)):
             // The records deleted by key and those each DELETE ... WHERE matches now.
@@ -257,7 +258,7 @@ struct ViewPlan: Sendable {
     /// resolved yet is skipped, with what points at it.
     private mutating func writeUnits(rowsPerStatement: Int) -> [Unit] {
         func plan() -> WritePlan {
-            WritePlan(model: model, changes: changes, keys: (keys ?? PendingKeys(changes, view.keys)).filled(fills), skip: Set(skip.keys),
+            WritePlan(model: model, changes: changes, keys: keys.filled(fills), skip: Set(skip.keys),
                       rowsPerStatement: rowsPerStatement)
         }
         var writes = plan()

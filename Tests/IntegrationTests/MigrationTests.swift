@@ -121,12 +121,8 @@ import Testing
     }
 
     @Test func pendingChangesKeepTheirExactTableAcrossAReload() throws {
-        let server = try TestServer()
-        let db = try server.database()
-        try db.execute(#"CREATE TABLE "Foo" (id int PRIMARY KEY, v text); CREATE TABLE foo (id int PRIMARY KEY, v text)"#)
-        kill(server.process.processIdentifier, SIGHUP)
-        let client = try server.client()
-        _ = try eventually({ try client.send("DESCRIBE Foo") }, until: { $0.ok })
+        let (server, db, client) = try TestServer.serving(#"CREATE TABLE "Foo" (id int PRIMARY KEY, v text); CREATE TABLE foo (id int PRIMARY KEY, v text)"#,
+                                                          table: "Foo")
         try client.ok(#"INSERT Foo id=1 v="meant for Foo""#)
         try db.execute(#"DROP TABLE "Foo""#)
         kill(server.process.processIdentifier, SIGHUP)
@@ -141,12 +137,7 @@ import Testing
     /// A session keeps what its INSERT lines' names named, and their bytes around the values:
     /// after a reload the same line is read against the new model, never the kept one.
     @Test func insertLinesOfAKeptShapeFollowAReload() throws {
-        let server = try TestServer()
-        let client = try server.client()
-        let db = try server.database()
-        try db.execute("CREATE TABLE gauge (id serial PRIMARY KEY, label text, reading integer)")
-        kill(server.process.processIdentifier, SIGHUP)
-        _ = try eventually({ try client.send("DESCRIBE gauge") }, until: { $0.ok })
+        let (server, db, client) = try TestServer.serving("CREATE TABLE gauge (id serial PRIMARY KEY, label text, reading integer)", table: "gauge")
         // Three lines of one shape: the third is read by its bytes, with the kept plan.
         for (index, value) in ["1", "2", "3"].enumerated() {
             #expect(try client.send("INSERT gauge label=\"g\" reading=\(value)").status == "+OK #g\(index + 1) pending insert gauge (\(index + 1) pending)")

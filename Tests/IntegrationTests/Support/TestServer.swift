@@ -93,6 +93,18 @@ final class TestServer {
     /// A direct connection to the server's database, to check what really is there.
     func database() throws -> Connection { try Connection(databaseURL) }
 
+    /// A server whose model holds the tables `ddl` makes (read again on SIGHUP), a connection
+    /// to its database, and a client that sees `table` (and keeps the server running).
+    static func serving(_ ddl: String, table: String) throws -> (server: TestServer, db: Connection, client: LineClient) {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute(ddl)
+        kill(server.process.processIdentifier, SIGHUP)
+        let client = try server.client()
+        _ = try eventually({ try client.send("DESCRIBE \(table)") }, until: { $0.ok })
+        return (server, db, client)
+    }
+
     deinit {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)

@@ -46,7 +46,7 @@ enum KeyAllocation {
             for column in entity.columns {
                 let field = insert.value(of: column)
                 if case .ref? = field { throughRefs = true }
-                values[column] = Self.own(field, column, previous: previous, entity: entity.name)
+                if let value = Self.own(field, column, previous: previous, entity: entity.name) { values[column] = value }
             }
             known[place] = AssignedKey(entity: entity.name, values: values)
         }
@@ -77,7 +77,7 @@ enum KeyAllocation {
                             continue
                         }
                     }
-                    frame.values[column] = Self.own(field, column, previous: frame.previous, entity: frame.shape.name)
+                    if let value = Self.own(field, column, previous: frame.previous, entity: frame.shape.name) { frame.values[column] = value }
                     frame.next += 1
                 }
                 if let waiting = frame.waiting {

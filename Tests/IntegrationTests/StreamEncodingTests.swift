@@ -30,7 +30,8 @@ import Testing
         let db = try server.database()
         var bodies: [String: String] = [:]
         for index in 0..<60 {
-            let id = "k\(index)" + Self.text(&generator, length: Int(generator.next() % 4))
+            // The dash ends the number, so "k1" and a suffix never make "k10".
+            let id = "k\(index)-" + Self.text(&generator, length: Int(generator.next() % 4))
             let body = Self.text(&generator, length: Int(generator.next() % 40))
             bodies[id] = body
             // A json document keeps its line breaks between tokens; a record is one line.

@@ -130,7 +130,17 @@ public struct FieldAssignment: Sendable, Equatable, Codable {
 /// the child writes), and MERGE a replacement.
 public struct ChangeSet: Sendable, Equatable, Codable {
     public private(set) var inserts: [PendingInsert] = []
+    /// A pending insert's serial: given once, never changed, rising with `inserts`' order. A
+    /// dropped insert leaves the others' serials as they are (renumbering every later one made
+    /// dropping inserts one by one quadratic).
     private var insertIndex: [String: Int] = [:]
+    /// The serial of each of `inserts`, in order: where a serial is, by one comparison while no
+    /// insert was dropped, else by binary search.
+    private var serials: [Int] = []
+    /// How many pending changes point at each pending insert (derived, never coded): DELETE of
+    /// an insert nothing points at asks no scan of the unit. Counted from the first such
+    /// DELETE on, so that a load's INSERT lines pay nothing for it.
+    private var referrers: [String: Int]?
     public private(set) var updates: [RecordKey: PendingUpdate] = [:]
     public private(set) var updateOrder: [RecordKey] = []
     public private(set) var deletes: [RecordKey: PendingDelete] = [:]
@@ -146,14 +156,40 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     public var count: Int { inserts.count + updates.count + deletes.count + bulk.count }
     public var isEmpty: Bool { count == 0 }
 
-    public func insert(_ ref: String) -> PendingInsert? { insertIndex[ref].map { inserts[$0] } }
+    public func insert(_ ref: String) -> PendingInsert? { place(of: ref).map { inserts[$0] } }
 
     /// Where the pending insert `ref` names is in `inserts`.
-    func place(of ref: String) -> Int? { insertIndex[ref] }
+    func place(of ref: String) -> Int? {
+        guard let serial = insertIndex[ref] else { return nil }
+        if serial < serials.count && serials[serial] == serial { return serial }
+        var low = 0, high = min(serial, serials.count - 1)
+        while low < high {
+            let middle = (low + high) / 2
+            if serials[middle] < serial { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
 
     /// The entity of the pending insert `ref` names, without copying the insert (asked for
     /// every `#ref` of every line and every SAVE).
-    public func insertEntity(_ ref: String) -> String? { insertIndex[ref].map { inserts[$0].entity } }
+    public func insertEntity(_ ref: String) -> String? { place(of: ref).map { inserts[$0].entity } }
+
+    private var nextSerial: Int { (serials.last ?? -1) + 1 }
+
+    private mutating func count(refsOf fields: [(column: String, value: FieldValue)], _ delta: Int) {
+        guard referrers != nil else { return }
+        for field in fields { if case .ref(let target) = field.value { count(target, delta) } }
+    }
+
+    private mutating func count(refsOf update: PendingUpdate, _ delta: Int) {
+        guard referrers != nil else { return }
+        for value in update.fields.values { if case .ref(let target) = value { count(target, delta) } }
+    }
+
+    private mutating func count(_ target: String, _ delta: Int) {
+        let uses = referrers![target, default: 0] + delta
+        referrers![target] = uses == 0 ? nil : uses
+    }
 
     /// Adds an insert the client did not name under a fresh `#ref` (`e1` for employee, ...),
     /// which it returns: the name claimed with one hashed probe (every pipelined INSERT line
@@ -163,12 +199,15 @@ public struct ChangeSet: Sendable, Equatable, Codable {
             let candidate = Self.refName(entity, nextRef)
             nextRef += 1
             // Taken by a name the client gave: put back, try the next number.
-            if let taken = insertIndex.updateValue(inserts.count, forKey: candidate) {
+            let serial = nextSerial
+            if let taken = insertIndex.updateValue(serial, forKey: candidate) {
                 insertIndex[candidate] = taken
                 continue
             }
             let insert = PendingInsert(ref: candidate, entity: entity, fields: fields)
             inserts.append(insert)
+            serials.append(serial)
+            count(refsOf: fields, 1)
             bytes += insert.bytes
             return candidate
         }
@@ -197,34 +236,47 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     }
 
     mutating func add(_ insert: PendingInsert) {
-        insertIndex[insert.ref] = inserts.count
+        insertIndex[insert.ref] = nextSerial
+        serials.append(nextSerial)
         inserts.append(insert)
+        count(refsOf: insert.fields, 1)
         bytes += insert.bytes
     }
 
     mutating func updateInsert(_ ref: String, _ body: (inout PendingInsert) -> Void) {
-        guard let i = insertIndex[ref] else { return }
+        guard let i = place(of: ref) else { return }
         bytes -= inserts[i].bytes
+        count(refsOf: inserts[i].fields, -1)
         body(&inserts[i])
+        count(refsOf: inserts[i].fields, 1)
         bytes += inserts[i].bytes
     }
 
     mutating func removeInsert(_ ref: String) {
-        guard let i = insertIndex.removeValue(forKey: ref) else { return }
+        guard let i = place(of: ref) else { return }
+        insertIndex[ref] = nil
         bytes -= inserts[i].bytes
+        count(refsOf: inserts[i].fields, -1)
         inserts.remove(at: i)
-        for j in i..<inserts.count { insertIndex[inserts[j].ref] = j }
+        serials.remove(at: i)
     }
 
     mutating func setUpdate(_ update: PendingUpdate) {
-        if let old = updates[update.key] { bytes -= old.bytes } else { updateOrder.append(update.key) }
+        if let old = updates[update.key] {
+            bytes -= old.bytes
+            count(refsOf: old, -1)
+        } else {
+            updateOrder.append(update.key)
+        }
         updates[update.key] = update
+        count(refsOf: update, 1)
         bytes += update.bytes
     }
 
     mutating func removeUpdate(_ key: RecordKey) {
         if let old = updates.removeValue(forKey: key) {
             bytes -= old.bytes
+            count(refsOf: old, -1)
             updateOrder.removeAll { $0 == key }
         }
     }
@@ -239,6 +291,7 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     mutating func addBulk(_ change: BulkChange) {
         bulk.append(change)
+        if referrers != nil { for target in change.refs { referrers![target, default: 0] += 1 } }
         bytes += change.text.utf8.count
     }
 
@@ -270,12 +323,59 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     }
 
     /// The pending changes that point at the pending insert `ref`, as the client names them.
-    func dependents(of ref: String) -> [String] {
-        inserts.filter { $0.refs.contains(ref) }.map { "#" + $0.ref }
+    mutating func dependents(of ref: String) -> [String] {
+        if referrers == nil {
+            referrers = [:]
+            for insert in inserts { count(refsOf: insert.fields, 1) }
+            for key in updateOrder { count(refsOf: updates[key]!, 1) }
+            for change in bulk { for target in change.refs { referrers![target, default: 0] += 1 } }
+        }
+        guard referrers?[ref] != nil else { return [] }
+        return inserts.filter { $0.refs.contains(ref) }.map { "#" + $0.ref }
             + updateOrder.compactMap { key in
                 updates[key]!.fields.values.contains(.ref(ref)) ? "update \(key.entity) \(key.values.joined(separator: ","))" : nil
             }
             + bulk.filter { $0.refs.contains(ref) }.map(\.text)
+    }
+}
+
+/// Coded as before serials: `insertIndex` as places in `inserts`, so that a unit handed to or
+/// from another build reads the same. Equal when the changes are (serials are a history).
+extension ChangeSet {
+    private enum CodingKeys: String, CodingKey {
+        case inserts, insertIndex, updates, updateOrder, deletes, deleteOrder, bulk, nextRef, bytes
+    }
+
+    public init(from decoder: Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        inserts = try container.decode([PendingInsert].self, forKey: .inserts)
+        updates = try container.decode([RecordKey: PendingUpdate].self, forKey: .updates)
+        updateOrder = try container.decode([RecordKey].self, forKey: .updateOrder)
+        deletes = try container.decode([RecordKey: PendingDelete].self, forKey: .deletes)
+        deleteOrder = try container.decode([RecordKey].self, forKey: .deleteOrder)
+        bulk = try container.decode([BulkChange].self, forKey: .bulk)
+        nextRef = try container.decode(Int.self, forKey: .nextRef)
+        bytes = try container.decode(Int.self, forKey: .bytes)
+        serials = Array(inserts.indices)
+        for (place, insert) in inserts.enumerated() { insertIndex[insert.ref] = place }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(inserts, forKey: .inserts)
+        try container.encode(Dictionary(uniqueKeysWithValues: inserts.enumerated().map { ($1.ref, $0) }), forKey: .insertIndex)
+        try container.encode(updates, forKey: .updates)
+        try container.encode(updateOrder, forKey: .updateOrder)
+        try container.encode(deletes, forKey: .deletes)
+        try container.encode(deleteOrder, forKey: .deleteOrder)
+        try container.encode(bulk, forKey: .bulk)
+        try container.encode(nextRef, forKey: .nextRef)
+        try container.encode(bytes, forKey: .bytes)
+    }
+
+    public static func == (a: ChangeSet, b: ChangeSet) -> Bool {
+        a.inserts == b.inserts && a.updates == b.updates && a.updateOrder == b.updateOrder && a.deletes == b.deletes
+            && a.deleteOrder == b.deleteOrder && a.bulk == b.bulk && a.nextRef == b.nextRef && a.bytes == b.bytes
     }
 }
 

@@ -15,7 +15,11 @@ import time
 from client import rss_kib
 
 PGURL = os.environ["PGSOCKETURL"]
+PGTCPURL = os.environ["PGURL"]
 PORT = int(os.environ["RECORDSD_PORT"])
+# A second server of the same build that reaches PostgreSQL over TCP (loopback), for the
+# comparison with pgbench over TCP.
+TCP_PORT = int(os.environ["RECORDSD_TCP_PORT"])
 PID = int(os.environ["RECORDSD_PID"])
 RESULTS = os.environ["RESULTS"]
 SECONDS = float(os.environ.get("BENCH_SECONDS", "5"))
@@ -72,9 +76,9 @@ def every_session_saves(socks):
 LOADGEN = os.path.join(os.environ["BENCH_TMP"], "loadgen")
 
 
-def loadgen(clients, expected, *lines):
+def loadgen(clients, expected, *lines, port=PORT):
     """Rounds per second of the C load generator (pgbench's shape: 2 threads, epoll)."""
-    out = subprocess.run([LOADGEN, "-p", str(PORT), "-c", str(clients), "-j", "2", "-T", str(SECONDS), "-e", expected, *lines],
+    out = subprocess.run([LOADGEN, "-p", str(port), "-c", str(clients), "-j", "2", "-T", str(SECONDS), "-e", expected, *lines],
                          check=True, capture_output=True, text=True).stdout
     return float(out.split()[2])
 
@@ -83,8 +87,8 @@ def ping_rate():
     return 100 * loadgen(8, "+OK PONG", *["PING"] * 100)
 
 
-def save_rate(clients):
-    return loadgen(clients, "+OK saved: 1 inserted", 'INSERT contact name="c%d"', "SAVE")
+def save_rate(clients, port=PORT):
+    return loadgen(clients, "+OK saved: 1 inserted", 'INSERT contact name="c%d"', "SAVE", port=port)
 
 
 def watched_save_rate(clients):
@@ -115,11 +119,12 @@ def watched_save_rate(clients):
     return rate, events[0]
 
 
-def pgbench_rate(clients):
+def pgbench_rate(clients, url=PGURL, prepared=False):
     script = os.path.join(os.environ["BENCH_TMP"], "insert.sql")
     with open(script, "w") as f:
         f.write("INSERT INTO contact (name) VALUES ('pgbench');\n")
-    out = subprocess.run(["pgbench", "-n", "-f", script, "-c", str(clients), "-j", "2", "-T", str(int(SECONDS)), PGURL],
+    mode = ["-M", "prepared"] if prepared else []
+    out = subprocess.run(["pgbench", "-n", *mode, "-f", script, "-c", str(clients), "-j", "2", "-T", str(int(SECONDS)), url],
                          check=True, capture_output=True, text=True).stdout
     return float(re.search(r"tps = ([0-9.]+)", out).group(1))
 
@@ -151,8 +156,8 @@ def main():
     r8 = statistics.median(r[3] / r[6] for r in rows)
     last = rows[-1]
     table.append("")
-    table.append(f"SAVE of one-insert units at 64 clients: median {r64:.2f} of pgbench's rate over the {len(rows)} rows (target >= 0.7)")
-    table.append(f"SAVE of one-insert units at 8 clients: median {r8:.2f} of pgbench's rate")
+    table.append(f"SAVE of one-insert units at 64 clients: median {r64:.2f} of pgbench's rate (simple queries) over the {len(rows)} rows")
+    table.append(f"SAVE of one-insert units at 8 clients: median {r8:.2f} of pgbench's rate (simple queries)")
     table.append(f"resident memory with {last[0]} sessions: {last[5] / 1024:.1f} MiB (target < 1024), "
                  f"{(last[5] - baseline) / last[0]:.1f} KiB per idle session (target < 64)")
     # Alternating rounds, so that a machine whose speed drifts moves both sides alike.
@@ -166,8 +171,20 @@ def main():
     table.append(f"SAVE at 64 clients while one session WATCHes the table: median {ratio:.2f} of unwatched over {len(pairs)} alternating rounds "
                  f"(target >= 0.85); median round {watched:.0f}/s against {unwatched:.0f}/s ({events} events pushed to the watcher)")
     table.append("  each round's ratio: " + ", ".join(f"{w / u:.2f}" for w, u, _ in pairs))
+    # Against pgbench's fastest mode (prepared statements), over each transport for both sides.
+    prepared = {"TCP": [], "Unix socket": []}
+    for _ in range(ROUNDS):
+        prepared["TCP"].append((save_rate(64, port=TCP_PORT), pgbench_rate(64, url=PGTCPURL, prepared=True)))
+        prepared["Unix socket"].append((save_rate(64), pgbench_rate(64, prepared=True)))
+    for transport, runs in prepared.items():
+        ratio = statistics.median(r / p for r, p in runs)
+        rate, reference = sorted(runs, key=lambda run: run[0] / run[1])[len(runs) // 2]
+        target = " (target >= 0.9)" if transport == "TCP" else ""
+        table.append(f"SAVE of one-insert units at 64 clients against pgbench -M prepared, both over {transport}: median {ratio:.2f}{target} "
+                     f"over {len(runs)} alternating rounds; median round {rate:.0f}/s against {reference:.0f}/s")
+        table.append("  each round's ratio: " + ", ".join(f"{r / p:.2f}" for r, p in runs))
     table.append(f"load: bench/loadgen.c (C, 2 threads, epoll) against recordsd, pgbench -j 2 against PostgreSQL; "
-                 f"both reach PostgreSQL over its Unix socket; {os.cpu_count()} cores shared by all")
+                 f"both reach PostgreSQL over its Unix socket unless a line says TCP; {os.cpu_count()} cores shared by all")
     text = "\n".join(table)
     print(text)
     with open(os.path.join(RESULTS, "sessions.txt"), "w") as f:

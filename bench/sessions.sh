@@ -7,6 +7,10 @@ python=$(bench_venv)
 build_loadgen
 # Both sides reach PostgreSQL over its Unix socket; the pool is 16 connections (8 to 32 measured
 # alike on 2 cores; more only adds contention).
+# A second server reaches PostgreSQL over TCP, for the comparison with pgbench over TCP.
+RECORDSD_DATABASE=$PGURL start_recordsd --pool-size "${BENCH_POOL:-16}" --max-sessions 20000
+RECORDSD_TCP_PORT=$RECORDSD_PORT RECORDSD_TCP_PID=$RECORDSD_PID
+trap 'kill "$RECORDSD_TCP_PID" 2>/dev/null; bench_cleanup' EXIT
 RECORDSD_DATABASE=$PGSOCKETURL start_recordsd --pool-size "${BENCH_POOL:-16}" --max-sessions 20000
-export PGSOCKETURL RECORDSD_PORT RECORDSD_PID BENCH_TMP RESULTS="$root/bench/results"
+export PGURL PGSOCKETURL RECORDSD_PORT RECORDSD_PID RECORDSD_TCP_PORT BENCH_TMP RESULTS="$root/bench/results"
 "$python" bench/sessions.py

@@ -368,21 +368,18 @@ public final class Server {
         }
     }
 
-    /// Lines one session may run per turn of the loop, so a deep pipeline cannot starve others.
-    static let linesPerTurn = 256
-
     /// Takes whole lines while the session is free and its output below the high-water mark,
     /// writes what the socket takes (and again while that frees room and lines remain),
     /// and sets what to wait for next.
     func service(_ connection: ClientConnection) {
-        var budget = Self.linesPerTurn
+        var budget = TurnBudget(start: now())
         while true {
             var progressed = false
-            while budget > 0, !stopping || connection.importing != nil,
+            while !budget.spent, !stopping || connection.importing != nil,
                   connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: connection.importPaused),
                   let event = connection.nextEvent() {
                 progressed = true
-                budget -= 1
+                defer { budget.spend(now: now()) }
                 if connection.awaitsProxyHeader {
                     takeProxyHeader(event, on: connection)
                     continue
@@ -413,10 +410,10 @@ public final class Server {
             }
             // Room made by the flush lets buffered lines run even if none could this round.
             let drained = connection.pendingOutput < held
-            guard progressed || drained, budget > 0,
+            guard progressed || drained, !budget.spent,
                   connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: false) else { break }
         }
-        let spent = budget == 0
+        let spent = budget.spent
         if connection.machine.continuesNextTurn(budgetSpent: spent) {
             loop.nextTurn { [self] in if !connection.closed { service(connection) } }  // more lines wait
         }

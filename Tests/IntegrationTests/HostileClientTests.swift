@@ -67,6 +67,38 @@ import Testing
         #expect(try flood.readReply().status == "-ERR UNKNOWN game has no attribute or relationship 'a0'")
     }
 
+    /// Lines that each cost the loop much (a DELETE refused after a search of a unit of
+    /// 20,000 pending inserts for what points at it) end their session's turn once they pass
+    /// its time (`TurnBudget`), not only after 256 lines: another session's PING is answered
+    /// while the batch still runs. (It was answered after the whole batch.)
+    @Test func costlyLinesLetOtherSessionsIn() throws {
+        let server = try TestServer()
+        let heavy = try server.client()
+        let other = try server.client()
+        var load = "INSERT department AS #hub name=\"hub\" number=0\n"
+        for number in 1...20_000 { load += "INSERT department name=\"d\(number)\" number=\(number)\n" }
+        load += "INSERT employee first_name=\"f\" last_name=\"l\" gender=1 department=#hub\n"
+        try heavy.write(load)
+        for _ in 0..<20_002 { #expect(try heavy.readReply().ok) }
+        let batch = 200
+        let refusal = "DELETE department #hub\n"
+        try heavy.write(String(repeating: refusal, count: batch))
+        // The batch runs: its first turn's replies are out (waited for on the socket, not read:
+        // the client's reader would take in more than a line). Then another session asks.
+        var ready = pollfd(fd: heavy.connection.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&ready, 1, 20_000) == 1)
+        #expect(try other.send("PING").status == "+OK PONG")
+        // The replies the heavy session had been sent when PONG came, read without taking them.
+        var bytes = [UInt8](repeating: 0, count: 1 << 20)
+        let available = recv(heavy.connection.fileDescriptor, &bytes, bytes.count, Int32(MSG_PEEK | MSG_DONTWAIT))
+        let answered = available > 0 ? bytes[0..<available].filter { $0 == 10 }.count : 0
+        #expect(answered < batch / 2, "\(answered) of \(batch) costly lines were answered before another session's PING")
+        for _ in 0..<batch {
+            let refused = try heavy.readReply().status
+            #expect(refused.hasPrefix("-ERR DENIED #hub is pointed at by pending #e") && refused.hasSuffix(": delete or change those first"), "\(refused)")
+        }
+    }
+
     @Test func clientsThatStopReadingGiveTheirConnectionsBack() throws {
         // The stall is long enough for the quick client's work, however loaded the machine (CI runs
         // sharing two cores with other suites took more than 15 s, then more than 30 s); the

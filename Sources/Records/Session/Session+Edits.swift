@@ -163,8 +163,9 @@ extension Session {
         let target = try target(address, in: entity, model: model)
         if case .pending(let ref) = target {
             let dependents = unit.current.dependents(of: ref)
-            guard dependents.isEmpty else {
-                throw CommandError(.denied, "#\(ref) is pointed at by pending \(dependents.joined(separator: ", ")): delete or change those first")
+            guard dependents.names.isEmpty else {
+                let more = dependents.more ? " and more" : ""
+                throw CommandError(.denied, "#\(ref) is pointed at by pending \(dependents.names.joined(separator: ", "))\(more): delete or change those first")
             }
             unit.current.removeInsert(ref)
             return .reply(.ok("#\(ref) pending insert dropped (\(unit.current.count) pending)"))

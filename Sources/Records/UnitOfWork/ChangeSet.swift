@@ -322,20 +322,33 @@ public struct ChangeSet: Sendable, Equatable, Codable {
         return String(hash, radix: 16)
     }
 
-    /// The pending changes that point at the pending insert `ref`, as the client names them.
-    mutating func dependents(of ref: String) -> [String] {
+    /// The pending changes that point at the pending insert `ref`, as the client names them:
+    /// the first `limit` found, and whether there are more (a refusal names a few, not the
+    /// 50,000 records of a load that point at one). An insert pointing at itself goes with it.
+    mutating func dependents(of ref: String, limit: Int = 8) -> (names: [String], more: Bool) {
         if referrers == nil {
             referrers = [:]
             for insert in inserts { count(refsOf: insert.fields, 1) }
             for key in updateOrder { count(refsOf: updates[key]!, 1) }
             for change in bulk { for target in change.refs { referrers![target, default: 0] += 1 } }
         }
-        guard referrers?[ref] != nil else { return [] }
-        return inserts.filter { $0.refs.contains(ref) }.map { "#" + $0.ref }
-            + updateOrder.compactMap { key in
-                updates[key]!.fields.values.contains(.ref(ref)) ? "update \(key.entity) \(key.values.joined(separator: ","))" : nil
-            }
-            + bulk.filter { $0.refs.contains(ref) }.map(\.text)
+        guard referrers?[ref] != nil else { return ([], false) }
+        var names: [String] = []
+        func found(_ name: String) -> Bool {
+            guard names.count < limit else { return true }
+            names.append(name)
+            return false
+        }
+        for insert in inserts where insert.ref != ref && insert.fields.contains(where: { $0.value == .ref(ref) }) {
+            if found("#" + insert.ref) { return (names, true) }
+        }
+        for key in updateOrder where updates[key]!.fields.values.contains(.ref(ref)) {
+            if found("update \(key.entity) \(key.values.joined(separator: ","))") { return (names, true) }
+        }
+        for change in bulk where change.refs.contains(ref) {
+            if found(change.text) { return (names, true) }
+        }
+        return (names, false)
     }
 }
 

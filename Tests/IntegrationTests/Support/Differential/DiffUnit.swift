@@ -51,9 +51,10 @@ struct DiffLayer {
 
     func insertIndex(_ ref: String) -> Int? { inserts.firstIndex { $0.ref == ref } }
 
-    /// Pending changes that point at the pending insert `ref` (a DELETE of it is denied).
+    /// Whether a DELETE of the pending insert `ref` is refused: something else points at it
+    /// (an insert pointing at itself goes with its pointer).
     func hasDependents(_ ref: String) -> Bool {
-        inserts.contains { $0.refs.contains(ref) }
+        inserts.contains { $0.ref != ref && $0.refs.contains(ref) }
             || updates.contains { $0.fields.contains { $0.value == .ref(ref) } }
             || bulk.contains { ($0.sets ?? []).contains { $0.value == .ref(ref) } }
     }

@@ -6,7 +6,7 @@ struct TurnBudget {
     static let lines = 256
     static let nanoseconds: UInt64 = 2_000_000
 
-    private(set) var linesLeft = TurnBudget.lines
+    private var linesLeft = TurnBudget.lines
     private let deadline: UInt64
 
     init(start: UInt64) { deadline = start &+ Self.nanoseconds }

@@ -186,9 +186,22 @@ public struct ChangeSet: Sendable, Equatable, Codable {
         for value in update.fields.values { if case .ref(let target) = value { count(target, delta) } }
     }
 
+    private mutating func count(refsOf change: BulkChange, _ delta: Int) {
+        guard referrers != nil else { return }
+        for target in change.refs { count(target, delta) }
+    }
+
     private mutating func count(_ target: String, _ delta: Int) {
         let uses = referrers![target, default: 0] + delta
         referrers![target] = uses == 0 ? nil : uses
+    }
+
+    /// Appends an insert under the next serial (its `#ref` already claimed in `insertIndex`).
+    private mutating func append(_ insert: PendingInsert, serial: Int) {
+        inserts.append(insert)
+        serials.append(serial)
+        count(refsOf: insert.fields, 1)
+        bytes += insert.bytes
     }
 
     /// Adds an insert the client did not name under a fresh `#ref` (`e1` for employee, ...),
@@ -204,11 +217,7 @@ public struct ChangeSet: Sendable, Equatable, Codable {
                 insertIndex[candidate] = taken
                 continue
             }
-            let insert = PendingInsert(ref: candidate, entity: entity, fields: fields)
-            inserts.append(insert)
-            serials.append(serial)
-            count(refsOf: fields, 1)
-            bytes += insert.bytes
+            append(PendingInsert(ref: candidate, entity: entity, fields: fields), serial: serial)
             return candidate
         }
     }
@@ -236,11 +245,9 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     }
 
     mutating func add(_ insert: PendingInsert) {
-        insertIndex[insert.ref] = nextSerial
-        serials.append(nextSerial)
-        inserts.append(insert)
-        count(refsOf: insert.fields, 1)
-        bytes += insert.bytes
+        let serial = nextSerial
+        insertIndex[insert.ref] = serial
+        append(insert, serial: serial)
     }
 
     mutating func updateInsert(_ ref: String, _ body: (inout PendingInsert) -> Void) {
@@ -291,7 +298,7 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     mutating func addBulk(_ change: BulkChange) {
         bulk.append(change)
-        if referrers != nil { for target in change.refs { referrers![target, default: 0] += 1 } }
+        count(refsOf: change, 1)
         bytes += change.text.utf8.count
     }
 
@@ -330,25 +337,24 @@ public struct ChangeSet: Sendable, Equatable, Codable {
             referrers = [:]
             for insert in inserts { count(refsOf: insert.fields, 1) }
             for key in updateOrder { count(refsOf: updates[key]!, 1) }
-            for change in bulk { for target in change.refs { referrers![target, default: 0] += 1 } }
+            for change in bulk { count(refsOf: change, 1) }
         }
-        guard referrers?[ref] != nil else { return ([], false) }
+        guard referrers![ref] != nil else { return ([], false) }
+        // One past the limit says whether there are more; the search stops there.
         var names: [String] = []
-        func found(_ name: String) -> Bool {
-            guard names.count < limit else { return true }
-            names.append(name)
-            return false
-        }
         for insert in inserts where insert.ref != ref && insert.fields.contains(where: { $0.value == .ref(ref) }) {
-            if found("#" + insert.ref) { return (names, true) }
+            names.append("#" + insert.ref)
+            if names.count > limit { break }
         }
-        for key in updateOrder where updates[key]!.fields.values.contains(.ref(ref)) {
-            if found("update \(key.entity) \(key.values.joined(separator: ","))") { return (names, true) }
+        for key in updateOrder where names.count <= limit && updates[key]!.fields.values.contains(.ref(ref)) {
+            names.append("update \(key.entity) \(key.values.joined(separator: ","))")
+            if names.count > limit { break }
         }
-        for change in bulk where change.refs.contains(ref) {
-            if found(change.text) { return (names, true) }
+        for change in bulk where names.count <= limit && change.refs.contains(ref) {
+            names.append(change.text)
+            if names.count > limit { break }
         }
-        return (names, false)
+        return (Array(names.prefix(limit)), names.count > limit)
     }
 }
 

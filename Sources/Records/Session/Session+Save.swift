@@ -23,26 +23,8 @@ extension Session {
         let session = id
         let who = self.who
         let json = jsonReplies
-        return .database(DatabaseWork(identity: identity, counted: counter()) { context in
-            if let uncertain {
-                // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
-                // never written twice.
-                switch context.transactionStatus(uncertain, seconds: 2) {
-                case .committed?:
-                    Log.info("an earlier SAVE did commit: its unit is saved (\(who))", session: session)
-                    return WorkResult(reply: uncertain.ifCommitted) { session in
-                        session.unit.saved()
-                        session.nextSaveMark = Int64.random(in: 1...Int64.max)
-                        session.uncertainSave = nil
-                    }
-                case .aborted?: break
-                case nil: return WorkResult(reply: WorkContext.uncertainReply)
-                }
-            }
-            if changes.isEmpty && key == nil {
-                return WorkResult(reply: .ok("nothing to save")) { $0.uncertainSave = nil }
-            }
-            let result = context.runSave(plan, model: model)
+        // What the result answers and does to the session, however the SAVE ran.
+        let finish: @Sendable (SaveResult) -> WorkResult = { result in
             var reply = result.reply
             if result.saved {
                 if result.attempts > 1, case .ok(let message) = reply.status { reply.status = .ok(message + " (\(result.attempts) attempts)") }
@@ -76,6 +58,29 @@ extension Session {
                 session.uncertainSave = pending
                 if saved && pending == nil { session.lastSave = (before, session.stateVersion) }
             }
+        }
+        // With no earlier COMMIT to ask about, it may run in a group with other sessions' SAVEs.
+        let groupable = uncertain == nil && !changes.isEmpty ? GroupableSave(plan: plan, model: model, finish: finish) : nil
+        return .database(DatabaseWork(identity: identity, counted: counter(), save: groupable) { context in
+            if let uncertain {
+                // The SAVE before this one got no answer to its COMMIT: ask first, so the unit is
+                // never written twice.
+                switch context.transactionStatus(uncertain, seconds: 2) {
+                case .committed?:
+                    Log.info("an earlier SAVE did commit: its unit is saved (\(who))", session: session)
+                    return WorkResult(reply: uncertain.ifCommitted) { session in
+                        session.unit.saved()
+                        session.nextSaveMark = Int64.random(in: 1...Int64.max)
+                        session.uncertainSave = nil
+                    }
+                case .aborted?: break
+                case nil: return WorkResult(reply: WorkContext.uncertainReply)
+                }
+            }
+            if changes.isEmpty && key == nil {
+                return WorkResult(reply: .ok("nothing to save")) { $0.uncertainSave = nil }
+            }
+            return finish(context.runSave(plan, model: model))
         })
     }
 }

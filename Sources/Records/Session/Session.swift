@@ -41,20 +41,52 @@ public struct DatabaseWork: Sendable {
     /// nothing else (no pending changes to apply first): reads pipelined by a client are sent
     /// to PostgreSQL together (`runPipelined`).
     let read: PipelinedRead?
+    /// The same work as a SAVE that needs nothing first (no earlier COMMIT to ask about), for
+    /// `runSaves` to run with other sessions' in one transaction.
+    let save: GroupableSave?
 
     init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil,
-         counted: (@Sendable (Reply, Double) -> Void)? = nil, read: PipelinedRead? = nil,
+         counted: (@Sendable (Reply, Double) -> Void)? = nil, read: PipelinedRead? = nil, save: GroupableSave? = nil,
          _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
         self.identity = identity
         self.undo = undo
         self.counted = counted
         self.read = read
+        self.save = save
         self.body = body
     }
 
     /// Whether `runPipelined` can send it with others.
     public var isPipelinable: Bool { read != nil }
+
+    /// What SAVEs of different sessions must share to go in one group: the identity their
+    /// statements run as, and the model they were planned on. nil for other work.
+    public var saveGroupKey: SaveGroupKey? {
+        save.map { SaveGroupKey(identity: identity, model: ObjectIdentifier($0.model)) }
+    }
+
+    /// Runs SAVEs of several sessions (each with `save`, all with the same `saveGroupKey`):
+    /// those that commit in one round trip as one transaction, the rest one by one; the
+    /// results in the order of `works`.
+    public static func runSaves(_ works: [DatabaseWork], _ context: WorkContext) -> [WorkResult] {
+        guard works.count > 1, let first = works.first, let model = first.save?.model,
+              works.allSatisfy({ $0.saveGroupKey != nil && $0.saveGroupKey == first.saveGroupKey }) else { return works.map { $0.run(context) } }
+        let started = Date()
+        context.identity = first.identity
+        do {
+            try context.retryingOnce { try context.assumeIdentity() }
+        } catch {
+            return works.map { $0.run(context) }  // each answers the failure as it would alone
+        }
+        let results = context.runSaves(works.map { $0.save!.plan }, model: model)
+        let seconds = Date().timeIntervalSince(started)
+        return zip(works, results).map { work, result in
+            let answer = work.save!.finish(result)
+            work.counted?(answer.reply, seconds)
+            return answer
+        }
+    }
 
     public func run(_ context: WorkContext) -> WorkResult {
         let started = Date()
@@ -100,6 +132,19 @@ public struct DatabaseWork: Sendable {
             for work in works[answered...] { deliver(work.run(context)) }
         }
     }
+}
+
+/// A SAVE as its plan and what its result answers.
+struct GroupableSave: Sendable {
+    var plan: SavePlan
+    var model: Model
+    var finish: @Sendable (SaveResult) -> WorkResult
+}
+
+/// See `DatabaseWork.saveGroupKey`.
+public struct SaveGroupKey: Hashable, Sendable {
+    let identity: Identity
+    let model: ObjectIdentifier
 }
 
 /// A read as one prepared statement and what its result answers.

@@ -47,7 +47,52 @@ extension WorkContext {
     func runSave(_ plan: SavePlan, model: Model) -> SaveResult {
         var plan = plan
         reserveKeys(&plan)
-        var action = plan.start()
+        let action = plan.start()
+        return drive(plan, from: action, model: model)
+    }
+
+    /// Saves of several sessions, all of this identity and model: those that commit in one
+    /// round trip share a transaction (`SaveGroup`), the others run one after another. The
+    /// results come in the order of `plans`.
+    func runSaves(_ plans: [SavePlan], model: Model) -> [SaveResult] {
+        var group = SaveGroup(plans.map { plan in
+            var plan = plan
+            reserveKeys(&plan)
+            return plan
+        })
+        var results = [SaveResult?](repeating: nil, count: plans.count)
+        // PostgreSQL unreachable for one save's mark is unreachable for the rest: they do not
+        // each wait for it.
+        var fenceSeconds = 10
+        func finish(_ index: Int, _ plan: SavePlan, _ action: SavePlan.Action) {
+            let result = drive(plan, from: action, model: model, fenceSeconds: fenceSeconds)
+            if result.uncertain != nil { fenceSeconds = 0 }
+            results[index] = result
+        }
+        if !group.members.isEmpty {
+            settings.metrics?.add(.savesGrouped, group.members.count)
+            switch group.received(RoundResult.run(group.statements, on: connection)) {
+            case .each(let actions):
+                settings.metrics?.add(.saveGroups, 1)
+                for (member, action) in zip(group.members, actions) { finish(member.index, member.plan, action) }
+            case .runAlone:
+                if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                settings.metrics?.add(.saveGroupsRunAlone, 1)
+                for member in group.members {
+                    var plan = member.unstarted
+                    let action = plan.start()
+                    finish(member.index, plan, action)
+                }
+            }
+        }
+        for item in group.alone { finish(item.index, item.plan, item.action) }
+        return results.map { $0! }
+    }
+
+    /// A save's rounds from `action` on, to its result.
+    private func drive(_ plan: SavePlan, from first: SavePlan.Action, model: Model, fenceSeconds: Int = 10) -> SaveResult {
+        var plan = plan
+        var action = first
         defer { for sequence in plan.movedSequences { settings.keys?.drop(sequence) } }
         while true {
             switch action {
@@ -88,7 +133,7 @@ extension WorkContext {
                 return SaveResult(reply: reply(for: failure, changes: plan.changes, model: model), saved: false, assigned: plan.assigned, attempts: plan.attempts)
             case .uncertain(let mark, let ifCommitted):
                 let commit = UncertainCommit(mark: mark, ifCommitted: ifCommitted)
-                let status = transactionStatus(commit)
+                let status = transactionStatus(commit, seconds: fenceSeconds)
                 Log.warning("a SAVE's COMMIT got no answer; its mark says \(status.map { "\($0)" } ?? "nothing yet")")
                 switch status {
                 case .committed?:

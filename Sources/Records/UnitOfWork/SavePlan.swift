@@ -193,6 +193,14 @@ struct SavePlan: Sendable {
     /// holds of them: the next key follows the given one).
     private(set) var movedSequences: [String] = []
 
+    /// After `start`: where the writes begin when this save commits in its first round trip
+    /// (what comes before them opens the transaction); nil when it needs more rounds.
+    /// `SaveGroup` runs such saves of several sessions in one transaction.
+    var writesInFirstRound: Int? {
+        guard attempts == 1, case .written(let written) = state, written.commitsHere else { return nil }
+        return written.offset
+    }
+
     /// Keys allocated before the first round (`KeyReserve`): the unit keeps them like any other.
     mutating func assign(_ keys: [String: AssignedKey]) {
         knownAfterReserve = nil

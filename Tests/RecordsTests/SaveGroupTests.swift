@@ -1,0 +1,110 @@
+import Foundation
+import Postgres
+import Testing
+@testable import Records
+
+/// Group commit's planner, without a database: which saves share a transaction, what the
+/// transaction sends, and what each save is told of its outcome.
+@Suite struct SaveGroupTests {
+    let model = SampleModel.model
+
+    /// A save of one project named `name`, its key given ahead (as `KeyReserve` does), so
+    /// that it commits in its first round trip; `mark` its commit mark.
+    private func save(_ name: String, key: Int, mark: Int64, saveKey: String? = nil) -> SavePlan {
+        var changes = ChangeSet()
+        changes.add(PendingInsert(ref: "p", entity: "project", fields: [(column: "name", value: .text(name))]))
+        var settings = SavePlan.Settings()
+        settings.mark = mark
+        settings.statementTimeout = 1000
+        settings.lockTimeout = 500
+        settings.saveKey = saveKey.map { SavePlan.SaveKey(owner: "", key: $0) }
+        var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:], settings: settings)
+        plan.reserveKeys { needs in Dictionary(uniqueKeysWithValues: needs.map { ($0.sequence, ["\(key)"]) }) }
+        return plan
+    }
+
+    private func mark(_ mark: Int64) -> Statement {
+        Statement("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1)", [String(mark)])
+    }
+
+    private let timeouts = Statement("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)", ["1000", "500"])
+
+    @Test func onePrologueEachSavesWritesAndMarkThenOneCommit() {
+        let group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2), save("C", key: 12, mark: 3)])
+        #expect(group.members.map(\.index) == [0, 1, 2])
+        #expect(group.alone.isEmpty)
+        let sent = group.statements
+        #expect(sent.first == Statement("BEGIN") && sent[1] == timeouts && sent.last == Statement("COMMIT"))
+        #expect(sent.filter { $0 == Statement("BEGIN") || $0 == Statement("COMMIT") }.count == 2)
+        #expect(sent.filter { $0.sql.hasPrefix("INSERT INTO \"public\".\"project\"") }.map { $0.parameters.first ?? nil } == [#"{"10"}"#, #"{"11"}"#, #"{"12"}"#])
+        #expect(sent.filter { $0.sql.hasPrefix("INSERT INTO records.save_marks") } == [mark(1), mark(2), mark(3)])
+        // Each member's writes and mark, in order, in its own range.
+        for member in group.members {
+            #expect(sent[member.statements].last == mark(Int64(member.index + 1)))
+        }
+    }
+
+    @Test func eachMemberIsAnsweredItsOwnReplyWhenTheTransactionCommits() {
+        var group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2)])
+        let results = group.statements.map { $0.sql.hasPrefix("INSERT INTO \"public\"") ? StatementResult(affected: 1) : StatementResult() }
+        guard case .each(let actions) = group.received(.success(results)) else { Issue.record("not answered"); return }
+        let replies = actions.map { action -> [String] in
+            guard case .committed(let reply) = action else { return ["\(action)"] }
+            return [reply.statusLine] + reply.lines
+        }
+        #expect(replies == [["+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "#p project 10"],
+                            ["+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "#p project 11"]])
+    }
+
+    @Test func aFailingStatementRunsEveryMemberAloneFromItsUnstartedPlan() {
+        var group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2)])
+        let failure = PostgresError(kind: .server, sqlState: .uniqueViolation, message: "duplicate key")
+        guard case .runAlone = group.received(.failure(index: group.members[1].statements.lowerBound, error: failure)) else {
+            Issue.record("not run alone"); return
+        }
+        // Run alone, a member starts as if it had never been grouped: one attempt, its own BEGIN.
+        var alone = group.members[1].unstarted
+        guard case .run(let statements) = alone.start() else { Issue.record("no statements"); return }
+        #expect(statements.first == Statement("BEGIN") && statements.suffix(2) == [mark(2), Statement("COMMIT")])
+        #expect(alone.attempts == 1)
+    }
+
+    @Test func aLostConnectionLeavesEachMembersOutcomeToItsMark() {
+        var group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2), save("C", key: 12, mark: 3)])
+        let gone = PostgresError(kind: .connection, message: "server closed the connection unexpectedly")
+        // Lost at COMMIT, in a member's writes, or before any: each is uncertain, with its own mark.
+        for failed in [group.statements.count - 1, group.members[1].statements.lowerBound, 0] {
+            var copy = group
+            guard case .each(let actions) = copy.received(.failure(index: failed, error: gone)) else { Issue.record("not answered"); return }
+            let marks = actions.compactMap { action -> Int64? in
+                guard case .uncertain(let mark, let reply) = action, reply.statusLine.hasPrefix("+OK saved: 1 inserted") else { return nil }
+                return mark
+            }
+            #expect(marks == [1, 2, 3], "lost at \(failed)")
+        }
+    }
+
+    @Test func savesThatNeedMoreRoundsGoAloneAndALoneMemberIsNoGroup() {
+        // A SAVE KEY asks first; a project without a reserved key allocates it first.
+        var unreserved = ChangeSet()
+        unreserved.add(PendingInsert(ref: "q", entity: "project", fields: [(column: "name", value: .text("Q"))]))
+        let plans = [save("A", key: 10, mark: 1), save("K", key: 11, mark: 2, saveKey: "k1"),
+                     SavePlan(model: model, changes: unreserved, policy: .fail, assigned: [:]), save("B", key: 12, mark: 4)]
+        let group = SaveGroup(plans)
+        #expect(group.members.map(\.index) == [0, 3])
+        #expect(group.alone.map(\.index) == [1, 2])
+        let single = SaveGroup([save("A", key: 10, mark: 1), save("K", key: 11, mark: 2, saveKey: "k1")])
+        #expect(single.members.isEmpty && single.statements.isEmpty)
+        #expect(single.alone.map(\.index) == [0, 1])
+        // The lone one keeps the round it was started with: its own BEGIN and COMMIT.
+        guard case .run(let own) = single.alone[0].action else { Issue.record("no statements"); return }
+        #expect(own.first == Statement("BEGIN") && own.last == Statement("COMMIT") && single.alone[0].plan.attempts == 1)
+    }
+
+    @Test func noMoreThanTheLimitShareATransaction() {
+        let plans = (0..<(SaveGroup.maxMembers + 3)).map { save("P\($0)", key: 100 + $0, mark: Int64($0 + 1)) }
+        let group = SaveGroup(plans)
+        #expect(group.members.count == SaveGroup.maxMembers)
+        #expect(group.alone.map(\.index) == Array(SaveGroup.maxMembers..<plans.count))
+    }
+}

@@ -102,7 +102,7 @@ public struct PoolScheduler<Job> {
 }
 
 /// A client's standing with the pool (see `PoolScheduler`).
-public enum PoolStanding: Sendable, Equatable { case proven, new, unproven }
+public enum PoolStanding: Sendable, Hashable { case proven, new, unproven }
 
 /// How long a client's recent jobs held a pooled connection, which gives its standing: new
 /// before its first job; unproven for `coolDown` seconds after a job that held its connection

@@ -77,6 +77,9 @@ public final class Server {
     let configuration: Configuration
     let context: ServerContext
     let pool: ConnectionPool
+    /// SAVEs waiting to run in groups (`queueSave`), by their clients' standing; an unproven
+    /// client's SAVE runs alone.
+    let saveQueues: [PoolStanding: SaveQueue] = [.proven: SaveQueue(), .new: SaveQueue()]
     let loop: EventLoop<ServerMessage>
     var inbox: LoopInbox<ServerMessage> { loop.inbox }
     var listener: Listener?
@@ -510,6 +513,7 @@ public final class Server {
     /// reads nothing meanwhile, so replies stay in order; each work's effects on the session
     /// come back with the reply bytes and are applied there, in order.
     func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
+        if queueSave(connection, works) { return }
         connection.machine.startedDatabase()
         let sink = StreamSink(inbox: inbox, connection: connection.id, stallSeconds: configuration.replyStallSeconds, metrics: context.metrics)
         connection.streamSink = sink

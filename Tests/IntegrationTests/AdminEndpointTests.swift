@@ -4,34 +4,20 @@ import Testing
 
 /// `--admin-listen`: /live, /ready and /metrics as an operator's tools read them.
 @Suite struct AdminEndpointTests {
-    /// Status line and body of `GET path`.
-    func get(_ port: Int, _ path: String) throws -> (status: String, body: [String]) {
-        let http = try LineClient(port: port, readBanner: false)
-        try http.write("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n")
-        let lines = try http.readToEnd().map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
-        let blank = lines.firstIndex(of: "") ?? lines.count
-        return (lines.first ?? "", Array(lines.dropFirst(blank + 1)))
-    }
-
-    func adminPort(_ server: TestServer) throws -> Int {
-        let line = try #require(server.log.split(separator: "\n").first { $0.contains("admin endpoints on ") })
-        return try #require(Int(line.split(separator: " ").first { $0.hasPrefix("127.0.0.1:") }?.split(separator: ":").last ?? ""))
-    }
-
     @Test func liveReadyAndMetricsThatMove() throws {
         let (proxy, through, _) = try CutProxy.toFreshDatabase()
         let server = try TestServer(databaseURL: through, arguments: ["--admin-listen", "127.0.0.1:0"])
-        let admin = try adminPort(server)
-        #expect(try get(admin, "/live").status == "HTTP/1.1 200 OK")
-        #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")
-        #expect(try get(admin, "/nothing").status == "HTTP/1.1 404 Not Found")
+        let admin = try server.adminPort()
+        #expect(try adminGet(admin, "/live").status == "HTTP/1.1 200 OK")
+        #expect(try adminGet(admin, "/ready").status == "HTTP/1.1 200 OK")
+        #expect(try adminGet(admin, "/nothing").status == "HTTP/1.1 404 Not Found")
         // Known commands move the counters by known amounts.
         let client = try server.client()
         for _ in 0..<3 { try client.ok("PING") }
         #expect(try client.send("GET game 999").status.hasPrefix("-ERR NOT_FOUND"))
         try client.ok(#"INSERT game name="Counted""#)
         try client.ok("SAVE")
-        let metrics = try get(admin, "/metrics")
+        let metrics = try adminGet(admin, "/metrics")
         #expect(metrics.status == "HTTP/1.1 200 OK")
         // Every line is a comment (HELP/TYPE) or `name{labels} value` with a number.
         for line in metrics.body where !line.isEmpty {
@@ -49,11 +35,11 @@ import Testing
         let health = { try runRecordsd(["health", "--admin-listen", "127.0.0.1:\(admin)"]) }
         #expect(try health().status == 0)
         proxy.refuseConnections(true)
-        #expect(try get(admin, "/ready").status == "HTTP/1.1 503 Service Unavailable")
+        #expect(try adminGet(admin, "/ready").status == "HTTP/1.1 503 Service Unavailable")
         let unhealthy = try health()
         #expect(unhealthy.status == 1 && unhealthy.output == "HTTP/1.1 503 Service Unavailable\n", "\(unhealthy)")
         proxy.refuseConnections(false)
-        #expect(try get(admin, "/ready").status == "HTTP/1.1 200 OK")
+        #expect(try adminGet(admin, "/ready").status == "HTTP/1.1 200 OK")
     }
 
     @Test func jsonLogsParseLineByLine() throws {
@@ -111,8 +97,8 @@ import Testing
         let certificates = try TestCertificates()
         let server = try TestServer(arguments: ["--admin-listen", "127.0.0.1:0", "--max-line-length", "4096",
                                                 "--tls-cert", certificates.cert, "--tls-key", certificates.key, "--tls-listen", "127.0.0.1:0"])
-        let admin = try adminPort(server)
-        let before = try prometheus(try get(admin, "/metrics").body)
+        let admin = try server.adminPort()
+        let before = try prometheus(try adminGet(admin, "/metrics").body)
         #expect(before["recordsd_rows_written_total{operation=\"inserted\"}"] == 0)
         #expect(before["recordsd_sessions_signed_in"] == 0)
         let setup = try server.client()
@@ -131,7 +117,7 @@ import Testing
         #expect(try writer.send(String(repeating: "x", count: 5000)).status.hasPrefix("-ERR LIMIT"))
         _ = try LineClient(port: server.tlsPort, directTLS: certificates.ca).send("PING")
         _ = try? LineClient(port: server.tlsPort, timeout: 5, readBanner: false).write("not TLS at all\r\n\r\n")
-        let after = eventually(tries: 50, { try? prometheus(try get(admin, "/metrics").body) }, until: { ($0?["recordsd_tls_handshakes_total{outcome=\"failed\"}"] ?? 0) >= 1 }) ?? [:]
+        let after = eventually(tries: 50, { try? prometheus(try adminGet(admin, "/metrics").body) }, until: { ($0?["recordsd_tls_handshakes_total{outcome=\"failed\"}"] ?? 0) >= 1 }) ?? [:]
         #expect(after["recordsd_rows_written_total{operation=\"inserted\"}"] == 2, "\(after)")
         #expect(after["recordsd_rows_written_total{operation=\"updated\"}"] == 1)
         #expect(after["recordsd_sessions_signed_in"] == 2)

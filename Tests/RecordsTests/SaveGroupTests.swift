@@ -8,11 +8,11 @@ import Testing
 @Suite struct SaveGroupTests {
     let model = SampleModel.model
 
-    /// A save of one project named `name`, its key given ahead (as `KeyReserve` does), so
-    /// that it commits in its first round trip; `mark` its commit mark.
-    private func save(_ name: String, key: Int, mark: Int64, saveKey: String? = nil) -> SavePlan {
+    /// A save of `fields` into `entity`, its key given ahead (as `KeyReserve` does), so that
+    /// it commits in its first round trip; `mark` its commit mark.
+    private func save(_ entity: String, _ fields: [(String, FieldValue)], key: Int, mark: Int64, saveKey: String? = nil) -> SavePlan {
         var changes = ChangeSet()
-        changes.add(PendingInsert(ref: "p", entity: "project", fields: [(column: "name", value: .text(name))]))
+        changes.add(PendingInsert(ref: "p", entity: entity, fields: fields.map { (column: $0.0, value: $0.1) }))
         var settings = SavePlan.Settings()
         settings.mark = mark
         settings.statementTimeout = 1000
@@ -23,37 +23,85 @@ import Testing
         return plan
     }
 
+    private func save(_ name: String, key: Int, mark: Int64, saveKey: String? = nil) -> SavePlan {
+        save("project", [("name", .text(name))], key: key, mark: mark, saveKey: saveKey)
+    }
+
+    /// What a round answers: every INSERT its rows, the rest nothing.
+    private func answer(_ statements: [Statement]) -> RoundResult {
+        .success(statements.map { statement in
+            statement.sql.hasPrefix("INSERT INTO \"public\"") ? StatementResult(affected: SQL.parseArray(statement.parameters[0] ?? "{}").count) : StatementResult()
+        })
+    }
+
+    /// The first round of `plan` started alone.
+    private func statements(_ plan: SavePlan) -> [Statement] {
+        var plan = plan
+        guard case .run(let statements) = plan.start() else { Issue.record("no statements"); return [] }
+        return statements
+    }
+
     private func mark(_ mark: Int64) -> Statement {
         Statement("INSERT INTO records.save_marks (xid, nonce) VALUES (pg_current_xact_id(), $1)", [String(mark)])
     }
 
     private let timeouts = Statement("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)", ["1000", "500"])
 
-    @Test func onePrologueEachSavesWritesAndMarkThenOneCommit() {
+    @Test func savesOfTheSameInsertsGoAsOneStatementAndOneMarkInsert() {
         let group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2), save("C", key: 12, mark: 3)])
         #expect(group.members.map(\.index) == [0, 1, 2])
         #expect(group.alone.isEmpty)
+        let alone = statements(save("A", key: 10, mark: 1))
+        #expect(group.statements == [Statement("BEGIN"), timeouts,
+                                     Statement(alone[2].sql, [#"{"10","11","12"}"#, #"{"A","B","C"}"#]),
+                                     SaveGroup.marks(["1", "2", "3"]), Statement("COMMIT")])
+        #expect(group.members.map(\.statements) == [2..<4, 2..<4, 2..<4])
+    }
+
+    @Test func savesOfOtherShapesKeepTheirOwnStatementsInTheTransaction() {
+        // Two projects join; an employee (another table) and a project whose sequence moved
+        // past a key its client gave keep their own statements and marks.
+        let employee = save("employee", [("first_name", .text("E")), ("gender", .text("1"))], key: 20, mark: 2)
+        let given = save("project", [("id", .text("900")), ("name", .text("G"))], key: 0, mark: 4)
+        let group = SaveGroup([save("A", key: 10, mark: 1), employee, save("B", key: 11, mark: 3), given])
+        #expect(group.members.map(\.index) == [0, 1, 2, 3])
         let sent = group.statements
         #expect(sent.first == Statement("BEGIN") && sent[1] == timeouts && sent.last == Statement("COMMIT"))
         #expect(sent.filter { $0 == Statement("BEGIN") || $0 == Statement("COMMIT") }.count == 2)
-        #expect(sent.filter { $0.sql.hasPrefix("INSERT INTO \"public\".\"project\"") }.map { $0.parameters.first ?? nil } == [#"{"10"}"#, #"{"11"}"#, #"{"12"}"#])
-        #expect(sent.filter { $0.sql.hasPrefix("INSERT INTO records.save_marks") } == [mark(1), mark(2), mark(3)])
-        // Each member's writes and mark, in order, in its own range.
-        for member in group.members {
+        #expect(sent[2].parameters == [#"{"10","11"}"#, #"{"A","B"}"#] && sent[3] == SaveGroup.marks(["1", "3"]))
+        for (member, own) in [(group.members[1], statements(employee)), (group.members[3], statements(given))] {
+            #expect(Array(sent[member.statements]) == Array(own[2..<(own.count - 1)]))
             #expect(sent[member.statements].last == mark(Int64(member.index + 1)))
         }
     }
 
+    @Test func joinedValuesArriveAsEachSaveSentThem() {
+        // Quotes, backslashes, commas, braces, the word NULL, empty text and nil, side by side.
+        let odd = [#"a "quoted" name"#, #"back\slash"#, "comma, and {braces}", "NULL", "", "ünïcode ✓"]
+        var plans = odd.enumerated().map { save("employee", [("first_name", .text($1)), ("gender", .text("1")), ("age", .text("\($0)"))], key: 30 + $0, mark: Int64($0 + 1)) }
+        plans.append(save("employee", [("first_name", .text("nil age")), ("gender", .text("2")), ("age", .null)], key: 99, mark: 99))
+        let group = SaveGroup(plans)
+        let joined = group.statements[2]
+        let separate = plans.map { statements($0)[2] }
+        #expect(joined.sql == separate[0].sql)
+        for column in joined.parameters.indices {
+            #expect(SQL.parseArray(joined.parameters[column]!) == separate.flatMap { SQL.parseArray($0.parameters[column]!) })
+        }
+        #expect(SQL.parseArray(joined.parameters[1]!).prefix(odd.count).map { $0 } == odd.map { Optional($0) })
+        #expect(SQL.parseArray(joined.parameters[2]!).last == .some(nil))
+    }
+
     @Test func eachMemberIsAnsweredItsOwnReplyWhenTheTransactionCommits() {
-        var group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2)])
-        let results = group.statements.map { $0.sql.hasPrefix("INSERT INTO \"public\"") ? StatementResult(affected: 1) : StatementResult() }
-        guard case .each(let actions) = group.received(.success(results)) else { Issue.record("not answered"); return }
+        let employee = save("employee", [("first_name", .text("E")), ("gender", .text("1"))], key: 20, mark: 3)
+        var group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2), employee])
+        guard case .each(let actions) = group.received(answer(group.statements)) else { Issue.record("not answered"); return }
         let replies = actions.map { action -> [String] in
             guard case .committed(let reply) = action else { return ["\(action)"] }
             return [reply.statusLine] + reply.lines
         }
         #expect(replies == [["+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "#p project 10"],
-                            ["+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "#p project 11"]])
+                            ["+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "#p project 11"],
+                            ["+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "#p employee 20"]])
     }
 
     @Test func aFailingStatementRunsEveryMemberAloneFromItsUnstartedPlan() {

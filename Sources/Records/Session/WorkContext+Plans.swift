@@ -69,6 +69,7 @@ extension WorkContext {
             if result.uncertain != nil { fenceSeconds = 0 }
             results[index] = result
         }
+        Log.debug("\(plans.count) SAVEs waited together: \(group.members.count) in one transaction, \(group.alone.count) alone")
         if !group.members.isEmpty {
             settings.metrics?.add(.savesGrouped, group.members.count)
             switch group.received(RoundResult.run(group.statements, on: connection)) {

@@ -7,6 +7,11 @@ import Postgres
 /// commits whole or not at all, and PostgreSQL pays one commit (and one wake-up of the
 /// watching servers) for the lot.
 ///
+/// Saves whose writes are all joinable inserts of the same statements (the same tables and
+/// columns: a busy form's saves, an ingest's) go further: each statement is sent once with
+/// their rows joined, and their commit marks in one insert, so PostgreSQL runs two statements
+/// and its statement triggers (WATCH's log) fire once for the lot.
+///
 /// Should any statement fail, the transaction is rolled back and each save runs alone, from
 /// the plan it had before the group started it, so that its reply is what it would have been
 /// without the others. A connection lost on the way leaves each save's outcome to its own
@@ -21,13 +26,24 @@ struct SaveGroup: Sendable {
         /// The plan started for the group, and as it was before (to run alone).
         var plan: SavePlan
         var unstarted: SavePlan
-        /// Where its writes and commit mark are among the group's statements.
+        /// Where its writes and commit mark went among the group's statements (shared with
+        /// the saves its statements were joined with).
         var statements: Range<Int>
-        /// Its own rounds' shape: what opened its transaction, and its statement count with COMMIT.
+        /// Its own round's shape: what opened its transaction, where each of its writes and
+        /// its mark got its result, and its statement count with COMMIT.
         var prologue: Int
+        var results: [Source]
         var count: Int
         /// Its own first round, should it go alone after all.
         var first: SavePlan.Action
+    }
+
+    /// Where a member's statement got its result.
+    enum Source: Sendable, Equatable {
+        /// The group's statement at this index was its own.
+        case own(Int)
+        /// It was joined with others': it wrote its own rows, as sent.
+        case joined(rows: Int)
     }
 
     /// A save that cannot share the transaction: its first action, for it to go on alone.
@@ -42,34 +58,78 @@ struct SaveGroup: Sendable {
     /// The round trip to send: empty when fewer than two saves could share it.
     private(set) var statements: [Statement] = []
 
+    /// The commit marks of joined saves, in one statement.
+    static func marks(_ nonces: [String?]) -> Statement {
+        Statement("INSERT INTO records.save_marks (xid, nonce) SELECT pg_current_xact_id(), unnest($1::bigint[])", [SQL.arrayLiteral(nonces)])
+    }
+
     /// Starts each plan. Those that commit in their first round with the same opening
     /// statements as the first such one become members; the rest are alone. With fewer than
     /// two members there is no group: each goes alone.
     init(_ plans: [SavePlan]) {
+        struct Candidate {
+            var index: Int
+            var plan: SavePlan
+            var unstarted: SavePlan
+            var own: [Statement]
+            var writes: Int
+            var first: SavePlan.Action
+            var joinable: [Int]?
+        }
         var prologue: [Statement]?
+        var candidates: [Candidate] = []
         for (index, unstarted) in plans.enumerated() {
             var plan = unstarted
             let action = plan.start()
-            guard case .run(let own) = action, let writes = plan.writesInFirstRound, members.count < Self.maxMembers,
+            guard case .run(let own) = action, let writes = plan.writesInFirstRound, candidates.count < Self.maxMembers,
                   own.last == .commit, prologue == nil || Array(own[..<writes]) == prologue else {
                 alone.append(Alone(index: index, plan: plan, action: action))
                 continue
             }
-            if prologue == nil {
-                prologue = Array(own[..<writes])
-                statements = prologue!
-            }
-            let start = statements.count
-            statements += own[writes..<(own.count - 1)]
-            members.append(Member(index: index, plan: plan, unstarted: unstarted, statements: start..<statements.count,
-                                  prologue: writes, count: own.count, first: action))
+            if prologue == nil { prologue = Array(own[..<writes]) }
+            candidates.append(Candidate(index: index, plan: plan, unstarted: unstarted, own: own, writes: writes, first: action,
+                                        joinable: plan.joinableInsertRows))
         }
-        guard members.count > 1 else {
-            alone = (alone + members.map { Alone(index: $0.index, plan: $0.plan, action: $0.first) }).sorted { $0.index < $1.index }
-            members = []
-            statements = []
+        guard candidates.count > 1, let prologue else {
+            alone = (alone + candidates.map { Alone(index: $0.index, plan: $0.plan, action: $0.first) }).sorted { $0.index < $1.index }
             return
         }
+        statements = prologue
+        // Saves of joinable inserts, by the text of their statements, in the order first seen.
+        var classes: [[String]: [Int]] = [:]
+        var order: [[String]] = []
+        for (position, candidate) in candidates.enumerated() where candidate.joinable != nil {
+            let texts = candidate.own[candidate.writes..<(candidate.own.count - 2)].map(\.sql)
+            if classes[texts] == nil { order.append(texts) }
+            classes[texts, default: []].append(position)
+        }
+        var placed = [Member?](repeating: nil, count: candidates.count)
+        func member(_ candidate: Candidate, _ range: Range<Int>, _ results: [Source]) -> Member {
+            Member(index: candidate.index, plan: candidate.plan, unstarted: candidate.unstarted, statements: range,
+                   prologue: candidate.writes, results: results, count: candidate.own.count, first: candidate.first)
+        }
+        for texts in order {
+            guard let positions = classes[texts], positions.count > 1 else { continue }
+            let start = statements.count
+            for (offset, text) in texts.enumerated() {
+                let parts = positions.map { candidates[$0].own[candidates[$0].writes + offset].parameters }
+                let joined = parts[0].indices.map { column in
+                    SQL.arrayLiteral(parts.flatMap { SQL.parseArray($0[column] ?? "{}") })
+                }
+                statements.append(Statement(text, joined))
+            }
+            statements.append(Self.marks(positions.map { candidates[$0].own[candidates[$0].own.count - 2].parameters.first ?? nil }))
+            for position in positions {
+                let rows = candidates[position].joinable!.map { Source.joined(rows: $0) }
+                placed[position] = member(candidates[position], start..<statements.count, rows + [.joined(rows: 0)])
+            }
+        }
+        for (position, candidate) in candidates.enumerated() where placed[position] == nil {
+            let start = statements.count
+            statements += candidate.own[candidate.writes..<(candidate.own.count - 1)]
+            placed[position] = member(candidate, start..<statements.count, (start..<statements.count).map { .own($0) })
+        }
+        members = placed.map { $0! }
         statements.append(.commit)
     }
 
@@ -89,20 +149,23 @@ struct SaveGroup: Sendable {
             for index in members.indices {
                 let member = members[index]
                 // Its own round's results: nothing is read from the opening statements or COMMIT.
-                let own = Array(repeating: StatementResult(), count: member.prologue) + results[member.statements] + [StatementResult()]
+                let writes = member.results.map { source -> StatementResult in
+                    switch source {
+                    case .own(let at): results[at]
+                    case .joined(let rows): StatementResult(affected: rows)
+                    }
+                }
+                let own = Array(repeating: StatementResult(), count: member.prologue) + writes + [StatementResult()]
                 actions.append(members[index].plan.received(.success(own)))
             }
             return .each(actions)
-        case .failure(let failed, let error):
+        case .failure(_, let error):
             guard error.kind == .connection else { return .runAlone }
             // Whether COMMIT happened is for each save's mark to say: each is told the
-            // connection went at its own place, or at its COMMIT when it failed elsewhere.
+            // connection went while its COMMIT was in flight.
             var actions: [SavePlan.Action] = []
             for index in members.indices {
-                let member = members[index]
-                let own = member.statements.contains(failed) ? member.prologue + failed - member.statements.lowerBound
-                    : failed < member.prologue ? failed : member.count - 1
-                actions.append(members[index].plan.received(.failure(index: own, error: error)))
+                actions.append(members[index].plan.received(.failure(index: members[index].count - 1, error: error)))
             }
             return .each(actions)
         }

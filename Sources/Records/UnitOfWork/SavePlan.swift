@@ -201,6 +201,14 @@ struct SavePlan: Sendable {
         return written.offset
     }
 
+    /// With `writesInFirstRound`: the rows of each of its writes when they are all joinable
+    /// inserts (`WritePlan.Write.joinable`) followed by the commit mark alone; nil otherwise.
+    var joinableInsertRows: [Int]? {
+        guard case .written(let written) = state, written.commitsHere, movedSequences.isEmpty,
+              written.insertResults.count == written.writes.count, written.writes.allSatisfy(\.joinable) else { return nil }
+        return written.writes.map(\.changes.count)
+    }
+
     /// Keys allocated before the first round (`KeyReserve`): the unit keeps them like any other.
     mutating func assign(_ keys: [String: AssignedKey]) {
         knownAfterReserve = nil

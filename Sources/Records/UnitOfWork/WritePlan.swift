@@ -20,6 +20,10 @@ struct WritePlan {
         /// An insert of one row that comes back as (its key is the one sent, the key as text...),
         /// or as no row when a trigger skipped it.
         var readsBackKeys = false
+        /// A multi-row insert whose parameters are one array a column, a row an element, into a
+        /// table whose triggers keep every row: statements of the same text from several saves
+        /// may go as one, their arrays joined (`SaveGroup`), each save's rows counted as sent.
+        var joinable = false
     }
 
     let model: Model
@@ -126,7 +130,8 @@ struct WritePlan {
             }
             sql.append(arrays.joined(separator: ", ") + ")")
             inserts.append(Write(statement: sql.statement, changes: statement.rows.map { .insert($0.ref) },
-                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name))
+                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name,
+                                 joinable: !entity.triggersMayRewriteInserts))
         }
         // The references written as nil, set now that every record exists: one statement per
         // entity and column (a record a statement when diagnosing).

@@ -78,6 +78,9 @@ extension WorkContext {
                 for (member, action) in zip(group.members, actions) { finish(member.index, member.plan, action) }
             case .runAlone:
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
+                // A connection that ended with the failure (its backend terminated): the members
+                // start again on a new one, not the first of them on the dead one.
+                if !connection.isHealthy { try? reconnect() }
                 settings.metrics?.add(.saveGroupsRunAlone, 1)
                 for member in group.members {
                     var plan = member.unstarted

@@ -28,7 +28,7 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
             case .rowsDeleted: ("recordsd_rows_written_total", #"operation="deleted""#, "")
             case .rowsNullified: ("recordsd_rows_written_total", #"operation="nullified""#, "")
             case .saveRetries: ("recordsd_save_retries_total", "", "SAVE attempts run again after a serialization failure or deadlock.")
-            case .savesQueued: ("recordsd_saves_queued_total", "", "SAVEs queued to run in a group with other sessions' (a group may hold one).")
+            case .savesQueued: ("recordsd_saves_queued_total", "", "SAVEs that went through the group-commit queue (each may still have run alone).")
             case .saveGroups: ("recordsd_save_groups_total", #"outcome="together""#, "Groups of SAVEs of several sessions (group commit): sent as one transaction, or rolled back for a failing member and run one by one.")
             case .saveGroupsRunAlone: ("recordsd_save_groups_total", #"outcome="run_alone""#, "")
             case .savesGrouped: ("recordsd_saves_grouped_total", "", "SAVEs that went in a group (committed or not).")

@@ -134,11 +134,18 @@ public struct DatabaseWork: Sendable {
     }
 }
 
-/// A SAVE as its plan and what its result answers.
-struct GroupableSave: Sendable {
-    var plan: SavePlan
-    var model: Model
-    var finish: @Sendable (SaveResult) -> WorkResult
+/// A SAVE as its plan and what its result answers. A class: a plan is large, and every
+/// command's `Step` (an INSERT line's included) is as large as its largest case.
+final class GroupableSave: Sendable {
+    let plan: SavePlan
+    let model: Model
+    let finish: @Sendable (SaveResult) -> WorkResult
+
+    init(plan: SavePlan, model: Model, finish: @escaping @Sendable (SaveResult) -> WorkResult) {
+        self.plan = plan
+        self.model = model
+        self.finish = finish
+    }
 }
 
 /// See `DatabaseWork.saveGroupKey`.

@@ -135,16 +135,17 @@ import Testing
         #expect(try scalar(observer, "SELECT count(*) FROM slow") == "1")
     }
 
-    /// Many sessions SAVE at once on a small pool, units colliding on keys by chance: every
-    /// SAVE answered saved is in the database, whole, and no unit answered failed left a row.
-    /// `RECORDS_GROUP_SEED` replays a run.
+    /// Many sessions SAVE at once on a small pool, units colliding on keys by chance, first as
+    /// they come, then in rounds held so that each is one group: every SAVE answered saved is
+    /// in the database, whole, and no unit answered failed left a row. `RECORDS_GROUP_SEED`
+    /// replays a run.
     @Test func everySaveAnsweredSavedIsStoredWholeAndNoFailedOneLeftARow() throws {
         let seed = ProcessInfo.processInfo.environment["RECORDS_GROUP_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
         print("GroupCommitTests seed \(seed) (RECORDS_GROUP_SEED replays it)")
         let schema = try Schema(Self.schema)
-        let server = try TestServer(schema: schema, arguments: ["--pool-size", "1", "--admin-listen", "127.0.0.1:0"])
+        let server = try TestServer(schema: schema, arguments: ["--pool-size", "1", "--lock-timeout", "60", "--admin-listen", "127.0.0.1:0"])
         let db = try server.database()
-        let sessionCount = 16, unitsEach = 30
+        let sessionCount = 16, unitsEach = 15, heldRounds = 12
         struct Outcome: Sendable { var codes: [String]; var saved: Bool; var reply: String }
         let outcomes = Locked<[[Outcome]]>(Array(repeating: [], count: sessionCount))
         let failures = Locked<[String]>([])
@@ -180,16 +181,52 @@ import Testing
             }
         }
         #expect(failures.value.isEmpty, "seed \(seed): \(failures.value.prefix(5))")
-        // What the replies say, against what PostgreSQL holds.
-        var expected: [String: String] = [:]
-        for (index, units) in outcomes.value.enumerated() {
-            for (unit, outcome) in units.enumerated() where outcome.saved {
-                for code in outcome.codes {
-                    #expect(expected[code] == nil, "seed \(seed): \(code) answered saved twice")
-                    expected[code] = "s\(index)u\(unit)"
+        // Then rounds where every session's unit waits behind a held connection, so that each
+        // round is a group (joined, or rolled back and run alone when a unit collides).
+        var random = SplitMix(seed: seed &* 31)
+        let sessions = try (0..<sessionCount).map { _ in try LineClient(port: port) }
+        var held: [(label: String, codes: [String], saved: Bool)] = []
+        for round in 0..<heldRounds {
+            let before = try server.metric("recordsd_saves_queued_total")
+            let release = try holdThePool(server, db, holder: try server.client(), code: "h\(round)")
+            var sent: [[String]] = []
+            for (index, session) in sessions.enumerated() {
+                let codes = Array(Set((0..<(1 + Int(random.next() % 3))).map { _ in "c\(random.next() % 400)" })).sorted()
+                var lines = ""
+                for (k, code) in codes.enumerated() {
+                    lines += "INSERT tag AS #t\(k) code=\"\(code)\" label=\"h\(round)s\(index)\"\nINSERT item tag=#t\(k) n=\(round)\n"
                 }
+                try session.write(lines + "SAVE\n")
+                sent.append(codes)
+            }
+            // (The INSERTs' replies leave with the SAVE's, or once the SAVE is found slow.)
+            for (index, session) in sessions.enumerated() {
+                for _ in 0..<(sent[index].count * 2) { #expect(try session.readReply().status.hasPrefix("+OK #"), "seed \(seed)") }
+            }
+            _ = eventually({ (try? server.metric("recordsd_saves_queued_total")) ?? 0 }, until: { $0 >= before + Double(sessionCount + 1) })
+            try release()
+            for (index, session) in sessions.enumerated() {
+                let save = try session.readReply()
+                let saved = save.status.hasPrefix("+OK saved: \(sent[index].count * 2) inserted")
+                if !saved {
+                    #expect(save.status.hasPrefix("-ERR VALIDATION"), "seed \(seed): \(save)")
+                    try session.ok("ROLLBACK")
+                }
+                held.append(("h\(round)s\(index)", sent[index], saved))
             }
         }
+        // What the replies say, against what PostgreSQL holds.
+        var expected: [String: String] = [:]
+        func expect(_ codes: [String], label: String) {
+            for code in codes {
+                #expect(expected[code] == nil, "seed \(seed): \(code) answered saved twice")
+                expected[code] = label
+            }
+        }
+        for (index, units) in outcomes.value.enumerated() {
+            for (unit, outcome) in units.enumerated() where outcome.saved { expect(outcome.codes, label: "s\(index)u\(unit)") }
+        }
+        for unit in held where unit.saved { expect(unit.codes, label: unit.label) }
         let stored = try db.query("SELECT t.code, t.label, count(i.id)::text FROM tag t LEFT JOIN item i ON i.tag_id = t.code GROUP BY 1, 2")
         var actual: [String: String] = [:]
         for row in 0..<stored.rowCount {

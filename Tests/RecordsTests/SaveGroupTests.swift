@@ -156,3 +156,13 @@ import Testing
         #expect(group.alone.map(\.index) == Array(SaveGroup.maxMembers..<plans.count))
     }
 }
+
+/// Every command's `Session.Step` is as large as its largest case, the pool's work: a SAVE's
+/// plan carried in it inline made each INSERT line pay to copy it (20,000 lines: 407M
+/// instructions instead of 386M). What the work carries beyond a few words goes in a box.
+@Suite struct StepSizeTests {
+    @Test func aStepStaysAFewWords() {
+        #expect(MemoryLayout<DatabaseWork>.size <= 176, "DatabaseWork is \(MemoryLayout<DatabaseWork>.size) bytes")
+        #expect(MemoryLayout<Session.Step>.size <= 184, "Step is \(MemoryLayout<Session.Step>.size) bytes")
+    }
+}

@@ -109,15 +109,24 @@ import Testing
 
     /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
     @Test func aDeadlockedSaveIsRetried() throws {
-        let server = try TestServer()
+        // The SAVE's backend looks for the deadlock 3 s after it starts waiting, and the
+        // holder's only after 60 s: the holder asks for its second row well within the 3 s
+        // however loaded the machine (with PostgreSQL's 1 s, a slow start made the holder the
+        // victim under CI's load).
+        let url = try TestEnvironment.freshDatabase()
+        let setup = try Connection(url)
+        let name = try #require(try setup.query("SELECT current_database()").string(0, 0))
+        try setup.execute("ALTER DATABASE \"\(name.replacingOccurrences(of: "\"", with: "\"\""))\" SET deadlock_timeout = '3s'")
+        let server = try TestServer(databaseURL: url)
         let db = try server.database()
         try db.execute("INSERT INTO game (id, name) VALUES (1, 'one'), (2, 'two')")
         let client = try LineClient(port: server.port, timeout: 30)
         try client.ok("UPDATE game 1 name=\"uno\"")
         try client.ok("UPDATE game 2 name=\"dos\"")
         // The holder locks 2; the SAVE locks 1, then waits for 2; the holder then asks for 1.
-        // The SAVE waited first, so its deadlock check runs first: it is the victim.
+        // The SAVE waited first and checks first: it is the victim.
         let holder = try server.database()
+        try holder.execute("SET deadlock_timeout = '60s'")
         try holder.execute("BEGIN")
         _ = try holder.query("SELECT id FROM game WHERE id = 2 FOR UPDATE")
         try client.write("SAVE\n")

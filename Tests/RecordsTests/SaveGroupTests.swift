@@ -149,6 +149,24 @@ import Testing
         #expect(own.first == Statement("BEGIN") && own.last == Statement("COMMIT") && single.alone[0].plan.attempts == 1)
     }
 
+    @Test func aSaveOfManyRowsKeepsItsOwnStatements() {
+        var changes = ChangeSet()
+        let rows = SaveGroup.joinedRowsLimit + 1
+        for i in 0..<rows { changes.add(PendingInsert(ref: "b\(i)", entity: "project", fields: [(column: "name", value: .text("B\(i)"))])) }
+        var settings = SavePlan.Settings()
+        settings.mark = 9
+        settings.statementTimeout = 1000
+        settings.lockTimeout = 500
+        var bulk = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:], settings: settings)
+        bulk.reserveKeys { needs in Dictionary(uniqueKeysWithValues: needs.map { need in (need.sequence, (0..<need.count).map { "\(5000 + $0)" }) }) }
+        let group = SaveGroup([save("A", key: 10, mark: 1), bulk, save("B", key: 11, mark: 3)])
+        #expect(group.members.count == 3)
+        #expect(group.statements[2].parameters == [#"{"10","11"}"#, #"{"A","B"}"#] && group.statements[3] == SaveGroup.marks(["1", "3"]))
+        let own = statements(bulk)
+        #expect(Array(group.statements[group.members[1].statements]) == Array(own[2..<(own.count - 1)]))
+        #expect(SQL.parseArray(group.statements[group.members[1].statements.lowerBound].parameters[0]!).count == rows)
+    }
+
     @Test func noMoreThanTheLimitShareATransaction() {
         let plans = (0..<(SaveGroup.maxMembers + 3)).map { save("P\($0)", key: 100 + $0, mark: Int64($0 + 1)) }
         let group = SaveGroup(plans)

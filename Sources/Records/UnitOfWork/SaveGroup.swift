@@ -19,6 +19,9 @@ import Postgres
 struct SaveGroup: Sendable {
     /// At most this many saves a transaction: a failure reruns them all one by one.
     static let maxMembers = 32
+    /// A save of more rows than this keeps its own statements (it is a bulk write already),
+    /// so a joined statement holds at most 32,000 rows, within `WritePlan.defaultRowsPerStatement`.
+    static let joinedRowsLimit = 1_000
 
     struct Member: Sendable {
         /// Where the save came in the list given.
@@ -88,7 +91,7 @@ struct SaveGroup: Sendable {
             }
             if prologue == nil { prologue = Array(own[..<writes]) }
             candidates.append(Candidate(index: index, plan: plan, unstarted: unstarted, own: own, writes: writes, first: action,
-                                        joinable: plan.joinableInsertRows))
+                                        joinable: plan.joinableInsertRows.flatMap { $0.reduce(0, +) <= Self.joinedRowsLimit ? $0 : nil }))
         }
         guard candidates.count > 1, let prologue else {
             alone = (alone + candidates.map { Alone(index: $0.index, plan: $0.plan, action: $0.first) }).sorted { $0.index < $1.index }

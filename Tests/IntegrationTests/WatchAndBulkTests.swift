@@ -104,7 +104,9 @@ import Testing
         // commits go without NOTIFY.
         _ = server.stop()
         try db.execute("INSERT INTO records.watched (server, entity) VALUES ('test', 'game') ON CONFLICT DO NOTHING")
-        #expect(try db.query(holders).string(0, 0) == "0")
+        // (The stopped server's backend lets go of the lock when it notices its client left:
+        // a moment later on a loaded machine.)
+        #expect(try eventually({ try db.query(holders).string(0, 0) }, until: { $0 == "0" }) == "0")
         try db.execute("INSERT INTO game (id, name) VALUES (2, 'nobody to wake')")
         #expect(try wakeUps() == 0)
         // A reader that waits to be woken is woken again; the decision is the commit's, not

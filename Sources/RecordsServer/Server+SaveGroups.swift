@@ -5,11 +5,6 @@ import Records
 /// Group commit: SAVEs of different sessions run as one transaction when they queue for the
 /// pool together (`SaveQueue`, `DatabaseWork.runSaves`).
 extension Server {
-    /// SAVEs a group holds at most (as many as `SaveGroup` puts in one transaction).
-    static let saveGroupLimit = 32
-
-    /// Queues a batch that is one SAVE, from a client that gives connections back promptly and
-    /// with no session state to write ahead; false when it must run as a job of its own.
     /// Queues a batch that is one SAVE, with no session state to write ahead, from a client
     /// whose jobs give their connection back promptly or that has had none yet (each standing
     /// queues apart, and its groups are scheduled as its jobs are); false when it must run as
@@ -31,7 +26,7 @@ extension Server {
     static func submitSaveGroup(_ standing: PoolStanding, pool: ConnectionPool, queue: SaveQueue, inbox: LoopInbox<ServerMessage>,
                                 settings: WorkSettings, maxReplyBytes: Int) {
         pool.submit(standing) { database in
-            let (entries, more) = queue.take(limit: saveGroupLimit)
+            let (entries, more) = queue.take(limit: DatabaseWork.savesInAGroup)
             if more { submitSaveGroup(standing, pool: pool, queue: queue, inbox: inbox, settings: settings, maxReplyBytes: maxReplyBytes) }
             guard !entries.isEmpty else { return }
             let started = DispatchTime.now().uptimeNanoseconds

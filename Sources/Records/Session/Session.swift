@@ -66,6 +66,9 @@ public struct DatabaseWork: Sendable {
         save.map { SaveGroupKey(identity: identity, model: ObjectIdentifier($0.model)) }
     }
 
+    /// The most SAVEs `runSaves` puts in one transaction.
+    public static var savesInAGroup: Int { SaveGroup.maxMembers }
+
     /// Runs SAVEs of several sessions (each with `save`, all with the same `saveGroupKey`):
     /// those that commit in one round trip as one transaction, the rest one by one; the
     /// results in the order of `works`.

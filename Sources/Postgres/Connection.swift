@@ -219,9 +219,22 @@ public final class Connection {
     /// same on either. COPY takes no parameters: `sql` has its values inlined.
     /// See https://www.postgresql.org/docs/15/libpq-copy.html
     public func streamCopy(_ sql: String, timeout: Int, silence: Int, rows: (CopyRow) -> Bool) throws(PostgresError) {
+        try streamCopy(timeout: timeout, silence: silence, snapshot: false, statement: { _ in sql }, rows: rows)
+    }
+
+    /// The same, with the statement chosen once the snapshot it will see is known: with
+    /// `snapshot`, outside a transaction, the stream runs in a REPEATABLE READ transaction
+    /// whose snapshot (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in
+    /// the same round trip as BEGIN, and handed to `statement`; the rows streamed are exactly
+    /// those that snapshot sees. Otherwise `statement` is given nil.
+    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, statement: (String?) throws(PostgresError) -> String,
+                           rows: (CopyRow) -> Bool) throws(PostgresError) {
         let ownTransaction = !inTransaction
-        try execute((ownTransaction ? "BEGIN; " : "") + "SET LOCAL statement_timeout = \(max(0, timeout))")
+        let snapshotted = snapshot && ownTransaction
+        let started = try execute((snapshotted ? "BEGIN ISOLATION LEVEL REPEATABLE READ; " : ownTransaction ? "BEGIN; " : "")
+                                  + "SET LOCAL statement_timeout = \(max(0, timeout))" + (snapshotted ? "; SELECT pg_current_snapshot()::text" : ""))
         do throws(PostgresError) {
+            let sql = try statement(snapshotted ? started.string(0, 0) : nil)
             let conn = try open()
             guard PQsendQuery(conn, sql) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
             var cancelled = false

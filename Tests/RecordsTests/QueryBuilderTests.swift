@@ -23,7 +23,7 @@ import Testing
         let cache = SelectCache()
         for id in ["7", "8"] {
             let bound = try cache.get(request, model: SampleModel.model, columns: ["id"]).binding([id])
-            let built = try QueryBuilder.select(request, model: SampleModel.model, filter: [("id", id)], versions: true)
+            let built = try QueryBuilder.select(request, model: SampleModel.model, filter: [("id", id)], versions: .xmin)
             #expect(bound.sql == built.sql)
             #expect(bound.parameters == built.parameters && built.parameters.count == 2)
         }

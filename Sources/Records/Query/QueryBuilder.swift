@@ -22,9 +22,9 @@ struct QueryBuilder {
         var encoder: RowEncoder
         /// Sort-key columns after the record's, for the next page's cursor.
         var cursorColumns: Int
-        /// Where each row's `xmin` and key (as `keyText` shows it) are, for the unit's read
-        /// versions (nil: not asked).
-        var versionColumns: (xmin: Int, key: [Int])?
+        /// Where each row's `xmin` (when selected) and key (as `keyText` shows it) are, for the
+        /// unit's read versions (nil: not asked).
+        var versionColumns: (xmin: Int?, key: [Int])?
         /// Identifies the query's shape, so a cursor cannot be used with another query.
         var fingerprint: String
         /// Everything from ` FROM` on: EXPORT puts its own column list in front.
@@ -34,12 +34,22 @@ struct QueryBuilder {
         var distinct = false
     }
 
+    /// What a read selects for the unit's read versions.
+    enum Versions {
+        case none
+        /// Each row's `xmin` and key.
+        case xmin
+        /// Each row's key only.
+        case keys
+    }
+
     /// - Parameters:
     ///   - filter: columns that must equal values (GET by key or by a unique attribute); bound
     ///     first, so they are the first parameters (`SelectCache`).
-    ///   - versions: also select each row's `xmin` and key.
+    ///   - versions: also select each row's key, and its `xmin` unless `.keys` (the version is
+    ///     then the statement's snapshot: `SnapshotVersion`).
     static func select(_ request: FetchRequest, model: Model, filter: [(column: String, value: String)] = [],
-                       versions: Bool = false) throws(CommandError) -> Select {
+                       versions: Versions = .none) throws(CommandError) -> Select {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(request.entity)
         var conditions: [String] = []
@@ -82,16 +92,19 @@ struct QueryBuilder {
         let fields = projection.isEmpty ? builder.fields(entity, alias: "t0", includes: includes) : projection
         let paged = request.limit != nil && !request.distinct
         // A projection is not a record: no versions are tracked from it.
-        let versions = versions && projection.isEmpty
+        let versions = projection.isEmpty ? versions : .none
         var sql = (request.distinct ? "SELECT DISTINCT " : "SELECT ") + fields.map(\.sql).joined(separator: ", ")
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
-        var versionColumns: (xmin: Int, key: [Int])?
-        if versions {
+        var versionColumns: (xmin: Int?, key: [Int])?
+        if versions != .none {
             // xid's output is its text; so is an integer's or a uuid's, whose column the record
             // already holds (text conversions are a third of PostgreSQL's work on a large FIND).
-            let xmin = fields.count + (paged ? keys.count : 0)
-            sql += ", t0.xmin"
-            var next = xmin + 1
+            var next = fields.count + (paged ? keys.count : 0)
+            let xmin = versions == .xmin ? next : nil
+            if xmin != nil {
+                sql += ", t0.xmin"
+                next += 1
+            }
             let key = entity.key.enumerated().map { index, attribute -> Int in
                 if attribute.kind == .uuid || attribute.kind.isInteger,
                    entity.attributes.indices.contains(index), entity.attributes[index].name == attribute.name { return index }

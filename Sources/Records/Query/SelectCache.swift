@@ -20,7 +20,7 @@ final class SelectCache: @unchecked Sendable {  // `entries` guarded by `lock`
             key += "\u{1E}" + request.includeOrder.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
         }
         if let hit = lock.withLock({ entries[key] }) { return hit }
-        let select = try QueryBuilder.select(request, model: model, filter: columns.map { ($0, $0) }, versions: true)
+        let select = try QueryBuilder.select(request, model: model, filter: columns.map { ($0, $0) }, versions: .xmin)
         lock.withLock {
             if entries.count >= Self.capacity { entries.removeAll() }
             entries[key] = select

@@ -106,19 +106,20 @@ extension WorkContext {
     }
 
     /// A stored record's version (`xmin`), key as PostgreSQL prints it, and every column as
-    /// text: read outside any view, as the database has it.
-    func readStored(_ entity: Entity, _ key: RecordKey, model: Model) throws -> (key: RecordKey, version: String, values: [String: String?]) {
+    /// text: read outside any view, as the database has it. `horizon`: the xmax of the
+    /// snapshot that read it, which dates the version for `ReadVersions.resolve`.
+    func readStored(_ entity: Entity, _ key: RecordKey, model: Model) throws -> (key: RecordKey, version: String, values: [String: String?], horizon: String?) {
         let columns = entity.columns.map(\.column)
         var sql = SQLText()
         let condition = entity.keyEquals(key, alias: nil, into: &sql)
         sql.text = "SELECT xmin::text, \(entity.keyText(alias: nil)), " + columns.map { SQL.identifier($0) + "::text" }.joined(separator: ", ")
-            + " FROM \(model.table(entity)) WHERE \(condition)"
+            + ", pg_snapshot_xmax(pg_current_snapshot())::text FROM \(model.table(entity)) WHERE \(condition)"
         let result = try retryingOnce { try connection.query(sql.text, sql.parameters) }
         guard result.rowCount == 1 else { throw CommandError(.notFound, entity.missing(key)) }
         var values: [String: String?] = [:]
         let start = 1 + entity.key.count
         for (i, column) in columns.enumerated() { values[column] = result.string(0, start + i) }
         let canonical = entity.recordKey((0..<entity.key.count).map { result.string(0, 1 + $0) })
-        return (canonical, result.string(0, 0)!, values)
+        return (canonical, result.string(0, 0)!, values, result.string(0, start + columns.count))
     }
 }

@@ -73,8 +73,8 @@ extension Session {
 
     private static func version(select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View,
                                 column: (Int) -> String?) -> (RecordKey, String)? {
-        guard let columns = select.versionColumns, view.tracksVersions,
-              let xmin = column(columns.xmin), xmin != view.transactionID else { return nil }
+        guard let columns = select.versionColumns, let xminColumn = columns.xmin, view.tracksVersions,
+              let xmin = column(xminColumn), xmin != view.transactionID else { return nil }
         return (entity.recordKey(columns.key.map(column)), xmin)
     }
 
@@ -82,28 +82,48 @@ extension Session {
     /// in batches, waiting while the client is slow to read: memory stays flat whatever the size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let entity = try entity(request.entity, model)
-        let select = try QueryBuilder.select(request, model: model, versions: true)
+        let rowVersions = try QueryBuilder.select(request, model: model, versions: .xmin)
         let snapshot = self.snapshot
         let stall = context.work.replyStall
         // A FIND of a few pages holds its connection briefly; one of everything streams.
-        return database(model, hold: (request.limit ?? Int.max) <= 1000 ? .statements : .streams) { context in
+        let streams = (request.limit ?? Int.max) > 1000
+        // One that streams, with no pending changes to show, may take its snapshot as every
+        // record's version instead of selecting each row's (SnapshotVersion).
+        let snapshotVersions = streams && snapshot.changes.isEmpty && rowVersions.versionColumns != nil
+            ? try QueryBuilder.select(request, model: model, versions: .keys) : nil
+        return database(model, hold: streams ? .streams : .statements) { context in
             let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
                 var count = 0
                 var more = false
                 var lastKeys: [String?] = []
                 var versions: [(RecordKey, String)] = []
-                let keyStart = select.encoder.count
-                try Self.stream(select.sql, select.parameters, context: context) { row, batch in
-                    if let limit = request.limit, count == limit {
+                // What each row reads is bound before the rows come: `let`s, not the variables
+                // the statement's choice sets, which a closure would copy out of a box every row.
+                let encoder = rowVersions.encoder, cursorColumns = rowVersions.cursorColumns, limit = request.limit
+                let keyStart = encoder.count
+                /// The version of every row, and where its key is, when the snapshot stands for them.
+                var stamped: (version: String, key: [Int])?
+                try Self.stream(context: context, snapshot: snapshotVersions != nil) { taken in
+                    if let taken, let keysOnly = snapshotVersions, let key = keysOnly.versionColumns?.key, let version = SnapshotVersion.stamp(taken) {
+                        stamped = (version, key)
+                        return (keysOnly.sql, keysOnly.parameters)
+                    }
+                    return (rowVersions.sql, rowVersions.parameters)
+                } encode: { row, batch in
+                    if let limit, count == limit {
                         more = true  // the extra row LIMIT n+1 fetched: another page follows
                         return false
                     }
-                    select.encoder.append(row, to: &batch)
+                    encoder.append(row, to: &batch)
                     count += 1
                     // Paged reads have a LIMIT: only the page's last row gives the next page's keys.
-                    if select.cursorColumns > 0 && count == request.limit { lastKeys = (0..<select.cursorColumns).map { row.string(keyStart + $0) } }
-                    if versions.count < ReadVersions.limit, let version = Self.version(row, select: select, entity: entity, view: view) {
-                        versions.append(version)
+                    if cursorColumns > 0 && count == limit { lastKeys = (0..<cursorColumns).map { row.string(keyStart + $0) } }
+                    if versions.count < ReadVersions.limit {
+                        if let stamped {
+                            versions.append((entity.recordKey(stamped.key.map { row.string($0) }), stamped.version))
+                        } else if let version = Self.version(row, select: rowVersions, entity: entity, view: view) {
+                            versions.append(version)
+                        }
                     }
                     return true
                 }
@@ -117,7 +137,7 @@ extension Session {
                 // LIMIT 0 asks for no page: there is no position to go on from.
                 if more && count > 0 {
                     // A keyset cursor where the query has one; DISTINCT pages by OFFSET.
-                    message += select.cursorColumns > 0 ? "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: select.fingerprint)
+                    message += cursorColumns > 0 ? "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: rowVersions.fingerprint)
                         : "; next page: OFFSET \((request.offset ?? 0) + count)"
                 }
                 return (message, versions)
@@ -137,15 +157,23 @@ extension Session {
     /// connection found dead before anything was sent is replaced and the query run again.
     static func stream(_ sql: String, _ parameters: [String?], context: WorkContext,
                        encode: (CopyRow, inout [UInt8]) -> Bool) throws {
+        try stream(context: context, snapshot: false, statement: { _ in (sql, parameters) }, encode: encode)
+    }
+
+    /// The same, the statement chosen once the snapshot is known (`Connection.streamCopy`).
+    static func stream(context: WorkContext, snapshot: Bool, statement: (String?) -> (String, [String?]),
+                       encode: (CopyRow, inout [UInt8]) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         var sent = false
         for attempt in 0..<2 {
             let connection = context.connection
             do throws(PostgresError) {
-                let copy = try SQL.copyOut(sql, parameters, literal: connection.escapeLiteral)
                 // A closure written in place, not a local function: the captured variables
                 // are then checked for exclusive access at compile time, not three times a row.
-                try connection.streamCopy(copy, timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout) { row in
+                try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot) { taken throws(PostgresError) in
+                    let (sql, parameters) = statement(taken)
+                    return try SQL.copyOut(sql, parameters, literal: connection.escapeLiteral)
+                } rows: { row in
                     sent = true
                     return encode(row, &batch.bytes) && batch.sendIfFull()
                 }

@@ -9,7 +9,7 @@ import Testing
     /// returns the actions asked for, in order, checks of skippers aside.
     private func run(_ schedule: inout ReadSchedule, _ reads: [Bool], granted: Bool = true, inFlight: Bool = false) -> [ReadSchedule.Action] {
         reads.map { found in
-            let action = schedule.read(foundChanges: found)
+            let action = schedule.read(changes: found ? 1 : 0)
             if action == .takeQuietLock { schedule.quietLock(taken: granted) }
             if action == .checkSkippers { schedule.skippers(inFlight: inFlight) }
             return action
@@ -20,9 +20,9 @@ import Testing
     private func settled() -> ReadSchedule {
         var schedule = ReadSchedule()
         schedule.quietLock(taken: true)
-        _ = schedule.read(foundChanges: false)
+        _ = schedule.read(changes: 0)
         schedule.skippers(inFlight: false)
-        _ = schedule.read(foundChanges: false)
+        _ = schedule.read(changes: 0)
         return schedule
     }
 
@@ -31,7 +31,7 @@ import Testing
         #expect(schedule.mode == .polling && schedule.interval == ReadSchedule.pollSeconds)
         schedule.quietLock(taken: false)
         #expect(schedule.mode == .polling)
-        #expect(schedule.read(foundChanges: false) == .none && schedule.interval == ReadSchedule.pollSeconds)
+        #expect(schedule.read(changes: 0) == .none && schedule.interval == ReadSchedule.pollSeconds)
         schedule.quietLock(taken: true)
         #expect(schedule.mode == .quiet)
     }
@@ -43,24 +43,24 @@ import Testing
         var schedule = ReadSchedule()
         schedule.quietLock(taken: true)
         for _ in 0..<500 {
-            #expect(schedule.read(foundChanges: false) == .checkSkippers)
+            #expect(schedule.read(changes: 0) == .checkSkippers)
             #expect(schedule.interval == ReadSchedule.pollSeconds)
             schedule.skippers(inFlight: true)
         }
-        #expect(schedule.read(foundChanges: false) == .checkSkippers)
+        #expect(schedule.read(changes: 0) == .checkSkippers)
         schedule.skippers(inFlight: false)
         // The read that finds what they committed, soon; then no more checks.
         #expect(schedule.interval == ReadSchedule.pollSeconds)
-        #expect(schedule.read(foundChanges: true) == .none)
+        #expect(schedule.read(changes: 1) == .none)
         #expect(schedule.interval == ReadSchedule.pollSeconds)
         var intervals: [Double] = []
         for _ in 0..<6 {
-            #expect(schedule.read(foundChanges: false) == .none)
+            #expect(schedule.read(changes: 0) == .none)
             intervals.append(schedule.interval)
         }
         #expect(intervals == [0.02, 0.08, 0.32, 1.0, 1.0, 1.0])
         // One SAVE's change: read again soon, stay woken.
-        #expect(schedule.read(foundChanges: true) == .none)
+        #expect(schedule.read(changes: 1) == .none)
         #expect(schedule.interval == ReadSchedule.pollSeconds && schedule.mode == .quiet)
     }
 
@@ -91,5 +91,23 @@ import Testing
         let quiet = Array(repeating: false, count: ReadSchedule.emptyReadsToQuiet * 3)
         #expect(run(&schedule, quiet, granted: false) == [.takeQuietLock, .takeQuietLock, .takeQuietLock])
         #expect(schedule.mode == .polling && schedule.interval == ReadSchedule.pollSeconds)
+    }
+
+    /// Polling, a read that found a stream of changes makes the next wait longer (each read
+    /// costs the same whatever it finds); a trickle, or quiet, reads at the short interval.
+    @Test func aStreamOfChangesIsReadLessOften() {
+        var schedule = ReadSchedule()
+        #expect(schedule.read(changes: ReadSchedule.streamKeys - 1) == .none && schedule.interval == ReadSchedule.pollSeconds)
+        #expect(schedule.read(changes: ReadSchedule.streamKeys) == .none && schedule.interval == ReadSchedule.streamSeconds)
+        #expect(schedule.read(changes: 500) == .none && schedule.interval == ReadSchedule.streamSeconds)
+        #expect(schedule.read(changes: 3) == .none && schedule.interval == ReadSchedule.pollSeconds)
+        // A woken reader reads soon after changes, however many: it is not under a stream yet.
+        var quiet = settled()
+        #expect(quiet.read(changes: 500) == .none && quiet.interval == ReadSchedule.pollSeconds)
+        // Four busy reads make it poll; polling, the next read that finds a stream waits longer.
+        _ = quiet.read(changes: 500)
+        _ = quiet.read(changes: 500)
+        #expect(quiet.read(changes: 500) == .releaseQuietLock && quiet.mode == .polling)
+        #expect(quiet.read(changes: 500) == .none && quiet.interval == ReadSchedule.streamSeconds)
     }
 }

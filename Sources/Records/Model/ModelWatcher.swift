@@ -130,7 +130,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                     var readInterval: Double
                     do {
                         let changes = try feed.read(db)
-                        switch schedule.read(foundChanges: !changes.isEmpty) {
+                        switch schedule.read(changes: changes.reduce(0) { $0 + $1.ids.count }) {
                         case .none: break
                         case .releaseQuietLock: try ChangeFeed.releaseQuietLock(db)
                         case .takeQuietLock: schedule.quietLock(taken: try ChangeFeed.takeQuietLock(db))

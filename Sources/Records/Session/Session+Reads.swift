@@ -104,6 +104,7 @@ extension Session {
                 /// The version of every row, and where its key is, when the snapshot stands for them.
                 var stamped: (version: String, key: [Int])?
                 try Self.stream(context: context, snapshot: snapshotVersions != nil) { taken in
+                    stamped = nil  // chosen again when a dead connection's statement is run anew
                     if let taken, let keysOnly = snapshotVersions, let key = keysOnly.versionColumns?.key, let version = SnapshotVersion.stamp(taken) {
                         stamped = (version, key)
                         return (keysOnly.sql, keysOnly.parameters)

@@ -134,6 +134,11 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     /// dropped insert leaves the others' serials as they are (renumbering every later one made
     /// dropping inserts one by one quadratic).
     private var insertIndex: [String: Int] = [:]
+    /// The serial of the insert named by generated number n (`e12`: 12), -1 when none: the
+    /// names the server gives stay out of `insertIndex`, whose hashing and growth were a
+    /// tenth of a pipelined INSERT line's cost on a large unit. Names the client gives, and
+    /// every name of a unit decoded, are in `insertIndex`.
+    private var generated: [Int] = []
     /// The serial of each of `inserts`, in order: where a serial is, by one comparison while no
     /// insert was dropped, else by binary search.
     private var serials: [Int] = []
@@ -160,7 +165,13 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     /// Where the pending insert `ref` names is in `inserts`.
     func place(of ref: String) -> Int? {
+        if let place = generatedPlace(of: ref) { return place }
         guard let serial = insertIndex[ref] else { return nil }
+        return place(ofSerial: serial)
+    }
+
+    /// Where the insert with this serial is.
+    private func place(ofSerial serial: Int) -> Int {
         if serial < serials.count && serials[serial] == serial { return serial }
         var low = 0, high = min(serial, serials.count - 1)
         while low < high {
@@ -196,7 +207,22 @@ public struct ChangeSet: Sendable, Equatable, Codable {
         referrers![target] = uses == 0 ? nil : uses
     }
 
-    /// Appends an insert under the next serial (its `#ref` already claimed in `insertIndex`).
+    /// The number after a name's first character (`refName`'s), if that is all digits: the
+    /// name is then looked for among the generated ones, and taken only if it is the very name.
+    private static func generatedNumber(_ ref: String) -> Int? {
+        Int(Substring(ref.utf8.dropFirst())) ?? Int(ref.dropFirst())
+    }
+
+    /// Where the insert is when `ref` is a name this unit generated (checked by its name).
+    private func generatedPlace(of ref: String) -> Int? {
+        guard !generated.isEmpty, let number = Self.generatedNumber(ref), number < generated.count else { return nil }
+        let serial = generated[number]
+        guard serial >= 0 else { return nil }
+        let place = place(ofSerial: serial)
+        return place < inserts.count && inserts[place].ref == ref ? place : nil
+    }
+
+    /// Appends an insert under the next serial (its `#ref` already claimed).
     private mutating func append(_ insert: PendingInsert, serial: Int) {
         inserts.append(insert)
         serials.append(serial)
@@ -209,14 +235,14 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     /// comes here).
     mutating func addGenerated(entity: String, fields: [(column: String, value: FieldValue)]) -> String {
         while true {
-            let candidate = Self.refName(entity, nextRef)
+            let number = nextRef
+            let candidate = Self.refName(entity, number)
             nextRef += 1
-            // Taken by a name the client gave: put back, try the next number.
+            // Taken by a name the client gave (or a decoded unit's): try the next number.
+            if !insertIndex.isEmpty && insertIndex[candidate] != nil { continue }
             let serial = nextSerial
-            if let taken = insertIndex.updateValue(serial, forKey: candidate) {
-                insertIndex[candidate] = taken
-                continue
-            }
+            while generated.count < number { generated.append(-1) }
+            generated.append(serial)
             append(PendingInsert(ref: candidate, entity: entity, fields: fields), serial: serial)
             return candidate
         }
@@ -261,7 +287,7 @@ public struct ChangeSet: Sendable, Equatable, Codable {
 
     mutating func removeInsert(_ ref: String) {
         guard let i = place(of: ref) else { return }
-        insertIndex[ref] = nil
+        if generatedPlace(of: ref) != nil, let number = Self.generatedNumber(ref) { generated[number] = -1 } else { insertIndex[ref] = nil }
         bytes -= inserts[i].bytes
         count(refsOf: inserts[i].fields, -1)
         inserts.remove(at: i)

@@ -116,28 +116,12 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
             queue.removeAll()
             lock.unlock()
             guard let entity = model.entity(named: entityName) else { continue }
-            // Where each key is deleted last in this drain: an update checked after its row
-            // went (it is deleted further on) says nothing about who could see the row.
-            var position = 0
-            var deletedAt: [RecordKey: Int] = [:]
-            for case .batch(let batch) in items {
-                for event in batch.events {
-                    if event.operation == "deleted" {
-                        for key in event.ids.compactMap({ ChangeFeed.recordKey($0, of: entity) }) { deletedAt[key] = position }
-                    }
-                    position += 1
-                }
-            }
-            position = 0
             for item in items {
                 switch item {
                 case .seed: seed(entity, model: model, query: query)
                 case .batch(let batch):
                     for event in batch.events {
-                        let here = position
-                        judge(event, batch: batch, entity: entity, model: model, deletedLater: { deletedAt[$0].map { $0 > here } ?? false },
-                              query: query).forEach(emit)
-                        position += 1
+                        judge(event, batch: batch, entity: entity, model: model, query: query).forEach(emit)
                     }
                 }
             }
@@ -161,7 +145,7 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
     }
 
     /// What the sessions of this identity are told of one event.
-    private func judge(_ event: ChangeFeed.Event, batch: Batch, entity: Entity, model: Model, deletedLater: (RecordKey) -> Bool,
+    private func judge(_ event: ChangeFeed.Event, batch: Batch, entity: Entity, model: Model,
                        query: (String, [String?]) throws -> [[String]]) -> [Output] {
         let changed = event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }
         var outputs: [Output] = []
@@ -176,9 +160,10 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
             do {
                 let visible = Set(keys(try query(read.sql, read.parameters), entity))
                 told = changed.filter { visible.contains($0) }
-                for key in changed {
-                    if visible.contains(key) { known.insert(key) } else if !deletedLater(key) { known.remove(key) }
-                }
+                // A key told of stays known when a later change hides it: the row may be gone
+                // already (deleted in a delivery not yet read), and its delete must then be
+                // told, or the session would keep a record that no longer exists.
+                for key in changed where visible.contains(key) { known.insert(key) }
             } catch {
                 Log.warning("WATCH \(entityName): \(changed.count) \(event.operation) event(s) not checked for \(identity.user): \(error)")
                 return [Output(connections: batch.all + batch.filtered.flatMap(\.connections), lines: [], unchecked: changed.count)]

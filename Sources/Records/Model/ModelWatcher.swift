@@ -10,6 +10,9 @@ import RecordsProtocol
 /// WATCH, handing committed changes to the server, on its own thread.
 public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`stopped` guarded by `lock`
     private let conninfo: String
+    /// Where the change-feed triggers are installed from when a reload finds new tables: the
+    /// migrating login (nil: the server does not migrate, and installs nothing).
+    private let installer: String?
     private let schema: String
     private let context: ServerContext
     private let lock = NSLock()
@@ -19,8 +22,9 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     /// Signalled once the server's liveness lock is first held (`HandOff.holdLiveness`).
     private let live = DispatchSemaphore(value: 0)
 
-    public init(conninfo: String, schema: String, context: ServerContext) {
+    public init(conninfo: String, schema: String, context: ServerContext, installer: String? = nil) {
         self.conninfo = conninfo
+        self.installer = installer
         self.schema = schema
         self.context = context
     }
@@ -159,6 +163,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
                 if reload {
                     let model = try ModelReflector.reflect(db, schema: schema)
+                    installTriggers(model)
                     context.model = model
                     Log.info("model reloaded: \(model.entities.count) entities")
                 }
@@ -168,5 +173,22 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             }
         }
         connection?.close()
+    }
+
+    /// A table created since the start (picked up by SIGHUP or another server's migration) gets
+    /// its change-feed triggers, or a WATCH of it would hear nothing: the same install as a
+    /// migration's, under the migration lock when it is free (a migrating server installs
+    /// them itself). It changes only what is missing.
+    private func installTriggers(_ model: Model) {
+        guard let installer else { return }
+        do {
+            let connection = try Connection(installer, applicationName: "recordsd-install")
+            defer { connection.close() }
+            guard try connection.query("SELECT pg_try_advisory_lock($1::bigint)::text", [Migrator.lockKey]).string(0, 0) == "true" else { return }
+            defer { _ = try? connection.query("SELECT pg_advisory_unlock($1::bigint)", [Migrator.lockKey]) }
+            try ChangeFeed.install(connection, model: model)
+        } catch {
+            Log.warning("WATCH: cannot install change triggers for the reloaded model (\(error)); restart to install them")
+        }
     }
 }

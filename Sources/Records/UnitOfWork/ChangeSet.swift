@@ -164,10 +164,16 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     public func insert(_ ref: String) -> PendingInsert? { place(of: ref).map { inserts[$0] } }
 
     /// Where the pending insert `ref` names is in `inserts`.
-    func place(of ref: String) -> Int? {
-        if let place = generatedPlace(of: ref) { return place }
+    func place(of ref: String) -> Int? { locate(ref)?.place }
+
+    /// Where the insert `ref` names is, and its generated number when the unit gave the name.
+    private func locate(_ ref: String) -> (place: Int, generated: Int?)? {
+        if !generated.isEmpty, let number = Self.generatedNumber(ref), number < generated.count, generated[number] >= 0 {
+            let place = place(ofSerial: generated[number])
+            if place < inserts.count && inserts[place].ref == ref { return (place, number) }
+        }
         guard let serial = insertIndex[ref] else { return nil }
-        return place(ofSerial: serial)
+        return (place(ofSerial: serial), nil)
     }
 
     /// Where the insert with this serial is.
@@ -211,15 +217,6 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     /// name is then looked for among the generated ones, and taken only if it is the very name.
     private static func generatedNumber(_ ref: String) -> Int? {
         Int(Substring(ref.utf8.dropFirst())) ?? Int(ref.dropFirst())
-    }
-
-    /// Where the insert is when `ref` is a name this unit generated (checked by its name).
-    private func generatedPlace(of ref: String) -> Int? {
-        guard !generated.isEmpty, let number = Self.generatedNumber(ref), number < generated.count else { return nil }
-        let serial = generated[number]
-        guard serial >= 0 else { return nil }
-        let place = place(ofSerial: serial)
-        return place < inserts.count && inserts[place].ref == ref ? place : nil
     }
 
     /// Appends an insert under the next serial (its `#ref` already claimed).
@@ -286,8 +283,8 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     }
 
     mutating func removeInsert(_ ref: String) {
-        guard let i = place(of: ref) else { return }
-        if generatedPlace(of: ref) != nil, let number = Self.generatedNumber(ref) { generated[number] = -1 } else { insertIndex[ref] = nil }
+        guard let (i, number) = locate(ref) else { return }
+        if let number { generated[number] = -1 } else { insertIndex[ref] = nil }
         bytes -= inserts[i].bytes
         count(refsOf: inserts[i].fields, -1)
         inserts.remove(at: i)

@@ -136,7 +136,7 @@ extension Session {
             if snapshot.changes.deletes[key] != nil {
                 throw CommandError(.validation, "\(entity.name) \(entity.show(key)) is pending deletion in this unit of work")
             }
-            let read = ReadVersions.resolve(reads.version(of: key), current: stored.version, horizon: stored.horizon)
+            let read = reads.version(of: key, current: stored.version, horizon: stored.horizon)
             let isNew = snapshot.changes.updates[key] == nil
             let shown = entity.show(key)
             var message = "pending update \(entity.name) \(shown) (\(count + (isNew ? 1 : 0)) pending)"
@@ -194,7 +194,7 @@ extension Session {
             }
             let stored = try context.readStored(entity, key, model: model)
             key = stored.key
-            let read = ReadVersions.resolve(reads.version(of: key), current: stored.version, horizon: stored.horizon)
+            let read = reads.version(of: key, current: stored.version, horizon: stored.horizon)
             let version = snapshot.changes.updates[key]?.version ?? read ?? stored.version
             let changedSinceRead = snapshot.changes.updates[key]?.changedSinceRead ?? (read.map { $0 != stored.version } ?? false)
             let (preview, view) = try context.withView(snapshot, model: model) { _ in
@@ -328,7 +328,7 @@ extension Session {
             if snapshot.changes.deletes[key] != nil {
                 throw CommandError(.validation, "\(entity.name) \(entity.show(key)) with \(described) is pending deletion")
             }
-            let read = ReadVersions.resolve(reads.version(of: key), current: stored.version, horizon: stored.horizon)
+            let read = reads.version(of: key, current: stored.version, horizon: stored.horizon)
             let version = stored.version
             let baseline = stored.values
             return WorkResult(reply: .ok("pending update \(entity.name) \(entity.show(key)), found by \(filter.map { entity.label($0.column) }.joined(separator: ", ")) (\(count + 1) pending)")) { session in

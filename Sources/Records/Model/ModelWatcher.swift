@@ -163,7 +163,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
                 if reload {
                     let model = try ModelReflector.reflect(db, schema: schema)
-                    installTriggers(model)
+                    if !Self.tablesAndKeys(model).isSubset(of: Self.tablesAndKeys(context.model)) { installTriggers(model) }
                     context.model = model
                     Log.info("model reloaded: \(model.entities.count) entities")
                 }
@@ -175,10 +175,16 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         connection?.close()
     }
 
-    /// A table created since the start (picked up by SIGHUP or another server's migration) gets
-    /// its change-feed triggers, or a WATCH of it would hear nothing: the same install as a
-    /// migration's, under the migration lock when it is free (a migrating server installs
-    /// them itself). It changes only what is missing.
+    /// Each served table with its key columns: what the change triggers are made for.
+    private static func tablesAndKeys(_ model: Model) -> Set<[String]> {
+        Set(model.entities.map { [$0.name] + $0.keyColumns })
+    }
+
+    /// A table created since the start, or whose key changed (picked up by SIGHUP or another
+    /// server's migration), gets its change-feed triggers, or a WATCH of it would hear nothing:
+    /// the same install as a migration's, under the migration lock when it is free (a
+    /// migrating server installs them itself). A reload that finds no such table (a reconnect,
+    /// a dropped column) installs nothing.
     private func installTriggers(_ model: Model) {
         guard let installer else { return }
         do {

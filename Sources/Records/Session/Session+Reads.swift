@@ -61,7 +61,7 @@ extension Session {
         }
     }
 
-    /// The record's version for the unit's read versions, from the columns `versions: true`
+    /// The record's version for the unit's read versions, from the columns `versions: .xmin`
     /// added; nil for a row the view itself wrote (its `xmin` is the view's transaction).
     static func version(_ result: QueryResult, row: Int, select: QueryBuilder.Select, entity: Entity, view: ViewPlan.View) -> (RecordKey, String)? {
         version(select: select, entity: entity, view: view) { result.string(row, $0) }

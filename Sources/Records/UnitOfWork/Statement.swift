@@ -1,17 +1,30 @@
 import Postgres
 
 /// One SQL statement a plan asks to run: its text (built from the model, never from a client's
-/// text) and its values, always bound as parameters.
+/// text) and its values, always bound as parameters, or for `COPY ... FROM STDIN`, sent as
+/// the copy's data.
 public struct Statement: Sendable, Equatable, CustomStringConvertible {
     public var sql: String
     public var parameters: [String?]
+    /// The rows of a `COPY ... FROM STDIN` in its text format (`CopyText`); nil for others.
+    public var copyData: [UInt8]?
 
     public init(_ sql: String, _ parameters: [String?] = []) {
         self.sql = sql
         self.parameters = parameters
     }
 
-    public var description: String { sql + (parameters.isEmpty ? "" : " " + String(describing: parameters)) }
+    /// `COPY sql FROM STDIN` fed `data`.
+    public init(copy sql: String, data: [UInt8]) {
+        self.sql = sql
+        self.parameters = []
+        self.copyData = data
+    }
+
+    public var description: String {
+        if let copyData { return sql + " (\(copyData.count) bytes)" }
+        return sql + (parameters.isEmpty ? "" : " " + String(describing: parameters))
+    }
 
     static let begin = Statement("BEGIN")
     static let commit = Statement("COMMIT")
@@ -46,18 +59,39 @@ public enum RoundResult: Sendable {
 
     /// Runs `statements` as one pipeline (one round trip) on `connection`. Statements with
     /// parameters (the model's writes, reads and locks, built once per shape) are prepared once
-    /// per connection; those without (BEGIN, COMMIT, SET CONSTRAINTS) go as text.
+    /// per connection; those without (BEGIN, COMMIT, SET CONSTRAINTS) go as text. A COPY
+    /// cannot be in a pipeline: it goes between the pipelines of the statements around it, and
+    /// those after a failure are not sent, as a pipeline would skip them.
     static func run(_ statements: [Statement], on connection: Connection) -> RoundResult {
-        do {
-            let results = try connection.pipeline(statements.map { ($0.sql, $0.parameters) },
-                                                  prepared: { !statements[$0].parameters.isEmpty })
-            return .success(results.map(StatementResult.init))
-        } catch let failure as Connection.PipelineFailure {
-            return .failure(index: failure.index, error: failure.error)
-        } catch let error as PostgresError {
-            return .failure(index: 0, error: error)
-        } catch {
-            return .failure(index: 0, error: PostgresError(kind: .unexpected, message: String(describing: error)))
+        var results: [StatementResult] = []
+        results.reserveCapacity(statements.count)
+        var start = 0
+        while start < statements.count {
+            let copy = statements[start...].firstIndex { $0.copyData != nil } ?? statements.count
+            do {
+                if copy > start {
+                    let segment = statements[start..<copy]
+                    let done = try connection.pipeline(segment.map { ($0.sql, $0.parameters) },
+                                                       prepared: { !segment[start + $0].parameters.isEmpty })
+                    results += done.map(StatementResult.init)
+                }
+                if copy < statements.count, let data = statements[copy].copyData {
+                    var sent = false
+                    let rows = try connection.copyIn(statements[copy].sql) {
+                        defer { sent = true }
+                        return sent ? .end : .data(data)
+                    }
+                    results.append(StatementResult(affected: rows))
+                }
+            } catch let failure as Connection.PipelineFailure {
+                return .failure(index: start + failure.index, error: failure.error)
+            } catch let error as PostgresError {
+                return .failure(index: min(copy, results.count), error: error)
+            } catch {
+                return .failure(index: results.count, error: PostgresError(kind: .unexpected, message: String(describing: error)))
+            }
+            start = copy + 1
         }
+        return .success(results)
     }
 }

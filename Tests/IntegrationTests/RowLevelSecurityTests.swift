@@ -298,6 +298,12 @@ import Testing
         try s.owner.execute("INSERT INTO membership VALUES ('bob', 'red')")
         #expect(try s.bob.send("COUNT doc").status == "+OK 2")
         #expect(try s.boss.send("COUNT doc").status == "+OK 2")
+        // More rows than go by COPY elsewhere (`WritePlan.copiedAbove`): PostgreSQL refuses COPY
+        // under policies, so they go as INSERT, each checked.
+        try s.alice.write((0..<1_100).map { "INSERT doc team=\"red\" title=\"bulk \($0)\"\n" }.joined())
+        for _ in 0..<1_100 { #expect(try s.alice.readReply().isOK) }
+        #expect(try s.alice.send("SAVE").status == "+OK saved: 1100 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try s.bob.send("COUNT doc").status == "+OK 1102")
     }
 
     /// Found by an attacker trial: each of these leaked or misreported before its fix.

@@ -170,9 +170,12 @@ import Testing
     /// which columns lack a key): a seeded unit mixing runs of one shape, the same names in
     /// another order, subsets, given keys, nils and references must bind every value where
     /// the row's own fields say, checked column by column against the rows themselves.
-    @Test func everyValueIsBoundWhereItsRowSaysWhateverTheShapes() throws {
+    /// Under `WritePlan.copiedAbove` rows the employees go as one array a column; above it, as
+    /// COPY's rows (read back with `CopyRow`, FIND's parser).
+    @Test(arguments: [400, WritePlan.copiedAbove + 200])
+    func everyValueIsBoundWhereItsRowSaysWhateverTheShapes(rows: Int) throws {
         let seed = UInt64(ProcessInfo.processInfo.environment["RECORDS_SAVEPLAN_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
-        print("everyValueIsBoundWhereItsRowSaysWhateverTheShapes seed \(seed) (RECORDS_SAVEPLAN_SEED replays it)")
+        print("everyValueIsBoundWhereItsRowSaysWhateverTheShapes(\(rows)) seed \(seed) (RECORDS_SAVEPLAN_SEED replays it)")
         var random = Generator(seed: seed)
         func pick<T>(_ items: [T]) -> T { items[Int(random.next() % UInt64(items.count))] }
         let shapes: [[String]] = [
@@ -183,14 +186,14 @@ import Testing
         var inserts = [insert("d1", "department", [("name", .text("A")), ("number", .text("1"))]),
                        insert("d2", "department", [("name", .text("B")), ("number", .text("2"))])]
         var employees: [String] = []
-        while employees.count < 400 {
+        while employees.count < rows {
             let shape = pick(shapes)
             for _ in 0..<Int(1 + random.next() % 12) {
                 let ref = "e\(employees.count)"
                 let fields: [(String, FieldValue)] = shape.map { column in
                     switch column {
                     case "id": (column, .text(String(900_000 + employees.count)))
-                    case "first_name": (column, .text("F\(employees.count)\(pick(["", "\"", "\\", ",", " x"]))"))
+                    case "first_name": (column, .text("F\(employees.count)\(pick(["", "\"", "\\", ",", " x", "\t", "\n", "\r\n", "\\N"]))"))
                     case "gender": (column, .text(pick(["1", "2"])))
                     case "age": (column, pick([.null, .text("30"), .text(String(employees.count % 90))]))
                     case "department_id": (column, .ref(pick(["d1", "d2"])))
@@ -208,10 +211,26 @@ import Testing
             Dictionary(uniqueKeysWithValues: needs.map { need in (need.sequence, (0..<need.count).map { _ in next += 1; return String(next) }) })
         }
         let round = statements(plan.start())
-        let statement = try #require(round.first { $0.sql.hasPrefix(#"INSERT INTO "public"."employee""#) }, "seed \(seed)")
+        let statement = try #require(round.first { $0.sql.contains(#" "public"."employee" "#) }, "seed \(seed)")
         let columnList = statement.sql.drop { $0 != "(" }.dropFirst().prefix { $0 != ")" }
         let columns = columnList.components(separatedBy: ", ").map { $0.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
-        let arrays = statement.parameters.map { SQL.parseArray($0 ?? "{}") }
+        let arrays: [[String?]]
+        if let data = statement.copyData {
+            #expect(rows > WritePlan.copiedAbove && statement.sql.hasPrefix("COPY ") && statement.sql.hasSuffix(" FROM STDIN"))
+            var columnsRead = [[String?]](repeating: [], count: columns.count)
+            for line in data.split(separator: 10, omittingEmptySubsequences: false).dropLast() {
+                Array(line).withUnsafeBytes { bytes in
+                    CopyRow.reading(bytes) { row in
+                        #expect(row.count == columns.count, "seed \(seed)")
+                        for index in columns.indices { columnsRead[index].append(row.string(index)) }
+                    }
+                }
+            }
+            arrays = columnsRead
+        } else {
+            #expect(rows <= WritePlan.copiedAbove && statement.sql.hasPrefix("INSERT INTO "))
+            arrays = statement.parameters.map { SQL.parseArray($0 ?? "{}") }
+        }
         #expect(arrays.allSatisfy { $0.count == employees.count }, "seed \(seed)")
         // Each row found by its key: given, or drawn (the plan keeps what it drew).
         func key(_ ref: String) -> String? {
@@ -232,6 +251,30 @@ import Testing
                 }
                 #expect(arrays[index][row] == expected, "seed \(seed): #\(ref) \(column)")
             }
+        }
+    }
+
+    /// Many rows go by COPY only into a table that takes it: PostgreSQL refuses COPY under
+    /// row-level security, and COPY would pass a rule on INSERT by. Those keep one INSERT.
+    @Test func manyRowsGoByCopyOnlyWhereTheTableTakesIt() throws {
+        func employees(_ count: Int, _ adjust: (inout Entity) -> Void = { _ in }) -> [Statement] {
+            var employee = model.entity(exactly: "employee")!
+            adjust(&employee)
+            let changed = Model(schema: "public", entities: model.entities.map { $0.name == "employee" ? employee : $0 }, unserved: [])
+            let inserts = (0..<count).map { insert("e\($0)", "employee", [("id", .text(String($0 + 1))), ("first_name", .text("F\t\($0)")), ("gender", .text("1"))]) }
+            var plan = SavePlan(model: changed, changes: unit(inserts), policy: .fail, assigned: [:])
+            return statements(plan.start()).filter { $0.sql.contains(#" "public"."employee" "#) }
+        }
+        let copied = try #require(employees(WritePlan.copiedAbove + 1).first)
+        #expect(copied.sql == #"COPY "public"."employee" ("id", "first_name", "gender") FROM STDIN"#)
+        #expect(copied.parameters.isEmpty)
+        let lines = String(decoding: try #require(copied.copyData), as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count == WritePlan.copiedAbove + 2 && lines.last == "")
+        #expect(lines[0] == "1\tF\\t0\t1")
+        #expect(employees(WritePlan.copiedAbove).first?.copyData == nil)
+        for refusing in [{ (entity: inout Entity) in entity.hasRowSecurity = true }, { $0.hasInsertRules = true }] {
+            let statement = try #require(employees(WritePlan.copiedAbove + 1, refusing).first)
+            #expect(statement.copyData == nil && statement.sql.hasPrefix(#"INSERT INTO "public"."employee" ("id", "first_name", "gender") OVERRIDING SYSTEM VALUE SELECT * FROM unnest("#))
         }
     }
 

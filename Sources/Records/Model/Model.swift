@@ -154,6 +154,7 @@ public struct Entity: Sendable {
         var keyConstraint: String?
         var uniqueConstraints: [String: [String]] = [:]
         var triggersMayRewriteInserts = false
+        var hasInsertRules = false
         // Derived from key, attributes and relationships (`derive`).
         var names = NameIndex([], [])
         var keyColumns: [String] = []
@@ -189,6 +190,7 @@ public struct Entity: Sendable {
                                hasRowSecurity: hasRowSecurity, comment: comment, foreignKeys: foreignKeys, keyConstraint: keyConstraint)
             copy.uniqueConstraints = uniqueConstraints
             copy.triggersMayRewriteInserts = triggersMayRewriteInserts
+            copy.hasInsertRules = hasInsertRules
             return copy
         }
 
@@ -277,6 +279,18 @@ public struct Entity: Sendable {
         get { storage.triggersMayRewriteInserts }
         set { mutate { $0.triggersMayRewriteInserts = newValue } }
     }
+
+    /// A rule on INSERT (`CREATE RULE ... ON INSERT`) rewrites what an INSERT does; COPY
+    /// would pass it by.
+    public var hasInsertRules: Bool {
+        get { storage.hasInsertRules }
+        set { mutate { $0.hasInsertRules = newValue } }
+    }
+
+    /// Many rows may go in by `COPY ... FROM STDIN`, which does what an INSERT of them does
+    /// (defaults, constraints, triggers), but PostgreSQL refuses it under row-level security
+    /// and it ignores rules.
+    public var takesCopy: Bool { !hasRowSecurity && !hasInsertRules }
 
     public init(name: String, key: [Attribute], attributes: [Attribute], relationships: [Relationship],
                 uniqueKeys: [[String]] = [], hasRowSecurity: Bool = false, comment: String? = nil,

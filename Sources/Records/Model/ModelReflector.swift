@@ -14,7 +14,9 @@ public enum ModelReflector {
                    c.relrowsecurity,
                    -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
                    EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
-                           AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7)
+                           AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7),
+                   -- A rule on INSERT (event type 3).
+                   EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.ev_type = '3')
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
@@ -138,6 +140,7 @@ public enum ModelReflector {
                 foreignKeys: [], keyConstraint: keyIndex[name])
             entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
             entities[name]!.triggersMayRewriteInserts = tables.bool(row, 3) ?? false
+            entities[name]!.hasInsertRules = tables.bool(row, 4) ?? false
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.

@@ -197,7 +197,7 @@ public struct ImportJob: Sendable {
             try connection.assume(identity)
             try connection.execute("BEGIN")
             try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)])
-            let rows = entity.hasRowSecurity ? try copyThroughInsert(columns, next: next, on: connection)
+            let rows = !entity.takesCopy ? try copyThroughInsert(columns, next: next, on: connection)
                                              : try connection.copyIn(sql, next: next)
             for key in bumps {
                 try connection.query("""
@@ -223,9 +223,10 @@ public struct ImportJob: Sendable {
         }
     }
 
-    /// PostgreSQL refuses COPY FROM into a table whose policies apply: the lines are copied
-    /// into a temporary table, numbered as they come, then inserted, each row under the
-    /// policies' WITH CHECK. A refused row is found by halving the lines under savepoints
+    /// PostgreSQL refuses COPY FROM into a table whose policies apply, and COPY would pass a
+    /// rule on INSERT by (`Entity.takesCopy`): the lines are copied into a temporary table,
+    /// numbered as they come, then inserted, each row under the policies' WITH CHECK and the
+    /// rules. A refused row is found by halving the lines under savepoints
     /// (only when the insert failed) so the error names its line, as COPY's own would.
     private func copyThroughInsert(_ columns: [String], next: () -> Connection.CopyChunk, on connection: Connection) throws(PostgresError) -> Int {
         let list = columns.map(SQL.identifier).joined(separator: ", ")

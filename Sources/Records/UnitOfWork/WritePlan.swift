@@ -38,6 +38,8 @@ struct WritePlan {
     var problems: [Problem] = []
 
     static let defaultRowsPerStatement = 50_000
+    /// A statement of more rows than this is a COPY when its table takes one (`Entity.takesCopy`).
+    static let copiedAbove = 1_000
 
     /// - Parameters:
     ///   - keys: every key column's value for every pending insert (given or assigned).
@@ -109,6 +111,15 @@ struct WritePlan {
             // return its rows in no promised order: a trigger swapping two keys would pass.
             let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
             let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
+            // Many rows go by COPY, which PostgreSQL reads faster than it unnests arrays (the
+            // rows of a 1 + 10,000 unit: 52 ms against 60) at the cost of a round trip or two.
+            if !readsBack && entity.takesCopy && statement.rows.count > Self.copiedAbove {
+                let copy = "COPY \(table) (\(columnList)) FROM STDIN"
+                inserts.append(Write(statement: Statement(copy: copy, data: CopyText.rows(values, count: statement.rows.count)),
+                                     changes: statement.rows.map { .insert($0.ref) }, records: statement.rows.map { "#" + $0.ref },
+                                     entity: entity.name))
+                continue
+            }
             // Array-typed columns cannot travel through unnest (it would flatten them): row by row too.
             if readsBack || statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
                 for (rowIndex, row) in statement.rows.enumerated() {

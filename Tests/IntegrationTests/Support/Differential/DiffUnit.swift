@@ -255,7 +255,12 @@ final class DiffGenerator {
         layers = [DiffLayer()]
         commands = []
         var unit = DiffGeneratedUnit()
-        // Mostly short units; now and then a long one, for multi-row statements and orderings.
+        // Mostly short units; now and then a long one, for multi-row statements and orderings;
+        // rarely a bulk of one table, more rows than go by INSERT (`WritePlan.copiedAbove`).
+        if random.chance(0.004) {
+            let table = random.below(schema.tables.count)
+            for _ in 0..<random.int(1_001...1_040) { _ = insert(table) }
+        }
         for _ in 0..<(random.chance(0.06) ? random.int(12...30) : random.int(1...9)) { step() }
         while layers.count > 1 {
             if random.chance(0.7) {

@@ -276,28 +276,28 @@ public enum ChangeFeed {
                                AND seen > now() - interval '\(registrationSeconds) seconds') THEN
                         INSERT INTO records.deleted_rows (entity, key, row)
                         SELECT TG_TABLE_NAME, CASE WHEN TG_NARGS = 1 THEN r.j ->> TG_ARGV[0] ELSE records.row_key(r.j, TG_ARGV) END, r.j
-                        FROM (SELECT to_jsonb(o) AS j FROM old_rows o) r;
+                        FROM (SELECT to_jsonb(o.*) AS j FROM old_rows o) r;
                     END IF;
                     -- (Two statements: both aggregates of a CASE would be computed.)
                     IF TG_NARGS = 1 THEN
                         INSERT INTO records.change_log (entity, operation, keys)
                         SELECT TG_TABLE_NAME, operation, k.keys
-                        FROM (SELECT array_agg(to_jsonb(o) ->> TG_ARGV[0]) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
+                        FROM (SELECT array_agg(to_jsonb(o.*) ->> TG_ARGV[0]) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
                     ELSE
                         INSERT INTO records.change_log (entity, operation, keys)
                         SELECT TG_TABLE_NAME, operation, k.keys
-                        FROM (SELECT array_agg(records.row_key(to_jsonb(o), TG_ARGV)) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
+                        FROM (SELECT array_agg(records.row_key(to_jsonb(o.*), TG_ARGV)) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
                     END IF;
                 ELSIF TG_NARGS = 1 THEN
                     INSERT INTO records.change_log (entity, operation, keys)
                     SELECT TG_TABLE_NAME, operation, k.keys
-                    FROM (SELECT array_agg(to_jsonb(n) ->> TG_ARGV[0]) AS keys FROM new_rows n) k
+                    FROM (SELECT array_agg(to_jsonb(n.*) ->> TG_ARGV[0]) AS keys FROM new_rows n) k
                     WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
                                                          AND seen > now() - interval '\(registrationSeconds) seconds');
                 ELSE
                     INSERT INTO records.change_log (entity, operation, keys)
                     SELECT TG_TABLE_NAME, operation, k.keys
-                    FROM (SELECT array_agg(records.row_key(to_jsonb(n), TG_ARGV)) AS keys FROM new_rows n) k
+                    FROM (SELECT array_agg(records.row_key(to_jsonb(n.*), TG_ARGV)) AS keys FROM new_rows n) k
                     WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
                                                          AND seen > now() - interval '\(registrationSeconds) seconds');
                 END IF;

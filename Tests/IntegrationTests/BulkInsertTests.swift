@@ -97,6 +97,18 @@ import Testing
         #expect(try db.query("SELECT count(*)::text FROM audit").string(0, 0) == "\(count)")
     }
 
+    /// A rule made after the server read the model (no SIGHUP, no migration): the bulk asks
+    /// the catalog before it copies, and inserts instead (a helper saw COPY pass it by).
+    @Test func aRuleMadeSinceTheModelWasReadStillRuns() throws {
+        let server = try TestServer(schema: try Schema(Self.schema))
+        let client = try server.client()
+        let db = try server.database()
+        try db.execute("CREATE RULE copy_too AS ON INSERT TO pair DO ALSO INSERT INTO audit (v) VALUES (NEW.v)")
+        try send(client, (0..<1_100).map { "INSERT pair a=1 b=\(quotedString("b\($0)")) v=\(quotedString("p\($0)"))" })
+        #expect(try client.send("SAVE").status == "+OK saved: 1100 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try db.query("SELECT count(*)::text FROM audit WHERE v LIKE 'p%'").string(0, 0) == "1100")
+    }
+
     @Test func aBadRowAmongThousandsIsNamedAndNothingIsWritten() throws {
         let server = try TestServer(schema: try Schema(Self.schema))
         let client = try server.client()
@@ -110,6 +122,31 @@ import Testing
         try client.ok(#"UPDATE note #n700 code="k700""#)
         #expect(try client.send("SAVE").status == "+OK saved: 1100 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
         #expect(try db.query("SELECT count(*)::text FROM note").string(0, 0) == "1101")
+    }
+
+    /// A value longer than `varchar(n)`, `char(n)` or `bit(n)` takes is refused and its record
+    /// named, in a small unit as in a bulk, and never matches a shorter stored key: an explicit
+    /// cast to the declared type cut it (a helper found `"abcdefgh"` saved as `abcde`).
+    @Test func aValueLongerThanItsTypeTakesIsRefusedNotCut() throws {
+        let server = try TestServer(schema: try Schema("""
+            CREATE TABLE sized (code varchar(5) PRIMARY KEY, ch char(3), bt bit(4), amount numeric(6,2));
+            """))
+        let client = try server.client()
+        try client.ok(#"INSERT sized code="abcde" ch="x" bt="1010" amount=1.005"#)
+        #expect(try client.send("SAVE").isOK)
+        for (line, message) in [(#"INSERT sized AS #s code="abcdefgh""#, "value too long for type character varying(5)"),
+                                (#"INSERT sized AS #s code="ab" ch="abcd""#, "value too long for type character(3)"),
+                                (#"INSERT sized AS #s code="ab" bt="10""#, "bit string length 2 does not match type bit(4)")] {
+            try client.ok(line)
+            #expect(try client.send("SAVE").status == "-ERR VALIDATION #s: \(message)", "\(line)")
+            try client.ok("ROLLBACK")
+        }
+        #expect(try client.send(#"GET sized "abcdefgh""#).status == #"-ERR NOT_FOUND no sized with code "abcdefgh""#)
+        #expect(try client.send(#"COUNT sized WHERE code == "abcdefgh""#).status == "+OK 0")
+        #expect(try client.send(#"GET sized "abcde""#).lines == [#"{"code":"abcde","ch":"x  ","bt":"1010","amount":1.01}"#])
+        try send(client, (0..<1_100).map { "INSERT sized AS #b\($0) code=\(quotedString($0 == 900 ? "b900xx" : "b\($0)"))" })
+        #expect(try client.send("SAVE").status == "-ERR VALIDATION #b900: value too long for type character varying(5)")
+        #expect(try server.database().query("SELECT count(*)::text FROM sized").string(0, 0) == "1")
     }
 
     @Test func watchersHearEveryRowOfABulk() throws {

@@ -1,8 +1,12 @@
 /// A column of a served table.
 public struct Attribute: Sendable, Equatable {
     public var name: String
-    /// The SQL type as `format_type` prints it, used for casts (`$1::bigint[]`).
+    /// The SQL type without its modifier (`format_type(type, -1)`: `character varying`,
+    /// `bpchar`, `"bit"`), used for casts (`$1::bigint[]`): an explicit cast to `varchar(5)`
+    /// would cut a longer value, where storing it or comparing with it must not.
     public var sqlType: String
+    /// The type as declared (`character varying(5)`), what DESCRIBE shows.
+    public var declaredType: String
     public var kind: ValueKind
     /// NOT NULL.
     public var isNotNull: Bool
@@ -34,11 +38,12 @@ public struct Attribute: Sendable, Equatable {
         case expression(String)
     }
 
-    public init(name: String, sqlType: String, kind: ValueKind, isNotNull: Bool, defaultValue: String?,
+    public init(name: String, sqlType: String, declaredType: String? = nil, kind: ValueKind, isNotNull: Bool, defaultValue: String?,
                 identity: Identity? = nil, isUnique: Bool, isPrimaryKey: Bool, isGenerated: Bool,
                 comment: String?, sequence: String? = nil, drawsFrom: String? = nil) {
         self.name = name
         self.sqlType = sqlType
+        self.declaredType = declaredType ?? sqlType
         self.kind = kind
         self.isNotNull = isNotNull
         self.defaultValue = defaultValue

@@ -31,7 +31,8 @@ public enum ModelReflector {
                    pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname),
                    (SELECT dep.refobjid::regclass::text FROM pg_depend dep JOIN pg_class s ON s.oid = dep.refobjid AND s.relkind = 'S'
                     WHERE dep.classid = 'pg_attrdef'::regclass AND dep.objid = d.oid AND dep.refclassid = 'pg_class'::regclass
-                    ORDER BY dep.refobjid LIMIT 1)
+                    ORDER BY dep.refobjid LIMIT 1),
+                   format_type(a.atttypid, -1)
             FROM pg_attribute a
             JOIN pg_class c ON c.oid = a.attrelid
             JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -105,7 +106,8 @@ public enum ModelReflector {
             let generated = columns.bool(row, 7) ?? false
             attributesByTable[table, default: []].append(Attribute(
                 name: name,
-                sqlType: columns.string(row, 2)!,
+                sqlType: columns.string(row, 11)!,
+                declaredType: columns.string(row, 2)!,
                 kind: ValueKind(typeName: columns.string(row, 3) ?? ""),
                 isNotNull: columns.bool(row, 4) ?? false,
                 defaultValue: identity != nil ? "identity" : (generated ? nil : columns.string(row, 6)),

@@ -73,7 +73,7 @@ extension Session {
         for a in entity.attributes {
             rows.append([
                 a.name + (a.isPrimaryKey ? " (key)" : ""),
-                "\(a.kind.name) (\(a.sqlType))",
+                "\(a.kind.name) (\(a.declaredType))",
                 a.isRequired ? "yes" : "no",
                 a.defaultValue ?? "-",
                 a.isUnique ? "yes" : "no",

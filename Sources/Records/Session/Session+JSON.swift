@@ -20,7 +20,7 @@ extension Session {
     func describeJSON(_ entity: Entity) -> Reply {
         let attributes: [JSON.Value] = entity.attributes.map { a in
             .object([
-                ("name", .string(a.name)), ("type", .string(a.kind.name)), ("sqlType", .string(a.sqlType)),
+                ("name", .string(a.name)), ("type", .string(a.kind.name)), ("sqlType", .string(a.declaredType)),
                 ("required", .bool(a.isRequired)), ("nullable", .bool(!a.isNotNull)), ("key", .bool(a.isPrimaryKey)), ("unique", .bool(a.isUnique)),
                 ("generated", .bool(a.isGenerated)), ("default", .optional(a.defaultValue)),
             ])

@@ -46,6 +46,7 @@ extension WorkContext {
     /// back: a retry writes the same ids.
     func runSave(_ plan: SavePlan, model: Model) -> SaveResult {
         var plan = plan
+        confirmCopy(&plan)
         reserveKeys(&plan)
         let action = plan.start()
         return drive(plan, from: action, model: model)
@@ -57,6 +58,7 @@ extension WorkContext {
     func runSaves(_ plans: [SavePlan], model: Model) -> [SaveResult] {
         var group = SaveGroup(plans.map { plan in
             var plan = plan
+            confirmCopy(&plan)
             reserveKeys(&plan)
             return plan
         })
@@ -181,6 +183,22 @@ extension WorkContext {
         guard let reserve = settings.keys, !connection.inTransaction else { return }
         let role = identity.databaseRole ?? ""
         plan.reserveKeys { needs in try? reserve.take(needs, role: role, on: connection) }
+    }
+
+    /// Asks the catalog whether the tables a bulk would COPY into still take it (one query,
+    /// only for saves of more than `WritePlan.copiedAbove` rows of a table): a rule on INSERT
+    /// or row-level security added since the model was read would be passed by or refuse
+    /// the COPY. Unanswered, none is copied into.
+    private func confirmCopy(_ plan: inout SavePlan) {
+        let candidates = plan.copyCandidates
+        guard !candidates.isEmpty else { return }
+        let refused = try? connection.queryPrepared("""
+            SELECT t.entity FROM unnest($1::text[], $2::text[]) AS t(entity, name)
+            JOIN pg_class c ON c.oid = to_regclass(t.name)
+            WHERE c.relrowsecurity OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.ev_type = '3')
+            """, [SQL.arrayLiteral(candidates.map(\.entity)), SQL.arrayLiteral(candidates.map(\.table))])
+        guard let refused else { return plan.refuseCopy(Set(candidates.map(\.entity))) }
+        plan.refuseCopy(Set((0..<refused.rowCount).compactMap { refused.string($0, 0) }))
     }
 
     enum TransactionStatus { case committed, aborted }

@@ -148,6 +148,27 @@ struct SavePlan: Sendable {
         self.assigned = assigned
     }
 
+    /// Entities whose rows may not go by COPY though the model says their table takes it:
+    /// it gained row-level security or a rule on INSERT since the model was read.
+    private(set) var copyRefused: Set<String> = []
+
+    /// The tables, by entity, that this save would COPY into (`WritePlan.copiedAbove`): their
+    /// catalog is asked whether they still take it, since COPY would pass by a rule the model
+    /// does not know of yet.
+    var copyCandidates: [(entity: String, table: String)] {
+        var counts: [String: Int] = [:]
+        for insert in changes.inserts { counts[insert.entity, default: 0] += 1 }
+        return counts.keys.sorted().compactMap { name in
+            guard counts[name]! > WritePlan.copiedAbove, let entity = model.entity(exactly: name), entity.takesCopy else { return nil }
+            return (name, model.table(entity))
+        }
+    }
+
+    /// The entities of `copyCandidates` whose tables no longer take COPY.
+    mutating func refuseCopy(_ entities: Set<String>) {
+        copyRefused = entities
+    }
+
     /// The key values the pending inserts still miss, as round 1 would allocate them; none
     /// when round 1 has something else to ask (a SAVE KEY, locks, defaults to evaluate), so
     /// that keys given ahead would save no round trip.
@@ -375,7 +396,7 @@ struct SavePlan: Sendable {
                                 known: PendingKeys? = nil) throws(CommandError) -> Action {
         let keys = (known ?? KeyAllocation.known(changes, model: model, assigned: assigned)).filled(fills)
         let plan = WritePlan(model: model, changes: changes, keys: keys, droppedFields: resolution.droppedFields,
-                             rowsPerStatement: settings.rowsPerStatement, locking: true, layout: layout)
+                             rowsPerStatement: settings.rowsPerStatement, locking: true, layout: layout, copyRefused: copyRefused)
         if !plan.problems.isEmpty {
             throw CommandError(.validation, "\(plan.problems.count) problem(s); nothing was saved", details: plan.problems.map(\.message))
         }

@@ -28,6 +28,7 @@ struct WritePlan {
 
     let model: Model
     let rowsPerStatement: Int
+    let copyRefused: Set<String>
     var inserts: [Write] = []
     /// Nil-then-set references (records that point at each other).
     var fixups: [Write] = []
@@ -48,10 +49,12 @@ struct WritePlan {
     ///   - locking: changes by predicate lock what they change in key order first (SAVE; not a
     ///     read's view, which must never wait on another session's locks).
     ///   - layout: the inserts' layout when the caller made it already (it does not depend on keys).
+    ///   - copyRefused: entities whose table the catalog says no longer takes COPY.
     init(model: Model, changes: ChangeSet, keys: PendingKeys, skip: Set<ChangeID> = [],
          droppedFields: [RecordKey: Set<String>] = [:], rowsPerStatement: Int = defaultRowsPerStatement, locking: Bool = false,
-         layout: InsertLayout? = nil) {
+         layout: InsertLayout? = nil, copyRefused: Set<String> = []) {
         self.model = model
+        self.copyRefused = copyRefused
         let layout = layout ?? InsertLayout(model: model, changes: changes, skip: skip, rowsPerStatement: rowsPerStatement)
         self.rowsPerStatement = rowsPerStatement
         var resolver = Resolver(model: model, changes: changes, keys: keys)
@@ -113,7 +116,7 @@ struct WritePlan {
             let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
             // Many rows go by COPY, which PostgreSQL reads faster than it unnests arrays (the
             // rows of a 1 + 10,000 unit: 52 ms against 60) at the cost of a round trip or two.
-            if !readsBack && entity.takesCopy && statement.rows.count > Self.copiedAbove {
+            if !readsBack && entity.takesCopy && !copyRefused.contains(entity.name) && statement.rows.count > Self.copiedAbove {
                 let copy = "COPY \(table) (\(columnList)) FROM STDIN"
                 inserts.append(Write(statement: Statement(copy: copy, data: CopyText.rows(values, count: statement.rows.count)),
                                      changes: statement.rows.map { .insert($0.ref) }, records: statement.rows.map { "#" + $0.ref },

@@ -304,6 +304,11 @@ import Testing
         for _ in 0..<1_100 { #expect(try s.alice.readReply().isOK) }
         #expect(try s.alice.send("SAVE").status == "+OK saved: 1100 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
         #expect(try s.bob.send("COUNT doc").status == "+OK 1102")
+        // A row its policy refuses among others is named, as a constraint's would be.
+        try s.bob.ok(#"INSERT doc AS #f1 team="blue" title="mine""#)
+        try s.bob.ok(#"INSERT doc AS #f2 team="green" title="nobody's""#)
+        let refused = try s.bob.send("SAVE").status
+        #expect(refused == #"-ERR FORBIDDEN #f2: PostgreSQL refused it: new row violates row-level security policy for table "doc""#, "\(refused)")
     }
 
     /// Found by an attacker trial: each of these leaked or misreported before its fix.

@@ -532,7 +532,7 @@ struct SavePlan: Sendable {
             return start()
         }
         let write = self.write(at: index)
-        if let write, write.records.count > 1, error.sqlState?.errorClass == "23" || error.sqlState?.errorClass == "22" {
+        if let write, write.records.count > 1, let state = error.sqlState, Self.oneRowMayCause(state) {
             return diagnose(error, write)
         }
         state = .finished
@@ -558,6 +558,12 @@ struct SavePlan: Sendable {
         default:
             return nil
         }
+    }
+
+    /// Failures one row of a multi-row statement may cause, whose record a replay can name: a
+    /// bad value (22), a constraint (23), a trigger's exception, a policy's WITH CHECK.
+    static func oneRowMayCause(_ state: SQLState) -> Bool {
+        state.errorClass == "22" || state.errorClass == "23" || state == .raiseException || state == .insufficientPrivilege
     }
 
     /// Replays the writes a row a statement, in a transaction that is rolled back, to find the

@@ -143,6 +143,9 @@ import Testing
         }
         #expect(try client.send(#"GET sized "abcdefgh""#).status == #"-ERR NOT_FOUND no sized with code "abcdefgh""#)
         #expect(try client.send(#"COUNT sized WHERE code == "abcdefgh""#).status == "+OK 0")
+        // char(n) ignores trailing spaces, in IN as in == (IN compared as text did not).
+        #expect(try client.send(#"COUNT sized WHERE ch == "x ""#).status == "+OK 1")
+        #expect(try client.send(#"COUNT sized WHERE ch IN {"x  ", "y"}"#).status == "+OK 1")
         #expect(try client.send(#"GET sized "abcde""#).lines == [#"{"code":"abcde","ch":"x  ","bt":"1010","amount":1.01}"#])
         try send(client, (0..<1_100).map { "INSERT sized AS #b\($0) code=\(quotedString($0 == 900 ? "b900xx" : "b\($0)"))" })
         #expect(try client.send("SAVE").status == "-ERR VALIDATION #b900: value too long for type character varying(5)")

@@ -709,7 +709,9 @@ struct QueryBuilder {
         case .timestamp: "timestamptz"
         case .uuid: "uuid"
         case .binary: "bytea"
-        case .other where !type.hasSuffix("]"): type
+        // A string is compared as its column's type, as `==` is: char(n) ignores trailing
+        // spaces where text would not.
+        case .other where !type.hasSuffix("]"), .string where !type.hasSuffix("]"): type
         default: "text"
         }
     }

@@ -278,6 +278,30 @@ import Testing
         }
     }
 
+    /// The tables whose catalog a bulk asks before it copies: those of more than
+    /// `WritePlan.copiedAbove` inserts, whatever their order in the unit.
+    @Test func copyCandidatesAreTheTablesOfMoreThanACopysWorth() {
+        var inserts: [PendingInsert] = []
+        for i in 0...WritePlan.copiedAbove {
+            inserts.append(insert("p\(i)", "project", [("name", .text("P"))]))
+            inserts.append(insert("e\(i)", "employee", [("first_name", .text("F")), ("gender", .text("1"))]))
+            if i % 200 == 0 { inserts.append(insert("d\(i)", "department", [("name", .text("D")), ("number", .text("1"))])) }
+        }
+        inserts += (0..<2).map { insert("t\($0)", "tag", [("label", .text("t\($0)"))]) }
+        var plan = SavePlan(model: model, changes: unit(inserts), policy: .fail, assigned: [:])
+        #expect(plan.copyCandidates.map(\.entity) == ["employee", "project"])
+        #expect(plan.copyCandidates.map(\.table) == [#""public"."employee""#, #""public"."project""#])
+        // A refused one keeps its INSERT.
+        plan.refuseCopy(["employee"])
+        var next = 1000
+        plan.reserveKeys { needs in
+            Dictionary(uniqueKeysWithValues: needs.map { need in (need.sequence, (0..<need.count).map { _ in next += 1; return String(next) }) })
+        }
+        let first = statements(plan.start())
+        #expect(first.contains { $0.sql.hasPrefix(#"COPY "public"."project""#) })
+        #expect(!first.contains { $0.sql.hasPrefix(#"COPY "public"."employee""#) })
+    }
+
     @Test func keysAssignedBeforeAreKeptAndNotAllocatedAgain() {
         let changes = unit([insert("p", "project", [("name", .text("X"))])])
         var plan = SavePlan(model: model, changes: changes, policy: .fail,

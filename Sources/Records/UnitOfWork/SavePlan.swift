@@ -157,7 +157,15 @@ struct SavePlan: Sendable {
     /// does not know of yet.
     var copyCandidates: [(entity: String, table: String)] {
         var counts: [String: Int] = [:]
-        for insert in changes.inserts { counts[insert.entity, default: 0] += 1 }
+        // Counted by runs: a bulk's inserts come one entity after another, and hashing each
+        // row's entity name was half a millisecond of a 10,000-row SAVE.
+        var run: (entity: String, count: Int)?
+        for insert in changes.inserts {
+            if run?.entity == insert.entity { run!.count += 1; continue }
+            if let run { counts[run.entity, default: 0] += run.count }
+            run = (insert.entity, 1)
+        }
+        if let run { counts[run.entity, default: 0] += run.count }
         return counts.keys.sorted().compactMap { name in
             guard counts[name]! > WritePlan.copiedAbove, let entity = model.entity(exactly: name), entity.takesCopy else { return nil }
             return (name, model.table(entity))

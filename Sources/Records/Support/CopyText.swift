@@ -1,42 +1,54 @@
 /// Rows in `COPY ... FROM STDIN`'s text format: fields split by tabs, a line each, `\N` for
 /// NULL, and a backslash before a backslash, line feed, carriage return or tab in a value
 /// (the only bytes the format needs escaped; the rest reach the column's input as they are).
+/// Written as the values are found, so a bulk's values are never gathered first.
 /// See https://www.postgresql.org/docs/15/sql-copy.html#id-1.9.3.55.9.2
-enum CopyText {
-    /// The rows of `columns` (one array a column, each as long as `rows`), a value's text as
-    /// it would be bound as a parameter.
-    static func rows(_ columns: [[String?]], count rows: Int) -> [UInt8] {
-        var out: [UInt8] = []
-        // Room for all, judged from the first rows: one allocation for the whole copy.
-        let sample = min(rows, 8)
-        var sampled = 0
-        for column in columns { for value in column.prefix(sample) { sampled += (value?.utf8.count ?? 2) + 1 } }
-        out.reserveCapacity(sample == 0 ? 0 : sampled * rows / sample + 64)
-        for row in 0..<rows {
-            for (index, column) in columns.enumerated() {
-                if index > 0 { out.append(9) }
-                guard var value = column[row] else {
-                    out.append(92)
-                    out.append(UInt8(ascii: "N"))
-                    continue
-                }
-                value.withUTF8 { bytes in
-                    // Most values need no escape: copied whole, not a byte at a time.
-                    guard bytes.contains(where: needsEscape) else { return out.append(contentsOf: bytes) }
-                    for byte in bytes {
-                        switch byte {
-                        case 92: out.append(92); out.append(92)
-                        case 10: out.append(92); out.append(UInt8(ascii: "n"))
-                        case 13: out.append(92); out.append(UInt8(ascii: "r"))
-                        case 9: out.append(92); out.append(UInt8(ascii: "t"))
-                        default: out.append(byte)
-                        }
-                    }
+struct CopyText {
+    private(set) var bytes: [UInt8] = []
+    private var rowStarted = false
+
+    /// Room for `rows` of about `bytesPerRow`: one allocation for most copies.
+    init(rows: Int, bytesPerRow: Int = 48) {
+        bytes.reserveCapacity(rows * bytesPerRow)
+    }
+
+    /// The next field of the current row: `value` as it would be bound as a parameter.
+    mutating func append(_ value: String?) {
+        if rowStarted { bytes.append(9) }
+        rowStarted = true
+        guard var value else {
+            bytes.append(92)
+            bytes.append(UInt8(ascii: "N"))
+            return
+        }
+        value.withUTF8 { text in
+            // Most values need no escape: copied whole, not a byte at a time.
+            guard text.contains(where: Self.needsEscape) else { return bytes.append(contentsOf: text) }
+            for byte in text {
+                switch byte {
+                case 92: bytes.append(92); bytes.append(92)
+                case 10: bytes.append(92); bytes.append(UInt8(ascii: "n"))
+                case 13: bytes.append(92); bytes.append(UInt8(ascii: "r"))
+                case 9: bytes.append(92); bytes.append(UInt8(ascii: "t"))
+                default: bytes.append(byte)
                 }
             }
-            out.append(10)
         }
-        return out
+    }
+
+    mutating func endRow() {
+        bytes.append(10)
+        rowStarted = false
+    }
+
+    /// The rows of `columns` (one array a column, each as long as `rows`).
+    static func rows(_ columns: [[String?]], count rows: Int) -> [UInt8] {
+        var text = CopyText(rows: rows)
+        for row in 0..<rows {
+            for column in columns { text.append(column[row]) }
+            text.endRow()
+        }
+        return text.bytes
     }
 
     private static func needsEscape(_ byte: UInt8) -> Bool { byte == 92 || byte == 10 || byte == 13 || byte == 9 }

@@ -75,7 +75,18 @@ struct WritePlan {
             let types = entity.columnTypes
             let table = model.table(entity)
             let columnList = statement.columns.map(SQL.identifier).joined(separator: ", ")
-            var values: [[String?]] = Array(repeating: [], count: statement.columns.count)
+            // A trigger may write another key than the one given, or skip the row: each row is
+            // then inserted alone and comes back as whether its key is the one sent, and which
+            // it is (`SavePlan` refuses before COMMIT if not). One statement for all would
+            // return its rows in no promised order: a trigger swapping two keys would pass.
+            let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
+            let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
+            // Many rows go by COPY, which PostgreSQL reads faster than it unnests arrays (the
+            // rows of a 1 + 10,000 unit: 52 ms against 60) at the cost of a round trip or two;
+            // their text is written as the values are found.
+            let copying = !readsBack && entity.takesCopy && !copyRefused.contains(entity.name) && statement.rows.count > Self.copiedAbove
+            var copyText = CopyText(rows: copying ? statement.rows.count : 0)
+            var values: [[String?]] = Array(repeating: [], count: copying ? 0 : statement.columns.count)
             for index in values.indices { values[index].reserveCapacity(statement.rows.count) }
             let keyColumns = entity.keyColumns
             // A row's known values (a key or two) placed by column: the key's columns come first.
@@ -95,30 +106,25 @@ struct WritePlan {
                     fieldAt = statement.columns.map { column in row.fields.firstIndex { $0.column == column } }
                 }
                 for (index, column) in statement.columns.enumerated() {
+                    let value: String?
                     if !later.isEmpty && later.contains(column) {
-                        values[index].append(nil)
-                        continue
-                    }
-                    let given = fieldAt[index].map { row.fields[$0].value }
-                    // A key or a value given before SAVE, else the field's.
-                    if let assigned = knownAt[index], !isRef(given) || keyColumns.contains(column) {
-                        values[index].append(assigned)
+                        value = nil
                     } else {
-                        values[index].append(resolver.bind(given ?? .null, column: column, entity: entity, for: .insert(row.ref)))
+                        let given = fieldAt[index].map { row.fields[$0].value }
+                        // A key or a value given before SAVE, else the field's.
+                        if let assigned = knownAt[index], !isRef(given) || keyColumns.contains(column) {
+                            value = assigned
+                        } else {
+                            value = resolver.bind(given ?? .null, column: column, entity: entity, for: .insert(row.ref))
+                        }
                     }
+                    if copying { copyText.append(value) } else { values[index].append(value) }
                 }
+                if copying { copyText.endRow() }
             }
-            // A trigger may write another key than the one given, or skip the row: each row is
-            // then inserted alone and comes back as whether its key is the one sent, and which
-            // it is (`SavePlan` refuses before COMMIT if not). One statement for all would
-            // return its rows in no promised order: a trigger swapping two keys would pass.
-            let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
-            let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
-            // Many rows go by COPY, which PostgreSQL reads faster than it unnests arrays (the
-            // rows of a 1 + 10,000 unit: 52 ms against 60) at the cost of a round trip or two.
-            if !readsBack && entity.takesCopy && !copyRefused.contains(entity.name) && statement.rows.count > Self.copiedAbove {
+            if copying {
                 let copy = "COPY \(table) (\(columnList)) FROM STDIN"
-                inserts.append(Write(statement: Statement(copy: copy, data: CopyText.rows(values, count: statement.rows.count)),
+                inserts.append(Write(statement: Statement(copy: copy, data: copyText.bytes),
                                      changes: statement.rows.map { .insert($0.ref) }, records: statement.rows.map { "#" + $0.ref },
                                      entity: entity.name))
                 continue

@@ -134,11 +134,12 @@ import Testing
         let client = try server.client()
         try client.ok(#"INSERT sized code="abcde" ch="x" bt="1010" amount=1.005"#)
         #expect(try client.send("SAVE").isOK)
-        for (line, message) in [(#"INSERT sized AS #s code="abcdefgh""#, "value too long for type character varying(5)"),
-                                (#"INSERT sized AS #s code="ab" ch="abcd""#, "value too long for type character(3)"),
-                                (#"INSERT sized AS #s code="ab" bt="10""#, "bit string length 2 does not match type bit(4)")] {
+        // PostgreSQL's words follow its locale (CI runs it in French): the record named is ours.
+        for line in [#"INSERT sized AS #s code="abcdefgh""#, #"INSERT sized AS #s code="ab" ch="abcd""#, #"INSERT sized AS #s code="ab" bt="10""#] {
             try client.ok(line)
-            #expect(try client.send("SAVE").status == "-ERR VALIDATION #s: \(message)", "\(line)")
+            let refused = try client.send("SAVE").status
+            #expect(refused.hasPrefix("-ERR VALIDATION #s: ") && refused.contains(line.contains("bt=") ? "bit(4)" : line.contains("ch=") ? "(3)" : "(5)"),
+                    "\(line): \(refused)")
             try client.ok("ROLLBACK")
         }
         #expect(try client.send(#"GET sized "abcdefgh""#).status == #"-ERR NOT_FOUND no sized with code "abcdefgh""#)
@@ -148,7 +149,8 @@ import Testing
         #expect(try client.send(#"COUNT sized WHERE ch IN {"x  ", "y"}"#).status == "+OK 1")
         #expect(try client.send(#"GET sized "abcde""#).lines == [#"{"code":"abcde","ch":"x  ","bt":"1010","amount":1.01}"#])
         try send(client, (0..<1_100).map { "INSERT sized AS #b\($0) code=\(quotedString($0 == 900 ? "b900xx" : "b\($0)"))" })
-        #expect(try client.send("SAVE").status == "-ERR VALIDATION #b900: value too long for type character varying(5)")
+        let refused = try client.send("SAVE").status
+        #expect(refused.hasPrefix("-ERR VALIDATION #b900: ") && refused.contains("(5)"), "\(refused)")
         #expect(try server.database().query("SELECT count(*)::text FROM sized").string(0, 0) == "1")
     }
 

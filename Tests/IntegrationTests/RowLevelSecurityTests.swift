@@ -308,7 +308,7 @@ import Testing
         try s.bob.ok(#"INSERT doc AS #f1 team="blue" title="mine""#)
         try s.bob.ok(#"INSERT doc AS #f2 team="green" title="nobody's""#)
         let refused = try s.bob.send("SAVE").status
-        #expect(refused == #"-ERR FORBIDDEN #f2: PostgreSQL refused it: new row violates row-level security policy for table "doc""#, "\(refused)")
+        #expect(refused.hasPrefix("-ERR FORBIDDEN #f2: PostgreSQL refused it: "), "\(refused)")  // its words follow its locale
     }
 
     /// Found by an attacker trial: each of these leaked or misreported before its fix.

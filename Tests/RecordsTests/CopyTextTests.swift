@@ -45,3 +45,15 @@ import Testing
         }
     }
 }
+
+extension CopyText {
+    /// The rows of `columns` (one array a column, each as long as `rows`), as a plan writes them.
+    static func rows(_ columns: [[String?]], count rows: Int) -> [UInt8] {
+        var text = CopyText(rows: rows)
+        for row in 0..<rows {
+            for column in columns { text.append(column[row]) }
+            text.endRow()
+        }
+        return text.bytes
+    }
+}

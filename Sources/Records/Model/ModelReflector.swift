@@ -8,6 +8,10 @@ import Postgres
 /// inverse, whether it references the target's key or another unique column.
 /// See https://www.postgresql.org/docs/15/catalogs.html
 public enum ModelReflector {
+    /// Whether the table `c` (a `pg_class` row) has a rule on INSERT (event type 3), which
+    /// COPY would pass by: read with the model, and asked again before a bulk copies.
+    static let hasInsertRules = "EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.ev_type = '3')"
+
     public static func reflect(_ connection: Connection, schema: String = "public") throws -> Model {
         let tables = try connection.query("""
             SELECT c.relname, obj_description(c.oid, 'pg_class'),
@@ -15,8 +19,7 @@ public enum ModelReflector {
                    -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
                    EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
                            AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7),
-                   -- A rule on INSERT (event type 3).
-                   EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.ev_type = '3')
+                   \(hasInsertRules)
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname

@@ -711,7 +711,7 @@ struct QueryBuilder {
         case .binary: "bytea"
         // A string is compared as its column's type, as `==` is: char(n) ignores trailing
         // spaces where text would not.
-        case .other where !type.hasSuffix("]"), .string where !type.hasSuffix("]"): type
+        case .other, .string: type.hasSuffix("]") ? "text" : type
         default: "text"
         }
     }

@@ -195,7 +195,7 @@ extension WorkContext {
         let refused = try? connection.queryPrepared("""
             SELECT t.entity FROM unnest($1::text[], $2::text[]) AS t(entity, name)
             JOIN pg_class c ON c.oid = to_regclass(t.name)
-            WHERE c.relrowsecurity OR EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.ev_type = '3')
+            WHERE c.relrowsecurity OR \(ModelReflector.hasInsertRules)
             """, [SQL.arrayLiteral(candidates.map(\.entity)), SQL.arrayLiteral(candidates.map(\.table))])
         guard let refused else { return plan.refuseCopy(Set(candidates.map(\.entity))) }
         plan.refuseCopy(Set((0..<refused.rowCount).compactMap { refused.string($0, 0) }))

@@ -41,15 +41,5 @@ struct CopyText {
         rowStarted = false
     }
 
-    /// The rows of `columns` (one array a column, each as long as `rows`).
-    static func rows(_ columns: [[String?]], count rows: Int) -> [UInt8] {
-        var text = CopyText(rows: rows)
-        for row in 0..<rows {
-            for column in columns { text.append(column[row]) }
-            text.endRow()
-        }
-        return text.bytes
-    }
-
     private static func needsEscape(_ byte: UInt8) -> Bool { byte == 92 || byte == 10 || byte == 13 || byte == 9 }
 }

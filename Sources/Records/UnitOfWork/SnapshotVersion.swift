@@ -56,14 +56,14 @@ extension ReadVersions {
     /// `xmin`), `horizon` being the xmax of the snapshot that read it: `read` itself, or for
     /// a snapshot's version, `current` when the snapshot saw it, else the snapshot's version
     /// (which no `xmin` equals: a change since the read).
-    /// `resolve` for the version this unit read of `key`.
-    func version(of key: RecordKey, current: String, horizon: String?) -> String? {
-        Self.resolve(version(of: key), current: current, horizon: horizon)
-    }
-
     static func resolve(_ read: String?, current: String, horizon: String?) -> String? {
         guard let read, let snapshot = SnapshotVersion(version: read) else { return read }
         guard let xid = UInt32(current), let horizon = horizon.flatMap({ UInt64($0) }) else { return read }
         return snapshot.saw(xid: xid, horizon: horizon) ? current : read
+    }
+
+    /// `resolve` for the version this unit read of `key`.
+    func version(of key: RecordKey, current: String, horizon: String?) -> String? {
+        Self.resolve(version(of: key), current: current, horizon: horizon)
     }
 }

@@ -110,7 +110,7 @@ import Testing
     /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
     @Test func aDeadlockedSaveIsRetried() throws {
         // The SAVE's backend looks for the deadlock 3 s after it starts waiting, and the
-        // holder's only after 60 s: the holder asks for its second row well within the 3 s
+        // holder's only after 60 s: the holder asks for its second lock well within the 3 s
         // however loaded the machine (with PostgreSQL's 1 s, a slow start made the holder the
         // victim under CI's load).
         let url = try TestEnvironment.freshDatabase()
@@ -123,8 +123,13 @@ import Testing
         let client = try LineClient(port: server.port, timeout: 30)
         try client.ok("UPDATE game 1 name=\"uno\"")
         try client.ok("UPDATE game 2 name=\"dos\"")
-        // The holder locks 2; the SAVE locks 1, then waits for 2; the holder then asks for 1.
-        // The SAVE waited first and checks first: it is the victim.
+        // The holder locks row 2; the SAVE, holding a ROW SHARE lock on the table (it locks the
+        // rows it changes), waits for it; the holder then asks for EXCLUSIVE on the table,
+        // which waits for the SAVE. The SAVE
+        // waited first and checks first: it is the victim. The lock it let go of is granted to
+        // the holder at once, so the retry waits for the holder's COMMIT. (With a second row
+        // lock instead, the holder had to wake and take the row itself, and on a loaded
+        // machine the retry could take it first and collide again, three times in CI.)
         let holder = try server.database()
         try holder.execute("SET deadlock_timeout = '60s'")
         try holder.execute("BEGIN")
@@ -136,11 +141,12 @@ import Testing
         #expect(waiting == "1")
         let handedHolder = Handed(holder)  // used by the thread alone from here on
         let second = Thread {
-            _ = try? handedHolder.value.query("SELECT id FROM game WHERE id = 1 FOR UPDATE")
+            _ = try? handedHolder.value.execute("LOCK TABLE game IN EXCLUSIVE MODE")
             _ = try? handedHolder.value.execute("COMMIT")
         }
         second.start()
-        #expect(try client.readReply().status == "+OK saved: 0 inserted, 2 updated, 0 deleted, 0 cascaded, 0 nullified (2 attempts)")
+        let saved = try client.readReply().status
+        #expect(saved == "+OK saved: 0 inserted, 2 updated, 0 deleted, 0 cascaded, 0 nullified (2 attempts)")
         #expect(try db.query("SELECT string_agg(name, ',' ORDER BY id) FROM game").string(0, 0) == "uno,dos")
     }
 

@@ -489,9 +489,12 @@ import Testing
         var plan = SavePlan(model: model, changes: unit([insert("p", "project", [("name", .text("X"))])]), policy: .fail, assigned: [:])
         _ = plan.start()
         let deadlock = PostgresError(kind: .server, sqlState: .deadlockDetected, message: "deadlock")
-        let again = statements(plan.received(.failure(index: 2, error: deadlock)))
+        // Each retry waits first, longer each time, so the transaction it lost to can go on.
+        guard case .pause(let first, let again) = plan.received(.failure(index: 2, error: deadlock)) else { Issue.record("no pause"); return }
         #expect(Array(again.prefix(2)) == [Statement("ROLLBACK"), Statement("BEGIN")])
-        _ = plan.received(.failure(index: 2, error: deadlock))
+        #expect(first == 10...30)
+        guard case .pause(let second, _) = plan.received(.failure(index: 2, error: deadlock)) else { Issue.record("no pause"); return }
+        #expect(second == 20...60)
         guard case .failed(let failure) = plan.received(.failure(index: 2, error: deadlock)) else { Issue.record("not failed"); return }
         #expect(failure.postgres?.sqlState == .deadlockDetected)
         #expect(plan.attempts == 3)

@@ -104,6 +104,9 @@ extension WorkContext {
             switch action {
             case .run(let statements):
                 action = plan.received(RoundResult.run(statements, on: connection))
+            case .pause(let milliseconds, let statements):
+                usleep(UInt32(Int.random(in: milliseconds) * 1_000))
+                action = plan.received(RoundResult.run(statements, on: connection))
             case .committed(let reply):
                 if let written = plan.committedOutcome {
                     settings.metrics?.add(.rowsInserted, written.inserted)

@@ -63,6 +63,10 @@ struct SavePlan: Sendable {
     enum Action: Sendable {
         /// Send these as one round trip; feed the result to `received`.
         case run([Statement])
+        /// Wait some milliseconds from this range, then run the statements as `run`: a retry
+        /// after a deadlock or serialization failure, so the transaction it lost to can go on
+        /// (retried at once, it can take the same locks first and collide again).
+        case pause(milliseconds: ClosedRange<Int>, then: [Statement])
         /// COMMIT returned: the unit is saved.
         case committed(Reply)
         /// Nothing was written (the transaction is rolled back, or was never begun).
@@ -139,6 +143,10 @@ struct SavePlan: Sendable {
     private var layout: InsertLayout?
 
     static let maxAttempts = 3
+
+    /// How long a retry waits after `failed` attempts lost to a deadlock or serialization
+    /// failure: longer each time, and drawn from a range so two losers do not start again together.
+    static func retryPause(after failed: Int) -> ClosedRange<Int> { 10 * failed...30 * failed }
 
     init(model: Model, changes: ChangeSet, policy: MergePolicy, assigned: [String: AssignedKey], settings: Settings = Settings()) {
         self.model = model
@@ -533,7 +541,10 @@ struct SavePlan: Sendable {
             return .failed(Failure(postgres: error, records: found.records, entity: found.entity, changes: found.changes))
         }
         if attempts < Self.maxAttempts, error.sqlState == .serializationFailure || error.sqlState == .deadlockDetected {
-            return start()
+            let failed = attempts
+            let next = start()
+            guard case .run(let statements) = next else { return next }
+            return .pause(milliseconds: Self.retryPause(after: failed), then: statements)
         }
         // Another SAVE with the same key committed while this one ran: start again, and find it.
         if attempts < Self.maxAttempts, error.sqlState == .uniqueViolation, error.schema == "records", error.table == "save_keys", settings.saveKey != nil {

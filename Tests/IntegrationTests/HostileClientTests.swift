@@ -293,7 +293,9 @@ import Testing
         let client = try server.client()
         try client.ok(#"UPDATE game 1 name="Chess""#)
         try client.write("SAVE\n")
-        usleep(300_000)  // the SAVE is waiting on the lock
+        _ = try eventually(tries: 200, every: 50_000, {  // until the SAVE waits on the lock
+            try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
+        }, until: { $0 != "0" })
         kill(server.process.processIdentifier, SIGTERM)
         #expect(try client.readReply().status == "-ERR UNAVAILABLE the server is stopping: this SAVE was cancelled before it committed; nothing was saved")
         // Its unit is kept: handed off for RESUME on another server.

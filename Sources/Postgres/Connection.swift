@@ -460,11 +460,13 @@ public final class Connection {
     /// Those `prepared` says are sent as statements prepared once per connection (as
     /// `queryPrepared`): parsed and planned the first time, only bound and executed after.
     /// See https://www.postgresql.org/docs/15/libpq-pipeline-mode.html
+    /// `meanwhile` runs once the statements are sent, before their results are read: work
+    /// of the caller's that overlaps PostgreSQL's.
     public func pipeline(_ statements: [(sql: String, parameters: [String?])],
-                         prepared: (Int) -> Bool = { _ in false }) throws -> [QueryResult] {
+                         prepared: (Int) -> Bool = { _ in false }, meanwhile: () -> Void = {}) throws -> [QueryResult] {
         var results: [QueryResult] = []
         results.reserveCapacity(statements.count)
-        try pipelined(statements, prepared: prepared) { results.append($1) }
+        try pipelined(statements, prepared: prepared, meanwhile: meanwhile) { results.append($1) }
         return results
     }
 
@@ -488,9 +490,9 @@ public final class Connection {
     /// Sends the statements and one sync, then hands each statement's result to `each` in
     /// order, up to the first that failed.
     private func pipelined(_ statements: [(sql: String, parameters: [String?])], prepared isPrepared: (Int) -> Bool,
-                           each: (Int, QueryResult) throws -> Void) throws {
+                           meanwhile: () -> Void = {}, each: (Int, QueryResult) throws -> Void) throws {
         let conn = try open()
-        guard !statements.isEmpty else { return }
+        guard !statements.isEmpty else { return meanwhile() }
         let fresh = Set(statements.indices.filter { isPrepared($0) && self.prepared[statements[$0].sql] == nil }.map { statements[$0].sql })
         if (preparedStale || (!fresh.isEmpty && self.prepared.count + fresh.count > Self.preparedLimit)) && PQtransactionStatus(conn) == PQTRANS_IDLE {
             try execute("DEALLOCATE ALL")  // up front: the names below must all stay valid
@@ -523,6 +525,8 @@ public final class Connection {
             guard sent == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         }
         guard PQpipelineSync(conn) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        // Sent (libpq flushes at the sync; what did not fit waits for the reads below).
+        meanwhile()
         var failure: PipelineFailure?
         var handing: Error?
         /// The last result of one sent command, read up to its end (a failure is noted).

@@ -318,6 +318,40 @@ import Testing
         #expect(failure.command?.details == ["#t tag: label is required (the key has no default: give it)"])
     }
 
+    /// The checks made while the keys are worked out decide as `start` would alone, whether
+    /// the take runs them or not (it failed before sending).
+    @Test func checksMadeWhileKeysAreDrawnDecideAsStartAlone() {
+        let invalid = unit([insert("p", "project", [("name", .text("X"))]), insert("t", "tag", [("color", .text("red"))])])
+        let valid = unit([insert("p", "project", [("name", .text("X"))]), insert("q", "project", [("name", .text("Y"))])])
+        func drawn(_ needs: [(sequence: String, count: Int)]) -> [String: [String]] {
+            Dictionary(uniqueKeysWithValues: needs.map { need in (need.sequence, (0..<need.count).map { String(7 + $0) }) })
+        }
+        for changes in [invalid, valid] {
+            var alone = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+            var asked = 0
+            alone.reserveKeys(overlapping: { needs, _ in asked += 1; return drawn(needs) })
+            var overlapped = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+            overlapped.reserveKeys(overlapping: { needs, meanwhile in meanwhile(); asked += 1; return drawn(needs) })
+            var failed = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+            failed.reserveKeys(overlapping: { _, meanwhile in meanwhile(); asked += 1; return nil })
+            #expect(asked == 3)
+            let (first, second) = (alone.start(), overlapped.start())
+            switch (first, second) {
+            case (.failed(let a), .failed(let b)):
+                #expect(changes.inserts.count == 2 && a.command?.details == ["#t tag: label is required (the key has no default: give it)"])
+                #expect(a.command?.details == b.command?.details)
+                guard case .failed(let c) = failed.start() else { Issue.record("the failed take's plan was not refused"); return }
+                #expect(c.command?.details == a.command?.details)
+            case (.run(let a), .run(let b)):
+                #expect(a == b && a.contains { $0.sql.hasPrefix("INSERT INTO \"public\".\"project\"") })
+                // Without values, the keys are allocated in the first round.
+                #expect(statements(failed.start()).contains { $0.sql.contains("nextval") })
+            default:
+                Issue.record("alone \(first), overlapped \(second)")
+            }
+        }
+    }
+
     @Test func recordsThatPointAtEachOtherAreInsertedThenPointed() {
         // A self-reference both ways, through a key that may be nil.
         let changes = unit([

@@ -185,7 +185,7 @@ extension WorkContext {
     private func reserveKeys(_ plan: inout SavePlan) {
         guard let reserve = settings.keys, !connection.inTransaction else { return }
         let role = identity.databaseRole ?? ""
-        plan.reserveKeys { needs in try? reserve.take(needs, role: role, on: connection) }
+        plan.reserveKeys(overlapping: { needs, meanwhile in try? reserve.take(needs, role: role, on: connection, meanwhile: meanwhile) })
     }
 
     /// Asks the catalog whether the tables a bulk would COPY into still take it (one query,

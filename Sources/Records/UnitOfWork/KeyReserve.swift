@@ -23,8 +23,10 @@ public final class KeyReserve: @unchecked Sendable {
 
     /// `count` values of each sequence, in the order handed out; what the reserve lacks is
     /// fetched on `connection` (outside any transaction: `nextval` is never rolled back), with
-    /// `ahead` more for the SAVEs after this one.
-    func take(_ needs: [(sequence: String, count: Int)], role: String, on connection: Connection) throws -> [String: [String]] {
+    /// `ahead` more for the SAVEs after this one. `meanwhile` runs once, while PostgreSQL
+    /// works (or at once, when the reserve holds every value).
+    func take(_ needs: [(sequence: String, count: Int)], role: String, on connection: Connection,
+              meanwhile: () -> Void = {}) throws -> [String: [String]] {
         var taken: [String: [String]] = [:]
         var missing: [(sequence: String, count: Int)] = []
         lock.withLock {
@@ -37,7 +39,10 @@ public final class KeyReserve: @unchecked Sendable {
                 if given < need.count { missing.append((need.sequence, need.count - given)) }
             }
         }
-        guard !missing.isEmpty else { return taken }
+        guard !missing.isEmpty else {
+            meanwhile()
+            return taken
+        }
         // Values ahead only from an ascending sequence far from its end: near it (a small
         // MAXVALUE), or descending, exactly what is needed, as a plain INSERT would take.
         let results = try connection.pipeline(missing.map { need in
@@ -46,7 +51,7 @@ public final class KeyReserve: @unchecked Sendable {
                  SELECT $3::int FROM pg_sequence s WHERE s.seqrelid = $1::regclass AND s.seqincrement > 0 AND NOT s.seqcycle
                  AND s.seqmax - coalesce(pg_sequence_last_value($1::regclass), s.seqstart) > ($2::bigint + $3::bigint + 1) * s.seqincrement), 0))
              """, [need.sequence, String(need.count), String(Self.ahead)])
-        })
+        }, meanwhile: meanwhile)
         var surplus: [(Slot, ArraySlice<String>)] = []
         for (need, result) in zip(missing, results) {
             let values = (0..<result.rowCount).compactMap { result.string($0, 0) }

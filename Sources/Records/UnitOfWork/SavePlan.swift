@@ -203,10 +203,25 @@ struct SavePlan: Sendable {
     /// inserts miss (nil: none, round 1 allocates them). The keys found on the way are kept
     /// for `start`, with the taken ones merged in, unless a row's key comes from another's.
     mutating func reserveKeys(_ take: ([(sequence: String, count: Int)]) -> [String: [String]]?) {
+        reserveKeys(overlapping: { needs, meanwhile in meanwhile(); return take(needs) })
+    }
+
+    /// The same, where `take` calls `meanwhile` while PostgreSQL works out the values: the
+    /// checks of `start` that need no key from a sequence are made then (a unit of 10,000
+    /// inserts waits some 5 ms for its values, and its checks take half that).
+    mutating func reserveKeys(overlapping take: ([(sequence: String, count: Int)], _ meanwhile: () -> Void) -> [String: [String]]?) {
         var throughRefs = false
         let known = KeyAllocation.known(changes, model: model, assigned: assigned, throughRefs: &throughRefs)
         let requests = keyRequests(known: known)
-        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests), let values = take(needs) else { return }
+        guard !requests.isEmpty, let needs = KeyAllocation.sequenceNeeds(requests) else { return }
+        let model = self.model, changes = self.changes, rows = settings.rowsPerStatement
+        var checked: Prechecked?
+        let values = take(needs) {
+            let layout = InsertLayout(model: model, changes: changes, rowsPerStatement: rows)
+            checked = Prechecked(layout: layout, valid: Validation.problems(changes, model: model, keys: known).isEmpty)
+        }
+        prechecked = checked
+        guard let values else { return }
         let drawn = KeyAllocation.drawnByPlace(requests, values: values)
         assign(Dictionary(drawn.lazy.map { ($0.ref, $0.key) }, uniquingKeysWith: { _, latest in latest }))
         guard !throughRefs else { return }
@@ -221,6 +236,16 @@ struct SavePlan: Sendable {
         }
         knownAfterReserve = (merged, complete)
     }
+
+    /// What `reserveKeys` checked while its values were worked out: the layout of the inserts
+    /// (it depends on the changes alone), and whether they were valid with the keys known
+    /// before any was drawn. Keys only add up, and a key given only takes a problem away, so
+    /// a unit valid then is valid with more.
+    private struct Prechecked: Sendable {
+        var layout: InsertLayout
+        var valid: Bool
+    }
+    private var prechecked: Prechecked?
 
     /// The keys `reserveKeys` found, and whether they were all round 1 would have asked
     /// (valid until `assigned` changes again).
@@ -272,9 +297,9 @@ struct SavePlan: Sendable {
         let reserved = knownAfterReserve
         knownAfterReserve = nil
         let known = reserved?.keys ?? KeyAllocation.known(changes, model: model, assigned: assigned)
-        let layout = InsertLayout(model: model, changes: changes, rowsPerStatement: settings.rowsPerStatement)
+        let layout = prechecked?.layout ?? InsertLayout(model: model, changes: changes, rowsPerStatement: settings.rowsPerStatement)
         self.layout = layout
-        let problems = Validation.problems(changes, model: model, keys: known) + layout.problems
+        let problems = (prechecked?.valid == true ? [] : Validation.problems(changes, model: model, keys: known)) + layout.problems
         if !problems.isEmpty {
             state = .finished
             return .failed(Failure(command: CommandError(.validation, "\(problems.count) problem(s); nothing was saved", details: problems.map(\.message))))

@@ -14,7 +14,7 @@ PGURL = os.environ["PGURL"]
 PORT = int(os.environ["RECORDSD_PORT"])
 PID = int(os.environ["RECORDSD_PID"])
 N = int(os.environ.get("BENCH_ROWS", "10000"))
-REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+REPEAT = int(os.environ.get("BENCH_REPEAT", "9"))
 
 
 def psql(sql):
@@ -38,7 +38,10 @@ def run_recordsd(prefix=""):
         first, last, gender, age = employee_values(i)
         lines.append(f'INSERT {prefix}employee first_name="{first}" last_name="{last}" gender={gender} age={age} department=#d')
     out = subprocess.run([os.path.join(os.environ["BENCH_TMP"], "unitclient"), str(PORT), f"+OK saved: {N + 1} inserted"],
-                         input="".join(line + "\n" for line in lines).encode(), check=True, capture_output=True).stdout
+                         input="".join(line + "\n" for line in lines).encode(), capture_output=True)
+    if out.returncode != 0:
+        sys.exit(out.stderr.decode())
+    out = out.stdout
     edit, save = (float(x) for x in out.split())
     return edit, save
 

@@ -346,8 +346,9 @@ public final class Connection {
     /// `COPY ... FROM STDIN` fed chunk by chunk by `next` until it says `.end` (or `.abort`),
     /// so the data never needs to be whole in memory. Returns the rows loaded. On a bad row
     /// PostgreSQL rejects the whole COPY: the error's `context` names the line
-    /// ("COPY t, line 5000: ..."). See https://www.postgresql.org/docs/15/libpq-copy.html
-    public func copyIn(_ sql: String, next: () -> CopyChunk) throws(PostgresError) -> Int {
+    /// ("COPY t, line 5000: ..."). `meanwhile` runs once the data is sent, while PostgreSQL
+    /// loads it. See https://www.postgresql.org/docs/15/libpq-copy.html
+    public func copyIn(_ sql: String, meanwhile: () -> Void = {}, next: () -> CopyChunk) throws(PostgresError) -> Int {
         let conn = try open()
         guard let raw = PQexec(conn, sql) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
         let start = QueryResult(owning: raw)
@@ -375,6 +376,7 @@ public final class Connection {
             }
         }
         if sendFailed || PQputCopyEnd(conn, abortReason) != 1 { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        if abortReason == nil { meanwhile() }
         var rows = 0
         var failure: PostgresError?
         while let raw = PQgetResult(conn) {

@@ -352,6 +352,28 @@ import Testing
         }
     }
 
+    /// The reply made while PostgreSQL runs the committing round is the reply made after it,
+    /// with the counts PostgreSQL reported (a BEFORE trigger skipped a row) either way.
+    @Test func aReplyMadeAheadIsTheReplyMadeAfter() {
+        let changes = unit((0..<3).map { insert("p\($0)", "project", [("name", .text("P\($0)"))]) })
+        func saved(ahead: Bool, skipSecond: Bool) -> Reply? {
+            var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+            plan.reserveKeys { needs in Dictionary(uniqueKeysWithValues: needs.map { need in (need.sequence, (0..<need.count).map { String(41 + $0) }) }) }
+            let round = statements(plan.start())
+            if ahead { plan.prepareReply() }
+            guard case .success(var results) = answer(round) else { return nil }
+            if skipSecond, let index = round.firstIndex(where: { $0.sql.hasPrefix("INSERT") }) {
+                results[index] = StatementResult(affected: 2)  // a BEFORE trigger skipped a row
+            }
+            guard case .committed(let reply) = plan.received(.success(results)) else { return nil }
+            return reply
+        }
+        #expect(saved(ahead: false, skipSecond: false)?.lines == ["#p0 project 41", "#p1 project 42", "#p2 project 43"])
+        #expect(saved(ahead: true, skipSecond: false) == saved(ahead: false, skipSecond: false))
+        #expect(saved(ahead: true, skipSecond: true) == saved(ahead: false, skipSecond: true))
+        #expect(saved(ahead: true, skipSecond: true)?.status == .ok("saved: 2 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified"))
+    }
+
     @Test func recordsThatPointAtEachOtherAreInsertedThenPointed() {
         // A self-reference both ways, through a key that may be nil.
         let changes = unit([

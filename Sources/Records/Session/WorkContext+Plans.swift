@@ -103,10 +103,12 @@ extension WorkContext {
         while true {
             switch action {
             case .run(let statements):
-                action = plan.received(RoundResult.run(statements, on: connection))
+                let round = RoundResult.run(statements, on: connection) { plan.prepareReply() }
+                action = plan.received(round)
             case .pause(let milliseconds, let statements):
                 usleep(UInt32(Int.random(in: milliseconds) * 1_000))
-                action = plan.received(RoundResult.run(statements, on: connection))
+                let round = RoundResult.run(statements, on: connection) { plan.prepareReply() }
+                action = plan.received(round)
             case .committed(let reply):
                 if let written = plan.committedOutcome {
                     settings.metrics?.add(.rowsInserted, written.inserted)

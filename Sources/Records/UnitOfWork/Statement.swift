@@ -61,26 +61,33 @@ public enum RoundResult: Sendable {
     /// parameters (the model's writes, reads and locks, built once per shape) are prepared once
     /// per connection; those without (BEGIN, COMMIT, SET CONSTRAINTS) go as text. A COPY
     /// cannot be in a pipeline: it goes between the pipelines of the statements around it, and
-    /// those after a failure are not sent, as a pipeline would skip them.
-    static func run(_ statements: [Statement], on connection: Connection) -> RoundResult {
+    /// those after a failure are not sent, as a pipeline would skip them. `meanwhile` runs
+    /// while PostgreSQL works on the round's first COPY, or on its pipeline when it has none
+    /// (not at all when the round fails first).
+    static func run(_ statements: [Statement], on connection: Connection, meanwhile: () -> Void = {}) -> RoundResult {
         var results: [StatementResult] = []
         results.reserveCapacity(statements.count)
+        let firstCopy = statements.firstIndex { $0.copyData != nil }
         var start = 0
         while start < statements.count {
             let copy = statements[start...].firstIndex { $0.copyData != nil } ?? statements.count
             do {
                 if copy > start {
                     let segment = statements[start..<copy]
-                    let done = try connection.pipeline(segment.map { ($0.sql, $0.parameters) },
-                                                       prepared: { !segment[start + $0].parameters.isEmpty })
+                    let sql = segment.map { ($0.sql, $0.parameters) }
+                    let prepared = { (index: Int) in !segment[start + index].parameters.isEmpty }
+                    let done = firstCopy == nil ? try connection.pipeline(sql, prepared: prepared, meanwhile: meanwhile)
+                                                : try connection.pipeline(sql, prepared: prepared)
                     results += done.map(StatementResult.init)
                 }
                 if copy < statements.count, let data = statements[copy].copyData {
                     var sent = false
-                    let rows = try connection.copyIn(statements[copy].sql) {
+                    func next() -> Connection.CopyChunk {
                         defer { sent = true }
                         return sent ? .end : .data(data)
                     }
+                    let rows = copy == firstCopy ? try connection.copyIn(statements[copy].sql, meanwhile: meanwhile, next: next)
+                                                 : try connection.copyIn(statements[copy].sql, next: next)
                     results.append(StatementResult(affected: rows))
                 }
             } catch let failure as Connection.PipelineFailure {

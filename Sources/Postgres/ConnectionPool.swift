@@ -39,6 +39,13 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private var cancellers: [Int: Canceller] = [:]
     /// Workers whose current job was cancelled by `cancelRunning`.
     private var cancelled: Set<Int> = []
+    /// Workers waiting for a job, the last to finish on top: a job wakes the top one, whose
+    /// connection is open and its statements prepared (a shared condition woke the one idle
+    /// longest, so a lightly used pool opened a connection for each of its first jobs and kept
+    /// every one of them cold).
+    private var idle: [Int] = []
+    /// What each waiting worker sleeps on.
+    private let wakers: [DispatchSemaphore]
 
     /// - Parameters:
     ///   - setup: statements run once on each new connection (session settings).
@@ -48,6 +55,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         self.size = size
         self.scheduler = PoolScheduler(size: size)
         self.setup = setup
+        self.wakers = (0..<size).map { _ in DispatchSemaphore(value: 0) }
         for index in 0..<size {
             let thread = Thread { [unowned self] in self.work(index) }
             thread.name = "pg-\(index)"
@@ -69,7 +77,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             return
         }
         scheduler.enqueue((job, DispatchTime.now().uptimeNanoseconds), standing, streams: streams)
-        condition.signal()
+        if let worker = idle.popLast() { wakers[worker].signal() }
         condition.unlock()
     }
 
@@ -94,7 +102,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     public func shutdown() {
         condition.lock()
         stopping = true
-        condition.broadcast()
+        wakeAll()
         while running > 0 { condition.wait() }
         condition.unlock()
     }
@@ -109,7 +117,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             cancellers[worker] = nil
             cancelled.remove(worker)
             // A worker held back for the reserve may go now.
-            if scheduler.queued > 1 { condition.broadcast() }
+            if scheduler.queued > 1 { wakeAll() }
         }
         while true {
             let now = DispatchTime.now().uptimeNanoseconds
@@ -120,8 +128,16 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             }
             if stopping && scheduler.queued == 0 { return nil }
             // Nothing queued, or held back for the reserve until a running job finishes.
-            condition.wait()
+            idle.append(worker)
+            condition.unlock()
+            wakers[worker].wait()
+            condition.lock()
         }
+    }
+
+    /// Wakes every waiting worker (each looks at the queue again). Under `condition`.
+    private func wakeAll() {
+        while let worker = idle.popLast() { wakers[worker].signal() }
     }
 
     fileprivate func wasCancelled(_ worker: Int) -> Bool {

@@ -114,15 +114,22 @@ extension WorkContext {
     private func rounds(_ plan: inout SavePlan, from first: SavePlan.Action, model: Model, fenceSeconds: Int) -> SaveResult {
         var action = first
         defer { for sequence in plan.movedSequences { settings.keys?.drop(sequence) } }
+        /// A round, unless the shutdown's deadline cancelled this job between two rounds (in a
+        /// retry's pause, say), when no statement ran to be cancelled: the round then fails as
+        /// its statement would have, and is not sent.
+        func round(_ statements: [Statement]) -> RoundResult {
+            if lease.wasCancelled {
+                return .failure(index: 0, error: PostgresError(kind: .server, sqlState: .queryCanceled, message: "cancelled: the server is stopping"))
+            }
+            return RoundResult.run(statements, on: connection) { plan.prepareReply() }
+        }
         while true {
             switch action {
             case .run(let statements):
-                let round = RoundResult.run(statements, on: connection) { plan.prepareReply() }
-                action = plan.received(round)
+                action = plan.received(round(statements))
             case .pause(let milliseconds, let statements):
                 usleep(UInt32(Int.random(in: milliseconds) * 1_000))
-                let round = RoundResult.run(statements, on: connection) { plan.prepareReply() }
-                action = plan.received(round)
+                action = plan.received(round(statements))
             case .committed(let reply):
                 if let written = plan.committedOutcome {
                     settings.metrics?.add(.rowsInserted, written.inserted)

@@ -439,6 +439,28 @@ import Testing
         #expect(reply.statusLine == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
     }
 
+    /// A COMMIT whose answer was lost, and which committed, answers what the save wrote: the
+    /// records it updated (each locked and found) are counted, not left at 0.
+    @Test func aLostCommitsReplyCountsTheRecordsUpdated() {
+        var changes = ChangeSet()
+        var update = PendingUpdate(key: RecordKey(entity: "project", id: "5"), version: "100", baseline: ["id": "5", "name": "Old"])
+        update.set("name", .text("New"))
+        changes.setUpdate(update)
+        changes.add(insert("p", "project", [("name", .text("X"))]))
+        var plan = SavePlan(model: model, changes: changes, policy: .fail, assigned: [:])
+        let first = statements(plan.start())
+        guard case .success(var results) = answer(first), let lock = first.firstIndex(where: { $0.sql.hasSuffix(" FOR UPDATE") }) else {
+            Issue.record("no lock in \(first)"); return
+        }
+        results[lock] = StatementResult(rows: [["100", "5", "5", "Old"]])
+        let second = statements(plan.received(.success(results)))
+        #expect(second.last == Statement("COMMIT"))
+        guard case .uncertain(_, let reply) = plan.received(.failure(index: 0, error: PostgresError(kind: .connection, message: "gone"))) else {
+            Issue.record("not uncertain"); return
+        }
+        #expect(reply.statusLine == "+OK saved: 1 inserted, 1 updated, 0 deleted, 0 cascaded, 0 nullified")
+    }
+
     @Test func insertsWithEveryKeyKnownAreOneRoundTrip() {
         // Keys from the reserve (assigned before the first round), a text key the client gave,
         // a join row keyed by its references: nothing to ask first.

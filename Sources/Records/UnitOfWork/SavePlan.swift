@@ -467,7 +467,11 @@ struct SavePlan: Sendable {
         }
         var outcome = Outcome()
         outcome.notes = resolution.notes
+        // What a COMMIT whose answer was lost answers if it committed (the writes' results never
+        // came): every insert, and every record updated, each locked and found in round 1. A
+        // round whose results come counts what PostgreSQL reports instead.
         outcome.inserted = changes.inserts.count
+        outcome.updated = changes.updates.count
         let resolver = WritePlan.Resolver(model: model, changes: changes, keys: keys)
         var entities = RunMemo<Entity?>()
         outcome.assigned = changes.inserts.indices.map { place in

@@ -74,20 +74,17 @@ public enum RoundResult: Sendable {
             do {
                 if copy > start {
                     let segment = statements[start..<copy]
-                    let sql = segment.map { ($0.sql, $0.parameters) }
-                    let prepared = { (index: Int) in !segment[start + index].parameters.isEmpty }
-                    let done = firstCopy == nil ? try connection.pipeline(sql, prepared: prepared, meanwhile: meanwhile)
-                                                : try connection.pipeline(sql, prepared: prepared)
+                    let done = try connection.pipeline(segment.map { ($0.sql, $0.parameters) },
+                                                       prepared: { !segment[start + $0].parameters.isEmpty },
+                                                       meanwhile: { if firstCopy == nil { meanwhile() } })
                     results += done.map(StatementResult.init)
                 }
                 if copy < statements.count, let data = statements[copy].copyData {
                     var sent = false
-                    func next() -> Connection.CopyChunk {
+                    let rows = try connection.copyIn(statements[copy].sql, meanwhile: { if copy == firstCopy { meanwhile() } }) {
                         defer { sent = true }
                         return sent ? .end : .data(data)
                     }
-                    let rows = copy == firstCopy ? try connection.copyIn(statements[copy].sql, meanwhile: meanwhile, next: next)
-                                                 : try connection.copyIn(statements[copy].sql, next: next)
                     results.append(StatementResult(affected: rows))
                 }
             } catch let failure as Connection.PipelineFailure {

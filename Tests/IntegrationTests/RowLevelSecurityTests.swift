@@ -407,6 +407,35 @@ import Testing
         #expect(try s.owner.query("SELECT amount FROM ledger WHERE id = 1").string(0, 0) == "5")
     }
 
+    /// Whether the policies bind the server's role is asked as each batch is judged: given
+    /// BYPASSRLS while alice watches, she hears every change, a delete of a record she never
+    /// saw included; bound again, only her own, and the delete of what she was told of.
+    @Test func watchersFollowWhetherThePoliciesBindTheServer() throws {
+        let s = try Stack()
+        let watch = try s.server.client()
+        try watch.ok("AUTH alice alice-password")
+        try watch.ok("WATCH memo")
+        func save(_ client: LineClient, _ line: String) throws {
+            try client.ok(line)
+            #expect(try client.send("SAVE").status.hasPrefix("+OK saved: "))
+        }
+        func heard(_ count: Int) -> [String] {
+            eventually(tries: 100, { _ = try? watch.send("PING"); return watch.pushed }, until: { $0.count >= count })
+        }
+        try save(s.bob, #"INSERT memo uid="b1" body="hidden""#)
+        try save(s.alice, #"INSERT memo uid="a1" body="mine""#)
+        #expect(heard(1) == ["! memo 2 inserted"])
+        try s.owner.execute("ALTER ROLE \(s.appRole) BYPASSRLS")
+        try save(s.bob, #"INSERT memo uid="b2" body="not hidden""#)
+        try save(s.bob, #"DELETE memo uid="b1""#)
+        #expect(heard(3) == ["! memo 2 inserted", "! memo 3 inserted", "! memo 1 deleted"])
+        try s.owner.execute("ALTER ROLE \(s.appRole) NOBYPASSRLS")
+        try save(s.bob, #"INSERT memo uid="b3" body="hidden again""#)
+        try save(s.bob, #"DELETE memo uid="b2""#)
+        try save(s.alice, #"INSERT memo uid="a2" body="the last""#)
+        #expect(heard(5) == ["! memo 2 inserted", "! memo 3 inserted", "! memo 1 deleted", "! memo 3 deleted", "! memo 5 inserted"])
+    }
+
     @Test func aServerThatBypassesThePoliciesSaysSo() throws {
         // The default test server connects as the cluster's superuser.
         let server = try TestServer()

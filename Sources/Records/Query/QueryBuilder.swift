@@ -192,6 +192,12 @@ struct QueryBuilder {
         return ("SELECT \(entity.keyText(alias: "t0")) FROM \(model.table(entity)) AS t0 WHERE \(match)", text.parameters)
     }
 
+    /// Whether the table's policies bind the asking identity: not for a superuser, a BYPASSRLS
+    /// role, or the owner of a table without FORCE, who see every row.
+    static func policiesBind(_ entity: Entity, model: Model) -> (sql: String, parameters: [String?]) {
+        ("SELECT row_security_active($1::text::regclass)::text", [model.table(entity)])
+    }
+
     /// The keys of the first `limit` records the asking identity may see.
     static func visible(_ entity: Entity, limit: Int, model: Model) -> (sql: String, parameters: [String?]) {
         ("SELECT \(entity.keyText(alias: "t0")) FROM \(model.table(entity)) AS t0 LIMIT $1", [String(limit)])

@@ -110,4 +110,15 @@ import Testing
         #expect(quiet.read(changes: 500) == .releaseQuietLock && quiet.mode == .polling)
         #expect(quiet.read(changes: 500) == .none && quiet.interval == ReadSchedule.streamSeconds)
     }
+
+    /// A read due in a fraction of a millisecond waits a whole one, not zero (a spin of
+    /// zero-length polls until it is due); past reads wait nothing; none waits over 500 ms.
+    @Test func theWaitForAReadIsRoundedUp() {
+        #expect(ReadSchedule.pollMilliseconds(0.0003) == 1)
+        #expect(ReadSchedule.pollMilliseconds(0.0047) == 5)
+        #expect(ReadSchedule.pollMilliseconds(0.005) == 5)
+        #expect(ReadSchedule.pollMilliseconds(0) == 0)
+        #expect(ReadSchedule.pollMilliseconds(-2) == 0)
+        #expect(ReadSchedule.pollMilliseconds(3600) == 500)
+    }
 }

@@ -116,7 +116,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                     lastRegistration = .distantPast  // try again next turn
                 }
             }
-            let wait = min(500, max(0, Int32(nextRead.timeIntervalSinceNow * 1000)))
+            let wait = ReadSchedule.pollMilliseconds(nextRead.timeIntervalSinceNow)
             do {
                 // A NOTIFY libpq took in while it read another statement's result (the
                 // registration, the locks) is queued already: no readiness of the socket

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sessions 1..10,000 against pgbench: connect time, PING and SAVE throughput, memory; writes
-# bench/results/sessions.txt and sessions.png.  (BENCH_SESSIONS, BENCH_SECONDS to change.)
+# bench/results/sessions.txt and sessions.png.  (BENCH_SESSIONS, BENCH_SECONDS, BENCH_ROUNDS, BENCH_WATCH_ROUNDS to change.)
 source "$(dirname "$0")/lib.sh"
 python=$(bench_venv)
 "$python" -c "import matplotlib" 2>/dev/null || "$(dirname "$python")/pip" install -q matplotlib >&2

@@ -47,6 +47,9 @@ final class ClientConnection {
     var farewelled = false
     /// Its state is being written for RESUME (the shutdown waits for that longer than for steps).
     var handingOff = false
+    /// Shutting down: it was handed off and its token is among its unread output (the shutdown
+    /// waits past the grace for a slow reader to reach it; a client owed only goodbye is not).
+    var owesNotice = false
     /// From a trusted balancer (--proxy-from): its first line is a PROXY header.
     var awaitsProxyHeader = false
 

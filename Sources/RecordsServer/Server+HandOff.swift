@@ -57,6 +57,7 @@ extension Server {
             } else {
                 connection.push(Self.handOffNotice(notice.token, pending: notice.pending, ttl: configuration.resumeTTL))
                 connection.push("shutdown recordsd is stopping")
+                connection.owesNotice = true
             }
             service(connection)
         }

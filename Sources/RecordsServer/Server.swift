@@ -725,12 +725,13 @@ public final class Server {
                 return
             }
             // Hand-offs are waited for longer than steps (a large unit takes seconds to write),
-            // and so are clients still to read their notices (a slow reader of a stream).
-            let handing = connections.values.contains { $0.handingOff || $0.farewelled && $0.pendingOutput > 0 } && current < handOffDeadline
+            // and so are clients still to read their tokens (a slow reader of a stream); not a
+            // client owed only goodbye, which may read nothing at all.
+            let handing = connections.values.contains { $0.handingOff || $0.owesNotice && $0.pendingOutput > 0 } && current < handOffDeadline
             if connections.isEmpty && (lingering.isEmpty || current >= handOffDeadline) || current >= stopDeadline && !handing {
                 let left = connections.values.filter { $0.busy || $0.importing != nil }.count
                 if left > 0 { Log.warning("shutting down: \(left) session(s) still busy at the deadline were closed without a hand-off") }
-                let unread = connections.values.filter { $0.farewelled && $0.pendingOutput > 0 }.count
+                let unread = connections.values.filter { $0.owesNotice && $0.pendingOutput > 0 }.count
                 if unread > 0 { Log.warning("shutting down: \(unread) client(s) read nothing up to the deadline: their hand-off notices were not delivered") }
                 for connection in Array(connections.values) { closeConnection(connection) }
                 if current < handOffDeadline && !lingering.isEmpty { return }  // their FINs and replies go out first

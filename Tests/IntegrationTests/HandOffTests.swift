@@ -209,6 +209,38 @@ import Testing
         #expect(server.process.terminationStatus == 0)
     }
 
+    /// A client that reads nothing and has nothing handed off (only goodbye to be told) does
+    /// not hold the shutdown past its grace: the server waited 15 s more for it to read a
+    /// notice it did not have, and said so in its log. One that was handed off reads its token.
+    @Test func aClientOwedOnlyGoodbyeDoesNotHoldTheShutdown() throws {
+        let server = try TestServer(arguments: ["--shutdown-grace", "1", "--admin-listen", "127.0.0.1:0"])
+        let admin = try server.adminPort()
+        let deaf = Handed(try server.client())
+        // 20 MB of replies, more than the sockets hold: the server stops reading this client
+        // (its writes then block, on a thread of their own) with replies still to send.
+        let writer = Thread { _ = try? deaf.value.write(String(repeating: "PING\n", count: 2_000_000)) }
+        writer.start()
+        var last = -1
+        let pings = { () -> Int in
+            let line = try adminGet(admin, "/metrics").body.first { $0.hasPrefix(#"recordsd_commands_total{verb="PING",outcome="ok"}"#) }
+            return Int(line?.split(separator: " ").last ?? "") ?? 0
+        }
+        let stalled = try eventually(tries: 100, every: 300_000, { () -> Bool in
+            let now = try pings()
+            defer { last = now }
+            return now > 0 && now == last
+        }, until: { $0 })
+        #expect(stalled)
+        let kept = try server.client()
+        try kept.ok(#"INSERT project name="Kept""#)
+        kill(server.process.processIdentifier, SIGTERM)
+        let farewell = try kept.readToEnd()
+        #expect(farewell.count == 2 && farewell[0].hasPrefix("! handoff rt") && farewell[1] == "! shutdown recordsd is stopping", "\(farewell)")
+        server.process.waitUntilExit()
+        #expect(server.process.terminationStatus == 0)
+        #expect(!server.log.contains("read nothing up to the deadline"), "\(server.log)")
+    }
+
     @Test func aSessionWithNothingToKeepIsToldGoodbyeOnly() throws {
         let replicas = try Replicas()
         let idle = try replicas.servers[0].client()

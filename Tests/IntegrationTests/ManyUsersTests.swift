@@ -107,6 +107,31 @@ import Testing
         #expect(try server.database().query("SELECT name FROM game WHERE id = $1", [id]).string(0, 0) == "moved")
     }
 
+    /// A cascaded record another transaction deletes while the SAVE waits for it is not
+    /// counted: the reply said "0 deleted, 6 cascaded" when 1 and 5 went.
+    @Test func aCascadeThatLostARecordToAnotherTransactionCountsWhatWent() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let department = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Gone', 1) RETURNING id").string(0, 0))
+        let first = try #require(try db.query("""
+            INSERT INTO employee (first_name, last_name, gender, department_id)
+            SELECT 'f', 'l' || i, 1, $1 FROM generate_series(1, 6) i RETURNING id
+            """, [department]).string(0, 0))
+        let other = try server.database()
+        try other.execute("BEGIN")
+        try other.execute("DELETE FROM employee WHERE id = \(first)")
+        let client = try LineClient(port: server.port, timeout: 30)
+        try client.ok("DELETE department \(department)")
+        try client.write("SAVE\n")
+        let waiting = try eventually(tries: 200, every: 50_000, {  // the SAVE's delete waits for the other's
+            try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
+        }, until: { $0 != "0" })
+        #expect(waiting == "1")
+        try other.execute("COMMIT")
+        #expect(try client.readReply().status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 5 cascaded, 0 nullified")
+        #expect(try db.query("SELECT (SELECT count(*) FROM department) + (SELECT count(*) FROM employee)").string(0, 0) == "0")
+    }
+
     /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
     @Test func aDeadlockedSaveIsRetried() throws {
         // The SAVE's backend looks for the deadlock 3 s after it starts waiting, and the

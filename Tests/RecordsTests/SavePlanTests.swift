@@ -621,4 +621,17 @@ import Testing
         #expect(SavePlan.deleteOrder(model: SampleModel.model, names: ["department", "employee"]) == ["employee", "department"])
     }
 
+
+    /// The deletes' counts come from each statement's rows: cascades read but not locked
+    /// may have gone to another transaction; roots, locked, only to a trigger that kept one.
+    @Test func deleteCountsFollowWhatEachStatementTook() {
+        // A parent deleted by name and its six children, one of them deleted meanwhile.
+        #expect(SavePlan.deleteCounts([(roots: 0, cascades: 6), (roots: 1, cascades: 0)], taken: [5, 1]) == (1, 5))
+        // A trigger kept the root; every child went.
+        #expect(SavePlan.deleteCounts([(roots: 0, cascades: 6), (roots: 1, cascades: 0)], taken: [6, 0]) == (0, 6))
+        // A table cascading into itself: the shortfall is counted against the cascades.
+        #expect(SavePlan.deleteCounts([(roots: 2, cascades: 3)], taken: [4]) == (2, 2))
+        #expect(SavePlan.deleteCounts([(roots: 2, cascades: 3)], taken: [1]) == (1, 0))
+        #expect(SavePlan.deleteCounts([(roots: 2, cascades: 3)], taken: [5]) == (2, 3))
+    }
 }

@@ -143,8 +143,9 @@ struct SavePlan: Sendable {
         case begun(FirstRound)
         case written(Written)
         case previewing(Written, DeletePreviewPlan)
-        /// `writes` are the round's first statements (the deletes), whose rows are counted.
-        case committing(outcome: Outcome, writes: [WritePlan.Write])
+        /// `writes` are the round's first statements (the deletes), whose rows are counted;
+        /// `roots` the records deleted by name (the others cascade).
+        case committing(outcome: Outcome, writes: [WritePlan.Write], roots: Set<RecordKey>)
         case diagnosing(original: PostgresError, failed: WritePlan.Write, writes: [WritePlan.Write], offset: Int)
         /// The writes before a failed one, replayed (and rolled back) to read back the keys a
         /// trigger may have changed: that, not the failure it caused, is the reason to give.
@@ -428,13 +429,17 @@ struct SavePlan: Sendable {
                 return .run(queries)
             }
             return delete(written, preview: preview)
-        case .committing(var outcome, let writes):
+        case .committing(var outcome, let writes, let roots):
             state = .finished
             if !writes.isEmpty {
-                // The deletes took the roots and their cascades: what they took beyond the
-                // cascades is the roots (fewer when a trigger kept one).
-                let taken = results.prefix(writes.count).reduce(0) { $0 + $1.affected }
-                outcome.deleted = max(0, min(outcome.deleted, taken - outcome.cascaded))
+                let counted = Self.deleteCounts(writes.map { write in
+                    let named = write.changes.reduce(0) { count, change in
+                        if case .delete(let key) = change, roots.contains(key) { count + 1 } else { count }
+                    }
+                    return (roots: named, cascades: write.changes.count - named)
+                }, taken: results.prefix(writes.count).map(\.affected))
+                outcome.deleted = min(outcome.deleted, counted.deleted)
+                outcome.cascaded = min(outcome.cascaded, counted.cascaded)
             }
             committedOutcome = outcome
             return .committed(outcome.reply)
@@ -540,10 +545,24 @@ struct SavePlan: Sendable {
         outcome.nullified = preview.nullifiedCount
         // The roots and every record they cascade to, children first (see `deleteOrder`).
         let deletes = Self.deleteWrites(model: model, keys: Array(plan.allDeleted).sorted())
-        return commit(outcome, before: deletes.map(\.statement), writes: deletes)
+        return commit(outcome, before: deletes.map(\.statement), writes: deletes, roots: Set(written.deleteRoots))
     }
 
-    private mutating func commit(_ outcome: Outcome, before: [Statement], writes: [WritePlan.Write]) -> Action {
+    /// What the deletes took, from each statement's count of rows: one of cascaded records
+    /// only is exact (they were read, not locked: another transaction may have deleted some
+    /// since), and so is one of roots only (locked: fewer only when a trigger kept one); one
+    /// of both (a table that cascades into itself) counts its shortfall against cascades.
+    static func deleteCounts(_ writes: [(roots: Int, cascades: Int)], taken: [Int]) -> (deleted: Int, cascaded: Int) {
+        var counted = (deleted: 0, cascaded: 0)
+        for (write, rows) in zip(writes, taken) {
+            let cascaded = max(0, min(write.cascades, rows - write.roots))
+            counted.cascaded += cascaded
+            counted.deleted += max(0, min(write.roots, rows - cascaded))
+        }
+        return counted
+    }
+
+    private mutating func commit(_ outcome: Outcome, before: [Statement], writes: [WritePlan.Write], roots: Set<RecordKey> = []) -> Action {
         var statements = before
         if let saveKey = settings.saveKey {
             let reply = outcome.reply
@@ -552,7 +571,7 @@ struct SavePlan: Sendable {
                                          changes.fingerprint]))
         }
         statements += [markStatement, .commit]
-        state = .committing(outcome: outcome, writes: writes)
+        state = .committing(outcome: outcome, writes: writes, roots: roots)
         return .run(statements)
     }
 
@@ -614,7 +633,7 @@ struct SavePlan: Sendable {
     /// The outcome a COMMIT in flight would have answered.
     private var committingOutcome: Outcome? {
         switch state {
-        case .committing(let outcome, _): return outcome
+        case .committing(let outcome, _, _): return outcome
         case .written(let written) where written.commitsHere: return written.outcome
         default: return nil
         }
@@ -625,7 +644,7 @@ struct SavePlan: Sendable {
         switch state {
         case .written(let written):
             return index >= written.offset && index - written.offset < written.writes.count ? written.writes[index - written.offset] : nil
-        case .committing(_, let writes):
+        case .committing(_, let writes, _):
             return index < writes.count ? writes[index] : nil
         default:
             return nil

@@ -66,7 +66,7 @@ public struct ReadSchedule: Sendable, Equatable {
 
     /// The wait, in poll(2)'s milliseconds, for a read due in `seconds`: rounded up, or the
     /// last fraction of a millisecond before each read became a loop of zero-length polls
-    /// (a tenth of a core at 200 reads a second), and at most half a second, so that the
+    /// (up to a fifth of a core at 200 reads a second), and at most half a second, so that the
     /// watcher looks at its other duties.
     public static func pollMilliseconds(_ seconds: Double) -> Int32 {
         Int32(min(500, max(0, (seconds * 1000).rounded(.up))))

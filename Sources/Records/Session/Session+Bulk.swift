@@ -122,7 +122,7 @@ extension Session {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the EXPORT stopped after \(count) record(s), to free its connection")
                 }
                 if context.sink.stopping {
-                    throw CommandError(.unavailable, "the server is stopping: the EXPORT stopped after \(count) record(s); ask again after RESUME on another server")
+                    throw CommandError(.unavailable, "the server is stopping: the EXPORT stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
                 }
                 return (count, 0)
             }
@@ -217,7 +217,7 @@ public struct ImportJob: Sendable {
             if let line = Self.copyLine(error.context, table: entity.name) { message = "line \(line + offset): \(message)" }
             if error.isUnavailable { return .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); nothing was imported") }
             if error.sqlState == .queryCanceled && cancelled() {
-                return .error(.unavailable, "the server is stopping: this IMPORT was cancelled before it committed; nothing was imported: send it again after RESUME on another server")
+                return .error(.unavailable, "the server is stopping: this IMPORT was cancelled before it committed; nothing was imported: send it again on another server (after RESUME when a hand-off token follows)")
             }
             return .error(.validation, "IMPORT failed, nothing was imported: \(message)")
         }

@@ -132,7 +132,7 @@ extension Session {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
                 }
                 if context.sink.stopping {
-                    throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again after RESUME on another server")
+                    throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
                 }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 // LIMIT 0 asks for no page: there is no position to go on from.

@@ -148,16 +148,17 @@ public final class Connection {
         } catch {
             // A schema change can invalidate a cached plan's result type: prepare afresh once.
             if error.sqlState?.rawValue == "0A000" {
-                forgetPrepared()
+                forgetPreparedStatements()
                 return try query(sql, parameters)
             }
             throw error
         }
     }
 
-    /// A schema change invalidated a cached plan's result type (SQLSTATE 0A000): every
-    /// statement is prepared afresh, the old ones deallocated once outside a transaction.
-    private func forgetPrepared() {
+    /// Every statement is prepared afresh, the old ones deallocated once outside a
+    /// transaction: after a schema change invalidated a cached plan's result type (SQLSTATE
+    /// 0A000), or a role's bypass of row-level security changed (`ConnectionPool`).
+    public func forgetPreparedStatements() {
         prepared.removeAll()
         preparedStale = true
     }
@@ -565,7 +566,7 @@ public final class Connection {
         if let handing { throw handing }
         if let failure {
             // A schema change invalidated a cached plan's result type: prepare afresh.
-            if failure.error.sqlState?.rawValue == "0A000" { forgetPrepared() }
+            if failure.error.sqlState?.rawValue == "0A000" { forgetPreparedStatements() }
             throw failure
         }
         if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }

@@ -35,6 +35,9 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private var stopping = false
     private var workers: [Thread] = []
     private var running = 0
+    /// Bumped when every connection's prepared statements must be planned again; each worker
+    /// compares it with the one its connection last saw before a job.
+    private var planGeneration = 0
     /// The statement each busy worker runs may be cancelled from another thread (shutdown).
     private var cancellers: [Int: Canceller] = [:]
     /// Workers whose current job was cancelled by `cancelRunning`.
@@ -156,12 +159,34 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     /// syscall less per job under load, while one idle across a restart is still probed.
     private static let probeAfterIdleNanoseconds: UInt64 = 100_000_000
 
+    /// Every connection plans its statements again before its next job. PostgreSQL re-plans a
+    /// prepared statement when a table changes, not when a role gains or loses BYPASSRLS or
+    /// SUPERUSER: a plan made while the server's role bypassed the row-level security
+    /// policies has no policy in it, and would show every user every row after the bypass ends.
+    public func forgetPreparedStatements() {
+        condition.lock()
+        planGeneration += 1
+        condition.unlock()
+    }
+
+    private var currentPlanGeneration: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return planGeneration
+    }
+
     private func work(_ index: Int) {
         var connection: Connection?
         var lastUsed: UInt64 = 0
         var finished = false
+        var plans = currentPlanGeneration
         while let job = nextJob(worker: index, finished: finished) {
             finished = true
+            let generation = currentPlanGeneration
+            if generation != plans {
+                connection?.forgetPreparedStatements()
+                plans = generation
+            }
             let now = DispatchTime.now().uptimeNanoseconds
             if let conn = connection, now - lastUsed > Self.probeAfterIdleNanoseconds || !conn.isHealthy,
                !conn.isAliveWhileIdle() {

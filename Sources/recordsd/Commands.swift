@@ -176,7 +176,8 @@ struct ServeCommand {
         // The watcher reads the change log from its first read on: it starts before any session
         // can WATCH, so nothing a watching session should see is taken for history.
         let watcher = ModelWatcher(conninfo: database.serving, schema: options.schema, context: context,
-                                   installer: options.migrate ? database.conninfo : nil)
+                                   installer: options.migrate ? database.conninfo : nil,
+                                   plansStale: { pool.forgetPreparedStatements() })
         watcher.start()
         // --durable-units: no session is served before this server is known to be alive, or a
         // RESUME elsewhere would take its open sessions for a crashed server's.

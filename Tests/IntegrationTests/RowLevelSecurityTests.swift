@@ -13,13 +13,13 @@ import Testing
         let appRole: String
         let alice: LineClient, bob: LineClient, rita: LineClient, boss: LineClient
 
-        init(extraSQL: (String) -> String = { _ in "" }) throws {
+        init(extraSQL: (String) -> String = { _ in "" }, arguments: [String] = []) throws {
             let (ownerURL, app, role) = try LeastPrivilegeTests.appRoleDatabase()
             owner = try Connection(ownerURL)
             let extra = extraSQL(role)
             if !extra.isEmpty { try owner.execute(extra) }
             appRole = role
-            let server = try TestServer(databaseURL: app, arguments: ["--no-migrate"])
+            let server = try TestServer(databaseURL: app, arguments: ["--no-migrate"] + arguments)
             self.server = server
             let setup = try server.client()
             for (name, role) in [("alice", "writer"), ("bob", "writer"), ("rita", "reader"), ("boss", "admin")] {
@@ -434,6 +434,36 @@ import Testing
         try save(s.bob, #"DELETE memo uid="b2""#)
         try save(s.alice, #"INSERT memo uid="a2" body="the last""#)
         #expect(heard(5) == ["! memo 2 inserted", "! memo 3 inserted", "! memo 1 deleted", "! memo 3 deleted", "! memo 5 inserted"])
+    }
+
+    /// Plans prepared while the server's role bypassed the policies had none in them, and
+    /// PostgreSQL does not plan again when BYPASSRLS is taken away: alice's GET, on the one
+    /// pooled connection, still found bob's memo, and her WATCH with a WHERE still heard his.
+    /// The server notices the change within a second and plans everything again.
+    @Test func plansMadeWhileTheServerBypassedThePoliciesAreNotKept() throws {
+        let s = try Stack(arguments: ["--pool-size", "1"])
+        let watch = try s.server.client()
+        try watch.ok("AUTH alice alice-password")
+        try watch.ok(#"WATCH memo WHERE body BEGINSWITH "r""#)
+        func save(_ client: LineClient, _ line: String) throws {
+            try client.ok(line)
+            #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        }
+        func heard(_ count: Int) -> [String] {
+            eventually(tries: 100, { _ = try? watch.send("PING"); return watch.pushed }, until: { $0.count >= count })
+        }
+        let changed = "the roles that bypass row-level security changed"
+        try s.owner.execute("ALTER ROLE \(s.appRole) BYPASSRLS")
+        #expect(eventually(tries: 100, { s.server.log.components(separatedBy: changed).count - 1 }, until: { $0 >= 1 }) == 1)
+        try save(s.bob, #"INSERT memo uid="r1" body="r bob's""#)
+        #expect(heard(1) == ["! memo 1 inserted"])
+        #expect(try s.alice.send("GET memo 1").status.hasPrefix("+OK"))
+        try s.owner.execute("ALTER ROLE \(s.appRole) NOBYPASSRLS")
+        #expect(eventually(tries: 100, { s.server.log.components(separatedBy: changed).count - 1 }, until: { $0 >= 2 }) == 2)
+        #expect(try s.alice.send("GET memo 1").status.hasPrefix("-ERR NOT_FOUND"))
+        try save(s.bob, #"INSERT memo uid="r2" body="r bob's secret""#)
+        try save(s.alice, #"INSERT memo uid="r3" body="r alice's""#)
+        #expect(heard(2) == ["! memo 1 inserted", "! memo 3 inserted"])
     }
 
     @Test func aServerThatBypassesThePoliciesSaysSo() throws {

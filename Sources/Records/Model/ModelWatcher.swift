@@ -15,6 +15,9 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     private let installer: String?
     private let schema: String
     private let context: ServerContext
+    /// Called when the roles that bypass row-level security change (the pool forgets its
+    /// prepared statements: their plans were made under the old rights).
+    private let plansStale: (@Sendable () -> Void)?
     private let lock = NSLock()
     private var reloadRequested = false
     private var stopped = false
@@ -22,11 +25,22 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
     /// Signalled once the server's liveness lock is first held (`HandOff.holdLiveness`).
     private let live = DispatchSemaphore(value: 0)
 
-    public init(conninfo: String, schema: String, context: ServerContext, installer: String? = nil) {
+    public init(conninfo: String, schema: String, context: ServerContext, installer: String? = nil,
+                plansStale: (@Sendable () -> Void)? = nil) {
         self.conninfo = conninfo
         self.installer = installer
         self.schema = schema
         self.context = context
+        self.plansStale = plansStale
+    }
+
+    /// Seconds between two looks at which roles bypass row-level security.
+    static let bypassCheckSeconds = 1.0
+
+    /// The roles that bypass row-level security (superusers, BYPASSRLS), as one text.
+    static func bypassingRoles(_ connection: Connection) throws -> String {
+        try connection.queryPrepared("SELECT coalesce(string_agg(oid::text, ',' ORDER BY oid), '') FROM pg_roles WHERE rolsuper OR rolbypassrls")
+            .string(0, 0) ?? ""
     }
 
     /// Starts the thread and waits (10 s at most) until it has placed its change-log reader,
@@ -81,6 +95,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         var schedule = ReadSchedule()
         var nextRead = Date()
         var logFailure = true
+        var bypassing: String?
+        var nextBypassCheck = Date()
         while true {
             var (reload, stop) = take()
             if stop { break }
@@ -116,7 +132,15 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                     lastRegistration = .distantPast  // try again next turn
                 }
             }
-            let wait = ReadSchedule.pollMilliseconds(nextRead.timeIntervalSinceNow)
+            if Date() >= nextBypassCheck, let now = try? Self.bypassingRoles(db) {
+                if let before = bypassing, before != now {
+                    Log.info("the roles that bypass row-level security changed: prepared statements are planned again")
+                    plansStale?()
+                }
+                bypassing = now
+                nextBypassCheck = Date().addingTimeInterval(Self.bypassCheckSeconds)
+            }
+            let wait = ReadSchedule.pollMilliseconds(min(nextRead.timeIntervalSinceNow, nextBypassCheck.timeIntervalSinceNow))
             do {
                 // A NOTIFY libpq took in while it read another statement's result (the
                 // registration, the locks) is queued already: no readiness of the socket

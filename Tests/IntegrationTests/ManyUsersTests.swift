@@ -132,6 +132,51 @@ import Testing
         #expect(try db.query("SELECT (SELECT count(*) FROM department) + (SELECT count(*) FROM employee)").string(0, 0) == "0")
     }
 
+    /// A cascaded record another transaction moves to another parent while the SAVE waits for
+    /// it is not deleted: the SAVE deleted it by its key alone, and the moved employee was lost.
+    @Test func aCascadedRecordMovedAwayMeanwhileIsKept() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        let gone = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Gone', 1) RETURNING id").string(0, 0))
+        let kept = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Kept', 2) RETURNING id").string(0, 0))
+        let moved = try #require(try db.query("""
+            INSERT INTO employee (first_name, last_name, gender, department_id)
+            SELECT 'f', 'l' || i, 1, $1 FROM generate_series(1, 2) i RETURNING id
+            """, [gone]).string(0, 0))
+        let other = try server.database()
+        try other.execute("BEGIN")
+        try other.execute("UPDATE employee SET department_id = \(kept) WHERE id = \(moved)")
+        let client = try LineClient(port: server.port, timeout: 30)
+        try client.ok("DELETE department \(gone)")
+        try client.write("SAVE\n")
+        let waiting = try eventually(tries: 200, every: 50_000, {
+            try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
+        }, until: { $0 != "0" })
+        #expect(waiting == "1")
+        try other.execute("COMMIT")
+        #expect(try client.readReply().status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 1 cascaded, 0 nullified")
+        #expect(try db.query("SELECT string_agg(id || ':' || department_id, ',') FROM employee").string(0, 0) == "\(moved):\(kept)")
+    }
+
+    /// A self-referencing tree whose trigger keeps a root (BEFORE DELETE returning NULL): the
+    /// root's descendants go, the root stays, and the reply says so (roots and cascades of one
+    /// table in one statement left the count to guess whose rows were missing).
+    @Test func aTreeWhoseTriggerKeepsARootCountsWhatWent() throws {
+        let schema = try Schema("""
+            CREATE TABLE keeper (id int PRIMARY KEY, parent int REFERENCES keeper (id) ON DELETE CASCADE, keep boolean NOT NULL DEFAULT false);
+            CREATE FUNCTION keeper_keep() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN IF OLD.keep THEN RETURN NULL; END IF; RETURN OLD; END $$;
+            CREATE TRIGGER keeper_keep BEFORE DELETE ON keeper FOR EACH ROW EXECUTE FUNCTION keeper_keep();
+            INSERT INTO keeper VALUES (1, NULL, true), (2, 1, false), (3, 1, false), (4, NULL, false), (5, 4, false);
+            """)
+        let server = try TestServer(schema: schema)
+        let client = try server.client()
+        try client.ok("DELETE keeper 1")
+        try client.ok("DELETE keeper 4")
+        #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 3 cascaded, 0 nullified")
+        #expect(try server.database().query("SELECT string_agg(id::text, ',' ORDER BY id) FROM keeper").string(0, 0) == "1")
+    }
+
     /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
     @Test func aDeadlockedSaveIsRetried() throws {
         // The SAVE's backend looks for the deadlock 3 s after it starts waiting, and the

@@ -622,16 +622,18 @@ import Testing
     }
 
 
-    /// The deletes' counts come from each statement's rows: cascades read but not locked
-    /// may have gone to another transaction; roots, locked, only to a trigger that kept one.
-    @Test func deleteCountsFollowWhatEachStatementTook() {
-        // A parent deleted by name and its six children, one of them deleted meanwhile.
-        #expect(SavePlan.deleteCounts([(roots: 0, cascades: 6), (roots: 1, cascades: 0)], taken: [5, 1]) == (1, 5))
-        // A trigger kept the root; every child went.
-        #expect(SavePlan.deleteCounts([(roots: 0, cascades: 6), (roots: 1, cascades: 0)], taken: [6, 0]) == (0, 6))
-        // A table cascading into itself: the shortfall is counted against the cascades.
-        #expect(SavePlan.deleteCounts([(roots: 2, cascades: 3)], taken: [4]) == (2, 2))
-        #expect(SavePlan.deleteCounts([(roots: 2, cascades: 3)], taken: [1]) == (1, 0))
-        #expect(SavePlan.deleteCounts([(roots: 2, cascades: 3)], taken: [5]) == (2, 3))
+    /// The deletes' counts are what each statement answers it took (roots, cascaded records),
+    /// children's entity first; a cascaded record is taken only if it still points at a parent
+    /// deleted here.
+    @Test func deletesCountWhatEachStatementTook() {
+        let model = SampleModel.model
+        let writes = SavePlan.deleteWrites(model: model, roots: [RecordKey(entity: "department", values: ["1"])],
+                                           cascades: [RecordKey(entity: "employee", values: ["7"]), RecordKey(entity: "employee", values: ["8"])])
+        #expect(writes.map(\.entity) == ["employee", "department"])
+        #expect(writes[0].statement.sql.contains(#"(c."department_id") IN (SELECT p."id" FROM"#))
+        #expect(!writes[1].statement.sql.contains("IN (SELECT p."))
+        // One employee moved to another department meanwhile; the department was deleted.
+        #expect(SavePlan.deleteCounts([StatementResult(rows: [["0", "1"]]), StatementResult(rows: [["1", "0"]])]) == (1, 1))
+        #expect(SavePlan.deleteCounts([]) == (0, 0))
     }
 }

@@ -116,8 +116,10 @@ struct DeletePreviewPlan: Sendable {
         frontier = order.map { ($0, fresh[$0]!) }
     }
 
-    /// Every record the deletes take with them (the roots and their cascades).
-    var allDeleted: Set<RecordKey> { deleted }
+    /// The records deleted by name, and those their delete rules cascade to, each sorted.
+    var rootsAndCascades: (roots: [RecordKey], cascades: [RecordKey]) {
+        (deleted.subtracting(cascaded).sorted(), cascaded.sorted())
+    }
 
     var preview: DeletePreview {
         var preview = DeletePreview()

@@ -143,9 +143,8 @@ struct SavePlan: Sendable {
         case begun(FirstRound)
         case written(Written)
         case previewing(Written, DeletePreviewPlan)
-        /// `writes` are the round's first statements (the deletes), whose rows are counted;
-        /// `roots` the records deleted by name (the others cascade).
-        case committing(outcome: Outcome, writes: [WritePlan.Write], roots: Set<RecordKey>)
+        /// `writes` are the round's first statements (the deletes), whose rows are counted.
+        case committing(outcome: Outcome, writes: [WritePlan.Write])
         case diagnosing(original: PostgresError, failed: WritePlan.Write, writes: [WritePlan.Write], offset: Int)
         /// The writes before a failed one, replayed (and rolled back) to read back the keys a
         /// trigger may have changed: that, not the failure it caused, is the reason to give.
@@ -429,17 +428,14 @@ struct SavePlan: Sendable {
                 return .run(queries)
             }
             return delete(written, preview: preview)
-        case .committing(var outcome, let writes, let roots):
+        case .committing(var outcome, let writes):
             state = .finished
             if !writes.isEmpty {
-                let counted = Self.deleteCounts(writes.map { write in
-                    let named = write.changes.reduce(0) { count, change in
-                        if case .delete(let key) = change, roots.contains(key) { count + 1 } else { count }
-                    }
-                    return (roots: named, cascades: write.changes.count - named)
-                }, taken: results.prefix(writes.count).map(\.affected))
-                outcome.deleted = min(outcome.deleted, counted.deleted)
-                outcome.cascaded = min(outcome.cascaded, counted.cascaded)
+                // What the statements took: fewer than the preview when another transaction
+                // deleted or moved a cascaded record meanwhile, or a trigger kept a row.
+                let counted = Self.deleteCounts(Array(results.prefix(writes.count)))
+                outcome.deleted = counted.deleted
+                outcome.cascaded = counted.cascaded
             }
             committedOutcome = outcome
             return .committed(outcome.reply)
@@ -544,25 +540,12 @@ struct SavePlan: Sendable {
         outcome.cascaded = preview.cascadedCount
         outcome.nullified = preview.nullifiedCount
         // The roots and every record they cascade to, children first (see `deleteOrder`).
-        let deletes = Self.deleteWrites(model: model, keys: Array(plan.allDeleted).sorted())
-        return commit(outcome, before: deletes.map(\.statement), writes: deletes, roots: Set(written.deleteRoots))
+        let doomed = plan.rootsAndCascades
+        let deletes = Self.deleteWrites(model: model, roots: doomed.roots, cascades: doomed.cascades)
+        return commit(outcome, before: deletes.map(\.statement), writes: deletes)
     }
 
-    /// What the deletes took, from each statement's count of rows: one of cascaded records
-    /// only is exact (they were read, not locked: another transaction may have deleted some
-    /// since), and so is one of roots only (locked: fewer only when a trigger kept one); one
-    /// of both (a table that cascades into itself) counts its shortfall against cascades.
-    static func deleteCounts(_ writes: [(roots: Int, cascades: Int)], taken: [Int]) -> (deleted: Int, cascaded: Int) {
-        var counted = (deleted: 0, cascaded: 0)
-        for (write, rows) in zip(writes, taken) {
-            let cascaded = max(0, min(write.cascades, rows - write.roots))
-            counted.cascaded += cascaded
-            counted.deleted += max(0, min(write.roots, rows - cascaded))
-        }
-        return counted
-    }
-
-    private mutating func commit(_ outcome: Outcome, before: [Statement], writes: [WritePlan.Write], roots: Set<RecordKey> = []) -> Action {
+    private mutating func commit(_ outcome: Outcome, before: [Statement], writes: [WritePlan.Write]) -> Action {
         var statements = before
         if let saveKey = settings.saveKey {
             let reply = outcome.reply
@@ -571,7 +554,7 @@ struct SavePlan: Sendable {
                                          changes.fingerprint]))
         }
         statements += [markStatement, .commit]
-        state = .committing(outcome: outcome, writes: writes, roots: roots)
+        state = .committing(outcome: outcome, writes: writes)
         return .run(statements)
     }
 
@@ -633,7 +616,7 @@ struct SavePlan: Sendable {
     /// The outcome a COMMIT in flight would have answered.
     private var committingOutcome: Outcome? {
         switch state {
-        case .committing(let outcome, _, _): return outcome
+        case .committing(let outcome, _): return outcome
         case .written(let written) where written.commitsHere: return written.outcome
         default: return nil
         }
@@ -644,7 +627,7 @@ struct SavePlan: Sendable {
         switch state {
         case .written(let written):
             return index >= written.offset && index - written.offset < written.writes.count ? written.writes[index - written.offset] : nil
-        case .committing(_, let writes, _):
+        case .committing(_, let writes):
             return index < writes.count ? writes[index] : nil
         default:
             return nil
@@ -679,21 +662,51 @@ struct SavePlan: Sendable {
         return Statement("SET CONSTRAINTS " + names.map { SQL.identifier(model.schema) + "." + SQL.identifier($0) }.joined(separator: ", ") + " DEFERRED")
     }
 
-    /// One DELETE per entity, in an order where no RESTRICT fires between the deleted records.
-    static func deleteWrites(model: Model, keys: [RecordKey]) -> [WritePlan.Write] {
-        var byEntity: [String: [RecordKey]] = [:]
+    /// One DELETE per entity, entities children first (no RESTRICT fires between records
+    /// deleted together, nor a cascade of PostgreSQL's between a record and its own table's
+    /// parent). A cascaded record was read, not locked: it is deleted only if it still points,
+    /// through a cascading foreign key, at a record deleted here (one another transaction
+    /// moved elsewhere meanwhile stays; PostgreSQL checks the condition again on the row it
+    /// waited for). Each statement answers how many roots and cascaded records it took.
+    static func deleteWrites(model: Model, roots: [RecordKey], cascades: [RecordKey]) -> [WritePlan.Write] {
+        var byEntity: [String: (roots: [RecordKey], cascades: [RecordKey])] = [:]
         var names: [String] = []
-        for key in keys {
+        var doomed: [String: [RecordKey]] = [:]
+        for (key, isRoot) in roots.map({ ($0, true) }) + cascades.map({ ($0, false) }) {
             if byEntity[key.entity] == nil { names.append(key.entity) }
-            byEntity[key.entity, default: []].append(key)
+            if isRoot { byEntity[key.entity, default: ([], [])].roots.append(key) } else { byEntity[key.entity, default: ([], [])].cascades.append(key) }
+            doomed[key.entity, default: []].append(key)
         }
         return deleteOrder(model: model, names: names).compactMap { name in
-            guard let entity = model.entity(exactly: name), let doomed = byEntity[name] else { return nil }
+            guard let entity = model.entity(exactly: name), let keys = byEntity[name] else { return nil }
             var sql = SQLText()
-            let match = entity.keyMatch(doomed, alias: nil, into: &sql)
-            sql.text = "DELETE FROM \(model.table(entity)) WHERE \(match)"
-            return WritePlan.Write(statement: sql.statement, changes: doomed.map { .delete($0) },
-                                   records: doomed.map { "\(entity.name) \(entity.show($0))" }, entity: entity.name)
+            let root = keys.roots.isEmpty ? "false" : entity.keyMatch(keys.roots, alias: "c", into: &sql)
+            var taken = root
+            if !keys.cascades.isEmpty {
+                let parents = entity.foreignKeys.filter { $0.deleteRule == .cascade }.compactMap { foreignKey -> String? in
+                    guard let target = model.entity(exactly: foreignKey.target), let gone = doomed[target.name] else { return nil }
+                    let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
+                    let referenced = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
+                    return "(\(columns)) IN (SELECT \(referenced) FROM \(model.table(target)) AS p WHERE \(target.keyMatch(gone, alias: "p", into: &sql)))"
+                }
+                let cascaded = entity.keyMatch(keys.cascades, alias: "c", into: &sql) + (parents.isEmpty ? "" : " AND (" + parents.joined(separator: " OR ") + ")")
+                taken = keys.roots.isEmpty ? cascaded : "\(root) OR (\(cascaded))"
+            }
+            sql.text = "WITH gone AS (DELETE FROM \(model.table(entity)) AS c WHERE \(taken) RETURNING \(root) AS root)"
+                + " SELECT count(*) FILTER (WHERE root)::text, count(*) FILTER (WHERE NOT root)::text FROM gone"
+            let group = keys.roots + keys.cascades
+            return WritePlan.Write(statement: sql.statement, changes: group.map { .delete($0) },
+                                   records: group.map { "\(entity.name) \(entity.show($0))" }, entity: entity.name)
+        }
+    }
+
+    /// The roots and cascaded records the deletes of `deleteWrites` took, from their answers.
+    static func deleteCounts(_ results: [StatementResult]) -> (deleted: Int, cascaded: Int) {
+        results.reduce((deleted: 0, cascaded: 0)) { counted, result in
+            let row = result.rows.first ?? []
+            let roots = row.first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+            let cascades = row.dropFirst().first.flatMap { $0 }.flatMap { Int($0) } ?? 0
+            return (counted.deleted + roots, counted.cascaded + cascades)
         }
     }
 

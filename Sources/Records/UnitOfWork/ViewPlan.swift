@@ -201,7 +201,8 @@ struct ViewPlan: Sendable {
             return .run(queries)
         }
         state = .fast(.finishing, replay: replay)
-        return .run(SavePlan.deleteWrites(model: model, keys: Array(plan.allDeleted).sorted()).map(\.statement) + tail)
+        let doomed = plan.rootsAndCascades
+        return .run(SavePlan.deleteWrites(model: model, roots: doomed.roots, cascades: doomed.cascades).map(\.statement) + tail)
     }
 
     private mutating func oneByOne(replayAfter: Bool) -> Action {
@@ -289,7 +290,7 @@ struct ViewPlan: Sendable {
         let keys = changes.deleteOrder.filter { skip[.delete($0)] == nil }
         for name in SavePlan.deleteOrder(model: model, names: Array(Set(keys.map(\.entity))).sorted()) {
             for key in keys where key.entity == name {
-                units += SavePlan.deleteWrites(model: model, keys: [key]).map { Unit(statement: $0.statement, checksNow: true, changes: $0.changes) }
+                units += SavePlan.deleteWrites(model: model, roots: [key], cascades: []).map { Unit(statement: $0.statement, checksNow: true, changes: $0.changes) }
             }
         }
         units += bulkDeletes.map { Unit(statement: $0.delete, checksNow: true, changes: [.bulk($0.index)]) }

@@ -177,6 +177,28 @@ import Testing
         #expect(try server.database().query("SELECT string_agg(id::text, ',' ORDER BY id) FROM keeper").string(0, 0) == "1")
     }
 
+    /// The unit applied for a read or an edit's preview waits for a row another transaction
+    /// holds no longer than SAVE would (`--lock-timeout`): it waited for that transaction to
+    /// end, up to a minute, and the command answered nothing meanwhile. The change it could not
+    /// apply is named; SAVE refuses as before.
+    @Test func aViewWaitsForALockedRowNoLongerThanTheLockTimeout() throws {
+        let schema = try Schema("""
+            CREATE TABLE node (id int PRIMARY KEY, parent int REFERENCES node (id) ON DELETE CASCADE);
+            INSERT INTO node VALUES (1, NULL), (2, 1), (3, 1), (4, 2), (5, 4);
+            """)
+        let server = try TestServer(schema: schema, arguments: ["--lock-timeout", "1"])
+        let holder = try server.database()
+        try holder.execute("BEGIN")
+        try holder.execute("DELETE FROM node WHERE id = 5")
+        let client = try LineClient(port: server.port, timeout: 10)
+        #expect(try client.send("DELETE node 1").status == "+OK pending delete node 1, cascades to 4 (1 pending)")
+        #expect(try client.send("DELETE node 2").status == "+OK pending delete node 2, cascades to 2 (2 pending)")
+        #expect(try client.send("GET node 3").status == "+OK 1 record; 2 pending changes not applied: node 1: a record stayed locked by another transaction past the lock time limit: try again (and 1 more: CHANGES lists them)")
+        #expect(try client.send("SAVE").status == "-ERR CONFLICT a record this unit writes stayed locked by another transaction past 1 s; nothing was saved; pending changes are kept: try again")
+        try holder.execute("ROLLBACK")
+        #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 0 updated, 2 deleted, 3 cascaded, 0 nullified")
+    }
+
     /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
     @Test func aDeadlockedSaveIsRetried() throws {
         // The SAVE's backend looks for the deadlock 3 s after it starts waiting, and the

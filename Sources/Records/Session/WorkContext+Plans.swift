@@ -10,7 +10,7 @@ extension WorkContext {
         var assigned = snapshot.assigned
         for (ref, key) in self.assigned where assigned[ref] == nil { assigned[ref] = key }
         var plan = ViewPlan(model: model, changes: snapshot.changes, assigned: assigned,
-                            timeouts: (apply: settings.saveTimeout, read: settings.readTimeout))
+                            timeouts: (apply: settings.saveTimeout, read: settings.readTimeout, lock: settings.lockTimeout))
         var action = plan.start()
         var first = true
         while case .run(let statements) = action {

@@ -85,10 +85,12 @@ struct ViewPlan: Sendable {
     private var state = State.idle
 
     /// `statement_timeout`s in milliseconds: applying a large unit may take as long as SAVE
-    /// may; the read that follows gets the read's own again.
-    private let timeouts: (apply: Int, read: Int)?
+    /// may; the read that follows gets the read's own again. `lock`: how long applying waits
+    /// for a row another transaction holds, as SAVE would (without it a GET or an edit whose
+    /// view deletes a locked row waited for that transaction, up to the apply's minute).
+    private let timeouts: (apply: Int, read: Int, lock: Int)?
 
-    init(model: Model, changes: ChangeSet, assigned: [String: AssignedKey], timeouts: (apply: Int, read: Int)? = nil) {
+    init(model: Model, changes: ChangeSet, assigned: [String: AssignedKey], timeouts: (apply: Int, read: Int, lock: Int)? = nil) {
         self.model = model
         self.changes = changes
         self.assigned = assigned
@@ -215,7 +217,10 @@ struct ViewPlan: Sendable {
     /// A new transaction for the view, with the deferred checks its inserts need.
     private func restart() -> [Statement] {
         var statements: [Statement] = [.rollback, .begin]
-        if let timeouts { statements.append(Statement("SELECT set_config('statement_timeout', $1, true)", [String(timeouts.apply)])) }
+        if let timeouts {
+            statements.append(Statement("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+                                        [String(timeouts.apply), String(timeouts.lock)]))
+        }
         let layout = InsertLayout(model: model, changes: changes, skip: Set(skip.keys), rowsPerStatement: WritePlan.defaultRowsPerStatement)
         if !layout.deferredConstraints.isEmpty {
             statements.append(Statement("SET CONSTRAINTS " + layout.deferredConstraints.map { SQL.identifier(model.schema) + "." + SQL.identifier($0) }

@@ -199,6 +199,23 @@ import Testing
         #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 0 updated, 2 deleted, 3 cascaded, 0 nullified")
     }
 
+    /// With several pending changes on held rows, the view waits the lock timeout once, not
+    /// once a row (it waited once more for each, one by one: 12 s here, past the client's 8).
+    @Test func aViewWaitsTheLockTimeoutOnceWhateverTheHeldRows() throws {
+        let server = try TestServer(arguments: ["--lock-timeout", "2"])
+        let db = try server.database()
+        try db.execute("INSERT INTO game (id, name) SELECT i, 'g' || i FROM generate_series(1, 5) i")
+        let holder = try server.database()
+        try holder.execute("BEGIN")
+        try holder.execute("UPDATE game SET name = 'held' || id WHERE id <= 5")
+        let client = try LineClient(port: server.port, timeout: 8)
+        for id in 1...5 { try client.ok("UPDATE game \(id) name=\"mine\(id)\"") }
+        let count = try client.send("COUNT game")
+        #expect(count.status.hasPrefix("+OK 5; 5 pending changes not applied: game 1: a record stayed locked"), "\(count.status)")
+        try holder.execute("ROLLBACK")
+        #expect(try client.send("SAVE").status == "+OK saved: 0 inserted, 5 updated, 0 deleted, 0 cascaded, 0 nullified")
+    }
+
     /// A SAVE chosen as a deadlock's victim is run again (the unit is intact), and says so.
     @Test func aDeadlockedSaveIsRetried() throws {
         // The SAVE's backend looks for the deadlock 3 s after it starts waiting, and the

@@ -36,6 +36,10 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
 
     /// Seconds between two looks at which roles bypass row-level security.
     static let bypassCheckSeconds = 1.0
+    /// Seconds after which the pool plans its statements again even when no change was seen:
+    /// a bypass given and taken back between two looks leaves no trace in `pg_roles`, and a
+    /// plan made meanwhile would keep showing every row.
+    static let plansRenewSeconds = 30.0
 
     /// The roles that bypass row-level security (superusers, BYPASSRLS), as one text.
     static func bypassingRoles(_ connection: Connection) throws -> String {
@@ -97,6 +101,7 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         var logFailure = true
         var bypassing: String?
         var nextBypassCheck = Date()
+        var plansRenewed = Date()
         while true {
             var (reload, stop) = take()
             if stop { break }
@@ -136,6 +141,10 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 if let before = bypassing, before != now {
                     Log.info("the roles that bypass row-level security changed: prepared statements are planned again")
                     plansStale?()
+                    plansRenewed = Date()
+                } else if Date().timeIntervalSince(plansRenewed) >= Self.plansRenewSeconds {
+                    plansStale?()
+                    plansRenewed = Date()
                 }
                 bypassing = now
                 nextBypassCheck = Date().addingTimeInterval(Self.bypassCheckSeconds)

@@ -83,6 +83,10 @@ struct ViewPlan: Sendable {
     static let failuresAlone = 16
     private var skip: [ChangeID: String] = [:]
     private var state = State.idle
+    /// A change met a row held past the lock timeout: the rest of the view waits for none
+    /// (`heldLockMilliseconds`), so a read waits the lock timeout once, not once a held row.
+    private var lockWaited = false
+    static let heldLockMilliseconds = 1
 
     /// `statement_timeout`s in milliseconds: applying a large unit may take as long as SAVE
     /// may; the read that follows gets the read's own again. `lock`: how long applying waits
@@ -152,6 +156,7 @@ struct ViewPlan: Sendable {
             // Not all of it applies: again, a change at a time, leaving out what fails. If what
             // applied one by one does not apply together, the savepoints' view is kept; its rows
             // tell nothing of versions.
+            if error.sqlState == .lockNotAvailable { lockWaited = true }
             return oneByOne(replayAfter: !replay)
         case (.oneByOne(_, _, let replay), .success):
             guard replay else {
@@ -162,6 +167,7 @@ struct ViewPlan: Sendable {
         case (.oneByOne(let remaining, let prefix, let replay), .failure(let index, let error)) where error.kind != .connection:
             guard let failed = Self.unit(at: index, prefix: prefix, in: remaining) else { return giveUp(error) }
             exclude(remaining[failed], because: error)
+            if error.sqlState == .lockNotAvailable { lockWaited = true }
             failedAlone += 1
             var rest = Array(remaining[(failed + 1)...])
             // A failure ends a round (PostgreSQL skips the rest of the pipeline), so each one
@@ -172,8 +178,10 @@ struct ViewPlan: Sendable {
                 for unit in rest { for change in unit.changes where skip[change] == nil { skip[change] = reason } }
                 rest = []
             }
-            state = .oneByOne(remaining: rest, prefix: 1, replayAfter: replay)
-            return .run([Statement("ROLLBACK TO SAVEPOINT records_change")] + Self.guarded(rest) + tail)
+            // (Rolling back to the savepoint undoes a lock timeout set after it: set again.)
+            let again = [Statement("ROLLBACK TO SAVEPOINT records_change")] + (lockWaited ? [heldLockTimeout] : [])
+            state = .oneByOne(remaining: rest, prefix: again.count, replayAfter: replay)
+            return .run(again + Self.guarded(rest) + tail)
         case (_, .failure(_, let error)):
             return giveUp(error)
         default:
@@ -214,12 +222,16 @@ struct ViewPlan: Sendable {
         return .run(prefix + Self.guarded(units) + tail)
     }
 
+    private var heldLockTimeout: Statement {
+        Statement("SELECT set_config('lock_timeout', $1, true)", [String(Self.heldLockMilliseconds)])
+    }
+
     /// A new transaction for the view, with the deferred checks its inserts need.
     private func restart() -> [Statement] {
         var statements: [Statement] = [.rollback, .begin]
         if let timeouts {
             statements.append(Statement("SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-                                        [String(timeouts.apply), String(timeouts.lock)]))
+                                        [String(timeouts.apply), String(lockWaited ? Self.heldLockMilliseconds : timeouts.lock)]))
         }
         let layout = InsertLayout(model: model, changes: changes, skip: Set(skip.keys), rowsPerStatement: WritePlan.defaultRowsPerStatement)
         if !layout.deferredConstraints.isEmpty {

@@ -107,55 +107,50 @@ import Testing
         #expect(try server.database().query("SELECT name FROM game WHERE id = $1", [id]).string(0, 0) == "moved")
     }
 
-    /// A cascaded record another transaction deletes while the SAVE waits for it is not
-    /// counted: the reply said "0 deleted, 6 cascaded" when 1 and 5 went.
-    @Test func aCascadeThatLostARecordToAnotherTransactionCountsWhatWent() throws {
-        let server = try TestServer()
+    /// Department 'Gone' with `employees` employees and department 'Kept'; another transaction
+    /// runs `change` (given the first employee's id and Kept's) and holds it while a SAVE of
+    /// `DELETE department` Gone waits for that row; then it commits. The SAVE's reply.
+    private func deleteWhileAnotherChangesAnEmployee(_ server: TestServer, employees: Int,
+                                                     _ change: (_ employee: String, _ kept: String) -> String) throws -> (reply: String, employee: String, kept: String) {
         let db = try server.database()
-        let department = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Gone', 1) RETURNING id").string(0, 0))
+        let gone = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Gone', 1) RETURNING id").string(0, 0))
+        let kept = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Kept', 2) RETURNING id").string(0, 0))
         let first = try #require(try db.query("""
             INSERT INTO employee (first_name, last_name, gender, department_id)
-            SELECT 'f', 'l' || i, 1, $1 FROM generate_series(1, 6) i RETURNING id
-            """, [department]).string(0, 0))
+            SELECT 'f', 'l' || i, 1, $1 FROM generate_series(1, $2::int) i RETURNING id
+            """, [gone, String(employees)]).string(0, 0))
         let other = try server.database()
         try other.execute("BEGIN")
-        try other.execute("DELETE FROM employee WHERE id = \(first)")
+        try other.execute(change(first, kept))
         let client = try LineClient(port: server.port, timeout: 30)
-        try client.ok("DELETE department \(department)")
+        try client.ok("DELETE department \(gone)")
         try client.write("SAVE\n")
         let waiting = try eventually(tries: 200, every: 50_000, {  // the SAVE's delete waits for the other's
             try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
         }, until: { $0 != "0" })
         #expect(waiting == "1")
         try other.execute("COMMIT")
-        #expect(try client.readReply().status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 5 cascaded, 0 nullified")
-        #expect(try db.query("SELECT (SELECT count(*) FROM department) + (SELECT count(*) FROM employee)").string(0, 0) == "0")
+        return (try client.readReply().status, first, kept)
+    }
+
+    /// A cascaded record another transaction deletes while the SAVE waits for it is not
+    /// counted: the reply said "0 deleted, 6 cascaded" when 1 and 5 went.
+    @Test func aCascadeThatLostARecordToAnotherTransactionCountsWhatWent() throws {
+        let server = try TestServer()
+        let saved = try deleteWhileAnotherChangesAnEmployee(server, employees: 6) { employee, _ in "DELETE FROM employee WHERE id = \(employee)" }
+        #expect(saved.reply == "+OK saved: 0 inserted, 0 updated, 1 deleted, 5 cascaded, 0 nullified")
+        #expect(try server.database().query("SELECT (SELECT count(*) FROM department) + (SELECT count(*) FROM employee)").string(0, 0) == "1")
     }
 
     /// A cascaded record another transaction moves to another parent while the SAVE waits for
     /// it is not deleted: the SAVE deleted it by its key alone, and the moved employee was lost.
     @Test func aCascadedRecordMovedAwayMeanwhileIsKept() throws {
         let server = try TestServer()
-        let db = try server.database()
-        let gone = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Gone', 1) RETURNING id").string(0, 0))
-        let kept = try #require(try db.query("INSERT INTO department (name, number) VALUES ('Kept', 2) RETURNING id").string(0, 0))
-        let moved = try #require(try db.query("""
-            INSERT INTO employee (first_name, last_name, gender, department_id)
-            SELECT 'f', 'l' || i, 1, $1 FROM generate_series(1, 2) i RETURNING id
-            """, [gone]).string(0, 0))
-        let other = try server.database()
-        try other.execute("BEGIN")
-        try other.execute("UPDATE employee SET department_id = \(kept) WHERE id = \(moved)")
-        let client = try LineClient(port: server.port, timeout: 30)
-        try client.ok("DELETE department \(gone)")
-        try client.write("SAVE\n")
-        let waiting = try eventually(tries: 200, every: 50_000, {
-            try db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)
-        }, until: { $0 != "0" })
-        #expect(waiting == "1")
-        try other.execute("COMMIT")
-        #expect(try client.readReply().status == "+OK saved: 0 inserted, 0 updated, 1 deleted, 1 cascaded, 0 nullified")
-        #expect(try db.query("SELECT string_agg(id || ':' || department_id, ',') FROM employee").string(0, 0) == "\(moved):\(kept)")
+        let saved = try deleteWhileAnotherChangesAnEmployee(server, employees: 2) { employee, kept in
+            "UPDATE employee SET department_id = \(kept) WHERE id = \(employee)"
+        }
+        #expect(saved.reply == "+OK saved: 0 inserted, 0 updated, 1 deleted, 1 cascaded, 0 nullified")
+        #expect(try server.database().query("SELECT string_agg(id || ':' || department_id, ',') FROM employee").string(0, 0) == "\(saved.employee):\(saved.kept)")
     }
 
     /// A self-referencing tree whose trigger keeps a root (BEFORE DELETE returning NULL): the

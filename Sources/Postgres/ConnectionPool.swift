@@ -110,9 +110,10 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
-    /// The next job for a worker, as the scheduler decides; `finished` says the worker's
-    /// previous job is done (one lock round per job instead of two).
-    private func nextJob(worker: Int, finished: Bool) -> Job? {
+    /// The next job for a worker, as the scheduler decides, with the plan generation it runs
+    /// under; `finished` says the worker's previous job is done (one lock round per job
+    /// instead of two).
+    private func nextJob(worker: Int, finished: Bool) -> (job: Job, plans: Int)? {
         condition.lock()
         defer { condition.unlock() }
         if finished {
@@ -127,7 +128,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             if let next = scheduler.next(worker: worker, now: now) {
                 started += 1
                 waitNanoseconds &+= now &- min(now, next.queued)
-                return next.job
+                return (next.job, planGeneration)
             }
             if stopping && scheduler.queued == 0 { return nil }
             // Nothing queued, or held back for the reserve until a running job finishes.
@@ -169,20 +170,13 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
-    private var currentPlanGeneration: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return planGeneration
-    }
-
     private func work(_ index: Int) {
         var connection: Connection?
         var lastUsed: UInt64 = 0
         var finished = false
-        var plans = currentPlanGeneration
-        while let job = nextJob(worker: index, finished: finished) {
+        var plans = 0
+        while let (job, generation) = nextJob(worker: index, finished: finished) {
             finished = true
-            let generation = currentPlanGeneration
             if generation != plans {
                 connection?.forgetPreparedStatements()
                 plans = generation

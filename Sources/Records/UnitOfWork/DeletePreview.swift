@@ -53,10 +53,8 @@ struct DeletePreviewPlan: Sendable {
                 guard let source = model.entity(exactly: foreignKey.entity) else { continue }
                 var sql = SQLText()
                 let match = target.keyMatch(keys, alias: "p", into: &sql)
-                let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
-                let referenced = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
-                let children = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE (\(columns)) IN ("
-                    + "SELECT \(referenced) FROM \(model.table(target)) AS p WHERE \(match))"
+                let children = "SELECT \(source.keyText(alias: "c")) FROM \(model.table(source)) AS c WHERE "
+                    + Self.pointsAt(foreignKey, table: model.table(target), match: match)
                 if foreignKey.entity == target.name && foreignKey.deleteRule == .cascade {
                     // A tree or chain in one table cascades all the way down: one recursive
                     // query, not one round trip a level (a 30,000-deep chain took minutes).
@@ -70,6 +68,14 @@ struct DeletePreviewPlan: Sendable {
         }
         frontier = []
         return statements.isEmpty ? nil : statements
+    }
+
+    /// "Row `c` points through `foreignKey` at a row `p` of `table` that `match` selects": the
+    /// children the preview reads, and the condition a cascaded record is deleted under.
+    static func pointsAt(_ foreignKey: ForeignKey, table: String, match: String) -> String {
+        let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
+        let referenced = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
+        return "(\(columns)) IN (SELECT \(referenced) FROM \(table) AS p WHERE \(match))"
     }
 
     /// Every record of `table` below the matched ones through the self-referencing

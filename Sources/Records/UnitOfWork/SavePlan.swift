@@ -669,32 +669,26 @@ struct SavePlan: Sendable {
     /// moved elsewhere meanwhile stays; PostgreSQL checks the condition again on the row it
     /// waited for). Each statement answers how many roots and cascaded records it took.
     static func deleteWrites(model: Model, roots: [RecordKey], cascades: [RecordKey]) -> [WritePlan.Write] {
-        var byEntity: [String: (roots: [RecordKey], cascades: [RecordKey])] = [:]
+        let doomed = Dictionary(grouping: roots + cascades, by: \.entity)  // each table's roots first
+        let rootCount = Dictionary(grouping: roots, by: \.entity).mapValues(\.count)
         var names: [String] = []
-        var doomed: [String: [RecordKey]] = [:]
-        for (key, isRoot) in roots.map({ ($0, true) }) + cascades.map({ ($0, false) }) {
-            if byEntity[key.entity] == nil { names.append(key.entity) }
-            if isRoot { byEntity[key.entity, default: ([], [])].roots.append(key) } else { byEntity[key.entity, default: ([], [])].cascades.append(key) }
-            doomed[key.entity, default: []].append(key)
-        }
+        for key in roots + cascades where !names.contains(key.entity) { names.append(key.entity) }
         return deleteOrder(model: model, names: names).compactMap { name in
-            guard let entity = model.entity(exactly: name), let keys = byEntity[name] else { return nil }
+            guard let entity = model.entity(exactly: name), let group = doomed[name] else { return nil }
+            let (named, cascaded) = (group.prefix(rootCount[name] ?? 0), group.dropFirst(rootCount[name] ?? 0))
             var sql = SQLText()
-            let root = keys.roots.isEmpty ? "false" : entity.keyMatch(keys.roots, alias: "c", into: &sql)
+            let root = named.isEmpty ? "false" : entity.keyMatch(Array(named), alias: "c", into: &sql)
             var taken = root
-            if !keys.cascades.isEmpty {
+            if !cascaded.isEmpty {
                 let parents = entity.foreignKeys.filter { $0.deleteRule == .cascade }.compactMap { foreignKey -> String? in
                     guard let target = model.entity(exactly: foreignKey.target), let gone = doomed[target.name] else { return nil }
-                    let columns = foreignKey.columns.map { "c." + SQL.identifier($0) }.joined(separator: ", ")
-                    let referenced = foreignKey.referencedColumns.map { "p." + SQL.identifier($0) }.joined(separator: ", ")
-                    return "(\(columns)) IN (SELECT \(referenced) FROM \(model.table(target)) AS p WHERE \(target.keyMatch(gone, alias: "p", into: &sql)))"
+                    return DeletePreviewPlan.pointsAt(foreignKey, table: model.table(target), match: target.keyMatch(gone, alias: "p", into: &sql))
                 }
-                let cascaded = entity.keyMatch(keys.cascades, alias: "c", into: &sql) + (parents.isEmpty ? "" : " AND (" + parents.joined(separator: " OR ") + ")")
-                taken = keys.roots.isEmpty ? cascaded : "\(root) OR (\(cascaded))"
+                let still = entity.keyMatch(Array(cascaded), alias: "c", into: &sql) + (parents.isEmpty ? "" : " AND (" + parents.joined(separator: " OR ") + ")")
+                taken = named.isEmpty ? still : "\(root) OR (\(still))"
             }
             sql.text = "WITH gone AS (DELETE FROM \(model.table(entity)) AS c WHERE \(taken) RETURNING \(root) AS root)"
                 + " SELECT count(*) FILTER (WHERE root)::text, count(*) FILTER (WHERE NOT root)::text FROM gone"
-            let group = keys.roots + keys.cascades
             return WritePlan.Write(statement: sql.statement, changes: group.map { .delete($0) },
                                    records: group.map { "\(entity.name) \(entity.show($0))" }, entity: entity.name)
         }

@@ -138,11 +138,9 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
             }
             if Date() >= nextBypassCheck, let now = try? Self.bypassingRoles(db) {
-                if let before = bypassing, before != now {
-                    Log.info("the roles that bypass row-level security changed: prepared statements are planned again")
-                    plansStale?()
-                    plansRenewed = Date()
-                } else if Date().timeIntervalSince(plansRenewed) >= Self.plansRenewSeconds {
+                let changed = bypassing.map { $0 != now } ?? false
+                if changed { Log.info("the roles that bypass row-level security changed: prepared statements are planned again") }
+                if changed || Date().timeIntervalSince(plansRenewed) >= Self.plansRenewSeconds {
                     plansStale?()
                     plansRenewed = Date()
                 }

@@ -74,17 +74,19 @@ extension WorkContext {
         Log.debug("\(plans.count) SAVEs waited together: \(group.members.count) in one transaction, \(group.alone.count) alone")
         if !group.members.isEmpty {
             settings.metrics?.add(.savesGrouped, group.members.count)
-            switch group.received(RoundResult.run(group.statements, on: connection)) {
+            let outcome = group.received(RoundResult.run(group.statements, on: connection))
+            let members = group.takeMembers()
+            switch outcome {
             case .each(let actions):
                 settings.metrics?.add(.saveGroups, 1)
-                for (member, action) in zip(group.members, actions) { finish(member.index, member.plan, action) }
+                for (position, action) in actions.enumerated() { finish(members[position].index, members[position].plan, action) }
             case .runAlone:
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
                 // A connection that ended with the failure (its backend terminated): the members
                 // start again on a new one, not the first of them on the dead one.
                 if !connection.isHealthy { try? reconnect() }
                 settings.metrics?.add(.saveGroupsRunAlone, 1)
-                for member in group.members {
+                for member in members {
                     var plan = member.unstarted
                     let action = plan.start()
                     finish(member.index, plan, action)

@@ -70,10 +70,11 @@ struct SaveGroup: Sendable {
     /// statements as the first such one become members; the rest are alone. With fewer than
     /// two members there is no group: each goes alone.
     init(_ plans: [SavePlan]) {
+        // A candidate's plans (started, and as given) wait in `started` and `given` at its
+        // position and are moved into its member at the end: a plan is some thirty references,
+        // and a group of 32 copied them over and over.
         struct Candidate {
             var index: Int
-            var plan: SavePlan
-            var unstarted: SavePlan
             var own: [Statement]
             var writes: Int
             var first: SavePlan.Action
@@ -81,59 +82,84 @@ struct SaveGroup: Sendable {
         }
         var prologue: [Statement]?
         var candidates: [Candidate] = []
-        for (index, unstarted) in plans.enumerated() {
-            var plan = unstarted
+        var started: [SavePlan?] = []
+        var given: [SavePlan?] = []
+        for index in plans.indices {
+            var plan = plans[index]
             let action = plan.start()
             guard case .run(let own) = action, let writes = plan.writesInFirstRound, candidates.count < Self.maxMembers,
-                  own.last == .commit, prologue == nil || Array(own[..<writes]) == prologue else {
+                  own.last == .commit, prologue == nil || own[..<writes].elementsEqual(prologue!) else {
                 alone.append(Alone(index: index, plan: plan, action: action))
                 continue
             }
             if prologue == nil { prologue = Array(own[..<writes]) }
-            candidates.append(Candidate(index: index, plan: plan, unstarted: unstarted, own: own, writes: writes, first: action,
-                                        joinable: plan.joinableInsertRows.flatMap { $0.reduce(0, +) <= Self.joinedRowsLimit ? $0 : nil }))
+            let joinable = plan.joinableInsertRows.flatMap { $0.reduce(0, +) <= Self.joinedRowsLimit ? $0 : nil }
+            candidates.append(Candidate(index: index, own: own, writes: writes, first: action, joinable: joinable))
+            started.append(plan)
+            given.append(plans[index])
         }
         guard candidates.count > 1, let prologue else {
-            alone = (alone + candidates.map { Alone(index: $0.index, plan: $0.plan, action: $0.first) }).sorted { $0.index < $1.index }
+            for position in candidates.indices {
+                alone.append(Alone(index: candidates[position].index, plan: started[position].take()!, action: candidates[position].first))
+            }
+            alone.sort { $0.index < $1.index }
             return
         }
         statements = prologue
         // Saves of joinable inserts, by the text of their statements, in the order first seen.
         var classes: [[String]: [Int]] = [:]
         var order: [[String]] = []
-        for (position, candidate) in candidates.enumerated() where candidate.joinable != nil {
-            let texts = candidate.own[candidate.writes..<(candidate.own.count - 2)].map(\.sql)
+        for position in candidates.indices where candidates[position].joinable != nil {
+            let own = candidates[position].own
+            var texts: [String] = []
+            texts.reserveCapacity(own.count - 2 - candidates[position].writes)
+            for statement in own[candidates[position].writes..<(own.count - 2)] { texts.append(statement.sql) }
             if classes[texts] == nil { order.append(texts) }
             classes[texts, default: []].append(position)
         }
-        var placed = [Member?](repeating: nil, count: candidates.count)
-        func member(_ candidate: Candidate, _ range: Range<Int>, _ results: [Source]) -> Member {
-            Member(index: candidate.index, plan: candidate.plan, unstarted: candidate.unstarted, statements: range,
-                   prologue: candidate.writes, results: results, count: candidate.own.count, first: candidate.first)
-        }
+        // Where each candidate's statements went, and where their results are.
+        var shapes = [(statements: Range<Int>, results: [Source])?](repeating: nil, count: candidates.count)
         for texts in order {
             guard let positions = classes[texts], positions.count > 1 else { continue }
             let start = statements.count
             for (offset, text) in texts.enumerated() {
-                let parts = positions.map { candidates[$0].own[candidates[$0].writes + offset].parameters }
-                let joined = parts[0].indices.map { column in
-                    SQL.arrayLiteral(parts.flatMap { SQL.parseArray($0[column] ?? "{}") })
+                let parameters = candidates[positions[0]].own[candidates[positions[0]].writes + offset].parameters
+                let joined = parameters.indices.map { column in
+                    SQL.arrayLiteral(positions.flatMap { position in
+                        SQL.parseArray(candidates[position].own[candidates[position].writes + offset].parameters[column] ?? "{}")
+                    })
                 }
                 statements.append(Statement(text, joined))
             }
-            statements.append(Self.marks(positions.map { candidates[$0].own[candidates[$0].own.count - 2].parameters.first ?? nil }))
+            statements.append(Self.marks(positions.map { position in
+                let own = candidates[position].own
+                return own[own.count - 2].parameters.first ?? nil
+            }))
             for position in positions {
                 let rows = candidates[position].joinable!.map { Source.joined(rows: $0) }
-                placed[position] = member(candidates[position], start..<statements.count, rows + [.joined(rows: 0)])
+                shapes[position] = (start..<statements.count, rows + [.joined(rows: 0)])
             }
         }
-        for (position, candidate) in candidates.enumerated() where placed[position] == nil {
+        for position in candidates.indices where shapes[position] == nil {
             let start = statements.count
-            statements += candidate.own[candidate.writes..<(candidate.own.count - 1)]
-            placed[position] = member(candidate, start..<statements.count, (start..<statements.count).map { .own($0) })
+            let own = candidates[position].own
+            statements += own[candidates[position].writes..<(own.count - 1)]
+            shapes[position] = (start..<statements.count, (start..<statements.count).map { .own($0) })
         }
-        members = placed.map { $0! }
+        members.reserveCapacity(candidates.count)
+        for position in candidates.indices {
+            let candidate = candidates[position], shape = shapes[position]!
+            members.append(Member(index: candidate.index, plan: started[position].take()!, unstarted: given[position].take()!,
+                                  statements: shape.statements, prologue: candidate.writes, results: shape.results,
+                                  count: candidate.own.count, first: candidate.first))
+        }
         statements.append(.commit)
+    }
+
+    /// The members, moved out for their saves to go on (the group keeps none).
+    mutating func takeMembers() -> [Member] {
+        defer { members = [] }
+        return members
     }
 
     /// What the group's round trip says to each member.
@@ -150,15 +176,16 @@ struct SaveGroup: Sendable {
         case .success(let results):
             var actions: [SavePlan.Action] = []
             for index in members.indices {
-                let member = members[index]
                 // Its own round's results: nothing is read from the opening statements or COMMIT.
-                let writes = member.results.map { source -> StatementResult in
+                var own = Array(repeating: StatementResult(), count: members[index].prologue)
+                own.reserveCapacity(members[index].prologue + members[index].results.count + 1)
+                for source in members[index].results {
                     switch source {
-                    case .own(let at): results[at]
-                    case .joined(let rows): StatementResult(affected: rows)
+                    case .own(let at): own.append(results[at])
+                    case .joined(let rows): own.append(StatementResult(affected: rows))
                     }
                 }
-                let own = Array(repeating: StatementResult(), count: member.prologue) + writes + [StatementResult()]
+                own.append(StatementResult())
                 actions.append(members[index].plan.received(.success(own)))
             }
             return .each(actions)

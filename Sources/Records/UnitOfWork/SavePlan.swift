@@ -283,8 +283,8 @@ struct SavePlan: Sendable {
     /// inserts (`WritePlan.Write.joinable`) followed by the commit mark alone; nil otherwise.
     var joinableInsertRows: [Int]? {
         guard case .written(let written) = state, written.commitsHere, movedSequences.isEmpty,
-              written.insertResults.count == written.writes.count, written.writes.allSatisfy(\.joinable) else { return nil }
-        return written.writes.map(\.changes.count)
+              written.insertResults.count == written.writes.count, written.writes.allSatisfy({ $0.joinable }) else { return nil }
+        return written.writes.map { $0.changes.count }
     }
 
     /// Keys allocated before the first round (`KeyReserve`): the unit keeps them like any other.

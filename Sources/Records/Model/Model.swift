@@ -415,6 +415,8 @@ public final class Model: Sendable {
     private let referencing: [String: [ForeignKey]]
     /// GET's SQL by shape, for this model only.
     let selects = SelectCache()
+    /// SAVE's insert text by entity and columns, for this model only.
+    let inserts = InsertTextCache()
 
     public init(schema: String, entities: [Entity], unserved: [UnservedTable], unicodeCaseFolding: Bool = false, collations: Set<String> = []) {
         self.schema = schema

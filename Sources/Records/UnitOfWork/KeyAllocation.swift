@@ -128,7 +128,6 @@ enum KeyAllocation {
     /// One statement per entity and set of missing columns, filling `refs` (and their
     /// `places` in the unit) in order.
     struct Request: Sendable {
-        var statement: Statement
         var entity: String
         var columns: [String]
         var refs: [String]
@@ -136,6 +135,24 @@ enum KeyAllocation {
         var sequences: [String?] = []
         /// Where each of `refs` is in the unit (empty for a request made by hand).
         var places: [Int] = []
+        /// How each column gets its value: its sequence, or its default evaluated.
+        var allocations: [Attribute.Allocation] = []
+
+        /// What asks PostgreSQL for the values, a row for each of `refs`: made only when
+        /// round 1 sends it (a key reserve gives most saves their keys before).
+        var statement: Statement {
+            var sql = SQLText()
+            let count = sql.bind(String(refs.count))
+            let values = allocations.map { allocation -> String in
+                switch allocation {
+                case .sequence(let sequence): return "nextval(\(sql.bind(sequence))::regclass)::text"
+                // The column's default, as the catalog prints it: evaluated once a row.
+                case .expression(let expression): return "(\(expression))::text"
+                }
+            }
+            sql.text = "SELECT \(values.joined(separator: ", ")) FROM generate_series(1, \(count)::int)"
+            return sql.statement
+        }
     }
 
     /// Whether the members of `columns` that `test` picks are `expected`, in order.
@@ -178,7 +195,7 @@ enum KeyAllocation {
             let index = byShape[shape] ?? requests.count
             if index == requests.count {
                 byShape[shape] = index
-                requests.append(Request(statement: Statement(""), entity: entity.name, columns: missing, refs: []))
+                requests.append(Request(entity: entity.name, columns: missing, refs: []))
             }
             requests[index].refs.append(insert.ref)
             requests[index].places.append(place)
@@ -186,19 +203,9 @@ enum KeyAllocation {
         }
         for index in requests.indices {
             let entity = model.entity(exactly: requests[index].entity)!
-            var sql = SQLText()
-            let count = sql.bind(String(requests[index].refs.count))
             let allocations = requests[index].columns.map { column in entity.allocatedColumns.first(where: { $0.name == column })!.allocation! }
-            let columns = allocations.map { allocation -> String in
-                switch allocation {
-                case .sequence(let sequence): return "nextval(\(sql.bind(sequence))::regclass)::text"
-                // The column's default, as the catalog prints it: evaluated once a row.
-                case .expression(let expression): return "(\(expression))::text"
-                }
-            }
+            requests[index].allocations = allocations
             requests[index].sequences = allocations.map { if case .sequence(let sequence) = $0 { sequence } else { nil } }
-            sql.text = "SELECT \(columns.joined(separator: ", ")) FROM generate_series(1, \(count)::int)"
-            requests[index].statement = sql.statement
         }
         return requests
     }
@@ -257,17 +264,13 @@ enum KeyAllocation {
                     requests[index].refs.append(row.ref)
                 } else {
                     byShape[shape] = requests.count
-                    requests.append(Request(statement: Statement(""), entity: name, columns: missing, refs: [row.ref]))
+                    requests.append(Request(entity: name, columns: missing, refs: [row.ref]))
                 }
             }
         }
         for index in requests.indices {
             let entity = model.entity(exactly: requests[index].entity)!
-            var sql = SQLText()
-            let count = sql.bind(String(requests[index].refs.count))
-            let columns = requests[index].columns.map { "(\(entity.attribute(named: $0)!.defaultValue!))::text" }
-            sql.text = "SELECT \(columns.joined(separator: ", ")) FROM generate_series(1, \(count)::int)"
-            requests[index].statement = sql.statement
+            requests[index].allocations = requests[index].columns.map { .expression(entity.attribute(named: $0)!.defaultValue!) }
         }
         return requests
     }

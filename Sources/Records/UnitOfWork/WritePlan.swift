@@ -73,8 +73,8 @@ struct WritePlan {
         for statement in layout.statements {
             let entity = statement.entity
             let types = entity.columnTypes
-            let table = model.table(entity)
-            let columnList = statement.columns.map(SQL.identifier).joined(separator: ", ")
+            var table: String { model.table(entity) }
+            var columnList: String { statement.columns.map(SQL.identifier).joined(separator: ", ") }
             // A trigger may write another key than the one given, or skip the row: each row is
             // then inserted alone and comes back as whether its key is the one sent, and which
             // it is (`SavePlan` refuses before COMMIT if not). One statement for all would
@@ -144,12 +144,8 @@ struct WritePlan {
                 }
                 continue
             }
-            var sql = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(")
-            let arrays = statement.columns.indices.map { index in
-                sql.bind(SQL.arrayLiteral(values[index])) + "::" + (types[statement.columns[index]] ?? "text") + "[]"
-            }
-            sql.append(arrays.joined(separator: ", ") + ")")
-            inserts.append(Write(statement: sql.statement, changes: statement.rows.map { .insert($0.ref) },
+            let text = model.inserts.unnest(entity, columns: statement.columns, model: model)
+            inserts.append(Write(statement: Statement(text, values.map { SQL.arrayLiteral($0) }), changes: statement.rows.map { .insert($0.ref) },
                                  records: statement.rows.map { "#" + $0.ref }, entity: entity.name,
                                  joinable: !entity.triggersMayRewriteInserts))
         }

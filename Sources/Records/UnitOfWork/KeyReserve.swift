@@ -16,8 +16,27 @@ public final class KeyReserve: @unchecked Sendable {
         var sequence: String
     }
 
+    /// A slot's values, handed out from `next` on: taking one moves the cursor, not the rest.
+    private struct Held {
+        var values: [String] = []
+        var next = 0
+
+        mutating func take(_ count: Int) -> [String] {
+            let end = min(next + count, values.count)
+            let given = Array(values[next..<end])
+            next = end
+            if next == values.count { values.removeAll(keepingCapacity: true); next = 0 }
+            return given
+        }
+
+        mutating func add<S: Sequence>(_ more: S) where S.Element == String {
+            if next > 0 { values.removeFirst(next); next = 0 }
+            values.append(contentsOf: more)
+        }
+    }
+
     private let lock = NSLock()
-    private var held: [Slot: [String]] = [:]
+    private var held: [Slot: Held] = [:]
 
     public init() {}
 
@@ -31,12 +50,9 @@ public final class KeyReserve: @unchecked Sendable {
         var missing: [(sequence: String, count: Int)] = []
         lock.withLock {
             for need in needs {
-                let slot = Slot(role: role, sequence: need.sequence)
-                let available = held[slot] ?? []
-                let given = min(need.count, available.count)
-                taken[need.sequence] = Array(available.prefix(given))
-                held[slot] = Array(available.dropFirst(given))
-                if given < need.count { missing.append((need.sequence, need.count - given)) }
+                let given = held[Slot(role: role, sequence: need.sequence), default: Held()].take(need.count)
+                taken[need.sequence] = given
+                if given.count < need.count { missing.append((need.sequence, need.count - given.count)) }
             }
         }
         guard !missing.isEmpty else {
@@ -59,7 +75,7 @@ public final class KeyReserve: @unchecked Sendable {
             surplus.append((Slot(role: role, sequence: need.sequence), values.dropFirst(need.count)))
         }
         lock.withLock {
-            for (slot, values) in surplus { held[slot, default: []] += values }
+            for (slot, values) in surplus { held[slot, default: Held()].add(values) }
         }
         return taken
     }

@@ -171,6 +171,9 @@ public struct Entity: Sendable {
         var allocatedNames: Set<String> = []
         var defaultedNames: Set<String> = []
         var toOneByColumn: [String: Relationship] = [:]
+        var immediateToOneByColumn: [String: Relationship] = [:]
+        var knownKeyColumns: [String] = []
+        var knownKeyRelationships: [String: Relationship] = [:]
         var requiredAttributes: [Attribute] = []
         var keyReferences: [String] = []
         var requiredToOne: [Relationship] = []
@@ -213,6 +216,9 @@ public struct Entity: Sendable {
                 !allocatedNames.contains(attribute.name) && attribute.defaultValue != nil && attribute.identity == nil && !attribute.isGenerated
             }.map(\.name))
             toOneByColumn = Dictionary(toOneRelationships.map { ($0.column, $0) }, uniquingKeysWith: { first, _ in first })
+            immediateToOneByColumn = toOneByColumn.filter { !$0.value.isDeferrable }
+            knownKeyColumns = keyColumns + allocatedColumns.map(\.name).filter { !keyColumns.contains($0) }
+            knownKeyRelationships = toOneByColumn.filter { knownKeyColumns.contains($0.key) }
             requiredAttributes = attributes.filter(\.isRequired)
             keyReferences = keyColumns.filter { name in !attributes.contains { $0.name == name } }
             requiredToOne = toOneRelationships.filter { $0.isRequired && !keyColumns.contains($0.column) }
@@ -377,6 +383,12 @@ public struct Entity: Sendable {
     var defaultedNames: Set<String> { storage.defaultedNames }
     /// The to-one relationships, by foreign-key column.
     var toOneByColumn: [String: Relationship] { storage.toOneByColumn }
+    /// Those checked at once (not DEFERRABLE): a record must be written after those it points at.
+    var immediateToOneByColumn: [String: Relationship] { storage.immediateToOneByColumn }
+    /// The columns of a pending insert's key known before it is written (`KeyAllocation.known`):
+    /// the key's, then the other allocated ones; and the to-one relationships among them.
+    var knownKeyColumns: [String] { storage.knownKeyColumns }
+    var knownKeyRelationships: [String: Relationship] { storage.knownKeyRelationships }
     /// What every insert must have (`Validation`): the required attributes, the key columns
     /// that are foreign keys (a join table's), the required to-one relationships outside the
     /// key.

@@ -19,8 +19,7 @@ enum KeyAllocation {
         func shape(_ name: String) -> KeyShape? {
             shapes.value(name) { name in
                 model.entity(exactly: name).map { entity in
-                    let columns = entity.keyColumns + entity.allocatedColumns.map(\.name).filter { !entity.keyColumns.contains($0) }
-                    return KeyShape(name: entity.name, columns: columns, relationships: entity.toOneByColumn.filter { columns.contains($0.key) })
+                    KeyShape(name: entity.name, columns: entity.knownKeyColumns, relationships: entity.knownKeyRelationships)
                 }
             }
         }

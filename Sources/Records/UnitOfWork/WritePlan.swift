@@ -388,9 +388,8 @@ struct InsertLayout {
                 index = groups.count
                 groupIndex[entity.name] = index
                 groupIndex[row.entity] = index
-                let relationships = entity.toOneByColumn
-                groups.append(Group(entity: entity, columns: [], rows: [], places: [], relationships: relationships,
-                                    immediate: relationships.filter { !$0.value.isDeferrable }))
+                groups.append(Group(entity: entity, columns: [], rows: [], places: [], relationships: entity.toOneByColumn,
+                                    immediate: entity.immediateToOneByColumn))
             }
             groupOf[place] = index
             last = (row.entity, index)

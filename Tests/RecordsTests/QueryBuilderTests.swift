@@ -20,7 +20,7 @@ import Testing
     @Test func aCachedGetBoundIsTheStatementBuiltForItsValues() throws {
         var request = FetchRequest(entity: "department", include: ["employees"])
         request.includeOrder = ["employees": IncludeOrder(key: "age", ascending: false, limit: 3)]
-        let cache = SelectCache()
+        let cache = ShapeCache<String, QueryBuilder.Select>(capacity: 512)
         for id in ["7", "8"] {
             let bound = try cache.get(request, model: SampleModel.model, columns: ["id"]).binding([id])
             let built = try QueryBuilder.select(request, model: SampleModel.model, filter: [("id", id)], versions: .xmin)

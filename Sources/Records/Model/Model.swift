@@ -425,10 +425,10 @@ public final class Model: Sendable {
 
     private let exact: [String: Int]
     private let referencing: [String: [ForeignKey]]
-    /// GET's SQL by shape, for this model only.
-    let selects = SelectCache()
-    /// SAVE's insert text by entity and columns, for this model only.
-    let inserts = InsertTextCache()
+    /// GET's SQL by shape (includes are the client's to choose), for this model only.
+    let selects = ShapeCache<String, QueryBuilder.Select>(capacity: 512)
+    /// SAVE's unnest INSERT text by entity and columns (`WritePlan.unnestInsert`), for this model only.
+    let inserts = ShapeCache<[String], String>(capacity: 512)
 
     public init(schema: String, entities: [Entity], unserved: [UnservedTable], unicodeCaseFolding: Bool = false, collations: Set<String> = []) {
         self.schema = schema

@@ -45,7 +45,7 @@ struct QueryBuilder {
 
     /// - Parameters:
     ///   - filter: columns that must equal values (GET by key or by a unique attribute); bound
-    ///     first, so they are the first parameters (`SelectCache`).
+    ///     first, so they are the first parameters (`Model.selects`).
     ///   - versions: also select each row's key, and its `xmin` unless `.keys` (the version is
     ///     then the statement's snapshot: `SnapshotVersion`).
     static func select(_ request: FetchRequest, model: Model, filter: [(column: String, value: String)] = [],

@@ -1,16 +1,11 @@
 import Foundation
 
-/// A GET's SELECT built once per shape: by entity, includes and the filter's columns. Building
+/// A GET's SELECT built once per shape (`Model.selects`): by entity, includes and the filter's columns. Building
 /// the SQL took 28% of the server's CPU under pipelined GETs (`perf`, 8 clients), more than
 /// PostgreSQL's round trip. The filter's values are the statement's first parameters
 /// (`QueryBuilder.select` binds the filter first): `Select.binding` puts a GET's in. Held by
 /// the model, so a reload starts empty.
-final class SelectCache: @unchecked Sendable {  // `entries` guarded by `lock`
-    private let lock = NSLock()
-    private var entries: [String: QueryBuilder.Select] = [:]
-    /// Shapes kept (includes are the client's to choose): past it, the cache starts over.
-    static let capacity = 512
-
+extension ShapeCache where Key == String, Value == QueryBuilder.Select {
     /// Its parameters for the filter hold the columns' names until bound.
     func get(_ request: FetchRequest, model: Model, columns: [String]) throws(CommandError) -> QueryBuilder.Select {
         var key = request.entity
@@ -19,13 +14,9 @@ final class SelectCache: @unchecked Sendable {  // `entries` guarded by `lock`
         if !request.includeOrder.isEmpty {
             key += "\u{1E}" + request.includeOrder.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
         }
-        if let hit = lock.withLock({ entries[key] }) { return hit }
-        let select = try QueryBuilder.select(request, model: model, filter: columns.map { ($0, $0) }, versions: .xmin)
-        lock.withLock {
-            if entries.count >= Self.capacity { entries.removeAll() }
-            entries[key] = select
+        return try value(key) { () throws(CommandError) in
+            try QueryBuilder.select(request, model: model, filter: columns.map { ($0, $0) }, versions: .xmin)
         }
-        return select
     }
 }
 

@@ -67,6 +67,16 @@ struct WritePlan {
 
     // MARK: - Inserts
 
+    /// `INSERT INTO t (c1, c2) OVERRIDING SYSTEM VALUE SELECT * FROM unnest($1::type1[], $2::type2[])`:
+    /// one array parameter a column, in order; kept by the model per entity and columns (a
+    /// one-insert SAVE otherwise quotes, joins and numbers the same text again).
+    static func unnestInsert(_ entity: Entity, columns: [String], model: Model) -> String {
+        var sql = SQLText("INSERT INTO \(model.table(entity)) (\(columns.map(SQL.identifier).joined(separator: ", "))) OVERRIDING SYSTEM VALUE SELECT * FROM unnest(")
+        let arrays = columns.map { column in sql.bind(nil) + "::" + (entity.columnTypes[column] ?? "text") + "[]" }
+        sql.append(arrays.joined(separator: ", ") + ")")
+        return sql.text
+    }
+
     private mutating func planInserts(_ layout: InsertLayout, resolver: inout Resolver) {
         problems += layout.problems
         let nulled = layout.nulled
@@ -144,7 +154,7 @@ struct WritePlan {
                 }
                 continue
             }
-            let text = model.inserts.unnest(entity, columns: statement.columns, model: model)
+            let text = model.inserts.value([entity.name] + statement.columns) { Self.unnestInsert(entity, columns: statement.columns, model: model) }
             inserts.append(Write(statement: Statement(text, values.map { SQL.arrayLiteral($0) }), changes: statement.rows.map { .insert($0.ref) },
                                  records: statement.rows.map { "#" + $0.ref }, entity: entity.name,
                                  joinable: !entity.triggersMayRewriteInserts))

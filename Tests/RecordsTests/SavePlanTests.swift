@@ -47,8 +47,8 @@ import Testing
     /// last rows' columns unfilled; the next request goes on where this one stopped.
     @Test func drawnKeysTakeEachSequenceInTurn() {
         let shared = KeyAllocation.Request(entity: "pair", columns: ["a", "b", "c"], refs: ["p1", "p2", "p3"],
-                                           sequences: ["s", "s", "t"])
-        let after = KeyAllocation.Request(entity: "one", columns: ["id"], refs: ["o1", "o2"], sequences: ["t"])
+                                           allocations: [.sequence("s"), .sequence("s"), .sequence("t")])
+        let after = KeyAllocation.Request(entity: "one", columns: ["id"], refs: ["o1", "o2"], allocations: [.sequence("t")])
         let keys = KeyAllocation.drawn([shared, after], values: ["s": ["1", "2", "3", "4", "5"], "t": ["10", "11", "12", "13"]])
         #expect(keys["p1"]?.values == ["a": "1", "b": "2", "c": "10"])
         #expect(keys["p2"]?.values == ["a": "3", "b": "4", "c": "11"])

@@ -130,12 +130,15 @@ enum KeyAllocation {
         var entity: String
         var columns: [String]
         var refs: [String]
-        /// Each column's sequence, nil for one whose value another default gives.
-        var sequences: [String?] = []
-        /// Where each of `refs` is in the unit (empty for a request made by hand).
-        var places: [Int] = []
         /// How each column gets its value: its sequence, or its default evaluated.
         var allocations: [Attribute.Allocation] = []
+        /// Where each of `refs` is in the unit (empty for a request made by hand).
+        var places: [Int] = []
+
+        /// Each column's sequence, nil for one whose value another default gives.
+        var sequences: [String?] {
+            allocations.map { if case .sequence(let sequence) = $0 { sequence } else { nil } }
+        }
 
         /// What asks PostgreSQL for the values, a row for each of `refs`: made only when
         /// round 1 sends it (a key reserve gives most saves their keys before).
@@ -202,9 +205,7 @@ enum KeyAllocation {
         }
         for index in requests.indices {
             let entity = model.entity(exactly: requests[index].entity)!
-            let allocations = requests[index].columns.map { column in entity.allocatedColumns.first(where: { $0.name == column })!.allocation! }
-            requests[index].allocations = allocations
-            requests[index].sequences = allocations.map { if case .sequence(let sequence) = $0 { sequence } else { nil } }
+            requests[index].allocations = requests[index].columns.map { column in entity.allocatedColumns.first(where: { $0.name == column })!.allocation! }
         }
         return requests
     }

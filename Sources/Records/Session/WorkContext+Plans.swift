@@ -74,19 +74,18 @@ extension WorkContext {
         Log.debug("\(plans.count) SAVEs waited together: \(group.members.count) in one transaction, \(group.alone.count) alone")
         if !group.members.isEmpty {
             settings.metrics?.add(.savesGrouped, group.members.count)
-            let outcome = group.received(RoundResult.run(group.statements, on: connection))
-            let members = group.takeMembers()
-            switch outcome {
+            switch group.received(RoundResult.run(group.statements, on: connection)) {
             case .each(let actions):
                 settings.metrics?.add(.saveGroups, 1)
-                for (position, action) in actions.enumerated() { finish(members[position].index, members[position].plan, action) }
+                // By position: a member copied out is two plans' worth of references.
+                for (position, action) in actions.enumerated() { finish(group.members[position].index, group.members[position].plan, action) }
             case .runAlone:
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
                 // A connection that ended with the failure (its backend terminated): the members
                 // start again on a new one, not the first of them on the dead one.
                 if !connection.isHealthy { try? reconnect() }
                 settings.metrics?.add(.saveGroupsRunAlone, 1)
-                for member in members {
+                for member in group.members {
                     var plan = member.unstarted
                     let action = plan.start()
                     finish(member.index, plan, action)

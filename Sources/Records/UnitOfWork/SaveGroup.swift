@@ -111,9 +111,7 @@ struct SaveGroup: Sendable {
         var order: [[String]] = []
         for position in candidates.indices where candidates[position].joinable != nil {
             let own = candidates[position].own
-            var texts: [String] = []
-            texts.reserveCapacity(own.count - 2 - candidates[position].writes)
-            for statement in own[candidates[position].writes..<(own.count - 2)] { texts.append(statement.sql) }
+            let texts = own[candidates[position].writes..<(own.count - 2)].map { $0.sql }
             if classes[texts] == nil { order.append(texts) }
             classes[texts, default: []].append(position)
         }
@@ -156,12 +154,6 @@ struct SaveGroup: Sendable {
         statements.append(.commit)
     }
 
-    /// The members, moved out for their saves to go on (the group keeps none).
-    mutating func takeMembers() -> [Member] {
-        defer { members = [] }
-        return members
-    }
-
     /// What the group's round trip says to each member.
     enum Outcome: Sendable {
         /// Each member's next action, in `members`' order (committed, or uncertain: the
@@ -177,15 +169,14 @@ struct SaveGroup: Sendable {
             var actions: [SavePlan.Action] = []
             for index in members.indices {
                 // Its own round's results: nothing is read from the opening statements or COMMIT.
-                var own = Array(repeating: StatementResult(), count: members[index].prologue)
-                own.reserveCapacity(members[index].prologue + members[index].results.count + 1)
-                for source in members[index].results {
+                // (Read in place: a copy of the member is two plans' worth of references.)
+                let writes = members[index].results.map { source -> StatementResult in
                     switch source {
-                    case .own(let at): own.append(results[at])
-                    case .joined(let rows): own.append(StatementResult(affected: rows))
+                    case .own(let at): results[at]
+                    case .joined(let rows): StatementResult(affected: rows)
                     }
                 }
-                own.append(StatementResult())
+                let own = Array(repeating: StatementResult(), count: members[index].prologue) + writes + [StatementResult()]
                 actions.append(members[index].plan.received(.success(own)))
             }
             return .each(actions)

@@ -10,6 +10,8 @@ public struct CopyRow {
     @usableFromInline var bounds: UnsafeMutablePointer<Int>
     private var capacity: Int
     public private(set) var count = 0
+    /// The line's length without its line feed: at least the sum of its fields' lengths.
+    public private(set) var byteCount = 0
 
     /// An empty row to `load` lines into; its owner calls `deallocate` when done.
     public init(capacity: Int = 32) {
@@ -30,40 +32,67 @@ public struct CopyRow {
     /// Splits `line` (one row, with or without its line feed) into fields.
     public mutating func load(_ line: UnsafeRawBufferPointer) {
         count = 0
-        guard let start = line.baseAddress?.assumingMemoryBound(to: UInt8.self) else { base = nil; return }
+        guard let start = line.baseAddress?.assumingMemoryBound(to: UInt8.self) else { base = nil; byteCount = 0; return }
         base = UnsafePointer(start)
         var length = line.count
         if length > 0 && start[length - 1] == 10 { length -= 1 }
-        var at = 0
-        // Eight bytes a step, then a pointer and a while loop: fields are short, and a call to
-        // memchr a field cost more than the bytes it scanned (a Range's iterator would be a
-        // generic call a byte in a debug build, what the tests run).
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        while true {
-            var end = at
-            while end + 8 <= length {
-                let word = UnsafeRawPointer(start + end).loadUnaligned(as: UInt64.self) ^ (ones &* 9)
-                // Flags the bytes that were tabs; the lowest flag is exact.
-                let found = (word &- ones) & ~word & (ones &* 0x80)
-                if found != 0 {
-                    end += found.trailingZeroBitCount >> 3
-                    break
-                }
-                end += 8
+        byteCount = length
+        // The whole line eight bytes a step, every tab of a word taken from one mask: a row's
+        // fields are short, and a search a field (memchr, or words from each field's start)
+        // cost several times the bytes it scanned. A pointer and while loops: a Range's
+        // iterator would be a generic call a byte in a debug build, what the tests run.
+        var fieldStart = 0
+        var index = 0
+        while index + 8 <= length {
+            var tabs = Self.tabs(in: UnsafeRawPointer(start + index).loadUnaligned(as: UInt64.self))
+            while tabs != 0 {
+                let tab = index + tabs.trailingZeroBitCount >> 3
+                field(from: fieldStart, to: tab)
+                fieldStart = tab + 1
+                tabs &= tabs &- 1
             }
-            if end + 8 > length { while end < length && start[end] != 9 { end += 1 } }
-            if count == capacity { grow() }
-            if end - at == 2 && start[at] == 92 && start[at + 1] == UInt8(ascii: "N") {
-                bounds[2 * count] = -1
-                bounds[2 * count + 1] = -1
-            } else {
-                bounds[2 * count] = at
-                bounds[2 * count + 1] = end
-            }
-            count += 1
-            guard end < length else { break }
-            at = end + 1
+            index += 8
         }
+        if index < length && length >= 8 {
+            // The last bytes as the line's last word, less the bytes already read.
+            let last = length - 8
+            var tabs = Self.tabs(in: UnsafeRawPointer(start + last).loadUnaligned(as: UInt64.self)) & (~0 << (8 * (index - last)))
+            while tabs != 0 {
+                let tab = last + tabs.trailingZeroBitCount >> 3
+                field(from: fieldStart, to: tab)
+                fieldStart = tab + 1
+                tabs &= tabs &- 1
+            }
+        } else {
+            while index < length {
+                if start[index] == 9 {
+                    field(from: fieldStart, to: index)
+                    fieldStart = index + 1
+                }
+                index += 1
+            }
+        }
+        field(from: fieldStart, to: length)
+    }
+
+    /// 0x80 in each byte of `word` that is a tab, nothing else: exact for every byte, not only
+    /// the lowest (the subtracting form can flag a 0x08 byte above a tab).
+    @inline(__always) private static func tabs(in word: UInt64) -> UInt64 {
+        let lows: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
+        let zeroed = word ^ 0x0909_0909_0909_0909
+        return ~(((zeroed & lows) &+ lows) | zeroed | lows)
+    }
+
+    @inline(__always) private mutating func field(from start: Int, to end: Int) {
+        if count == capacity { grow() }
+        if end - start == 2, let base, base[start] == 92, base[start + 1] == UInt8(ascii: "N") {
+            bounds[2 * count] = -1
+            bounds[2 * count + 1] = -1
+        } else {
+            bounds[2 * count] = start
+            bounds[2 * count + 1] = end
+        }
+        count += 1
     }
 
     private mutating func grow() {

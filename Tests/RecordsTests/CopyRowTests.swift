@@ -93,4 +93,39 @@ import Testing
         withRow(#"\b\f\v\n\r\t\\"# + "\u{1}\"") { encoder.append($0, to: &out) }
         #expect(String(decoding: out, as: UTF8.self) == #"{"s":"\u0008\u000c\u000b\n\r\t\\\u0001\""}"# + "\n")
     }
+
+    /// Generated lines of tabs, `\N`s and bytes near a tab's value (0x08, 0x88, 0x89, 0), of
+    /// every length around the eight-byte steps, split as a plain search for tabs splits them
+    /// (RECORDS_COPYROW_SEED replays a printed seed).
+    @Test func generatedLinesSplitAsAPlainSearchDoes() {
+        let seed = UInt64(ProcessInfo.processInfo.environment["RECORDS_COPYROW_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
+        var state = seed
+        func next() -> UInt64 {
+            state &+= 0x9E3779B97F4A7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+            z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+            return z ^ (z >> 31)
+        }
+        let pieces: [[UInt8]] = [[9], [9], [8], [0x89], [0x88], [92, 78], [65], [0], [0xFF], [92]]
+        var row = CopyRow(capacity: 1)
+        defer { row.deallocate() }
+        for _ in 0..<3000 {
+            var line: [UInt8] = []
+            for _ in 0..<Int(next() % 40) { line += pieces[Int(next() % UInt64(pieces.count))] }
+            if next() % 2 == 0 { line.append(10) }
+            var expected: [[UInt8]?] = []
+            var field: [UInt8] = []
+            for byte in line.last == 10 ? line.dropLast() : line[...] {
+                if byte == 9 { expected.append(field == [92, 78] ? nil : field); field = [] } else { field.append(byte) }
+            }
+            expected.append(field == [92, 78] ? nil : field)
+            let got: [[UInt8]?] = line.withUnsafeBytes { raw in
+                row.load(raw)
+                return (0..<row.count).map { row.escaped($0).map(Array.init) }
+            }
+            #expect(got == expected, "seed \(seed): \(line)")
+            if got != expected { return }
+        }
+    }
 }

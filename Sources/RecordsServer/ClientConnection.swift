@@ -72,7 +72,7 @@ final class ClientConnection {
 
     func append(bytes: [UInt8]) {
         // Nothing waiting: the bytes become the output rather than being copied into it (a
-        // FIND hands its records over in 64 KiB batches; the copy was a tenth of its CPU).
+        // FIND hands its records over in 256 KiB batches; the copy was a tenth of its CPU).
         guard outputStart < output.count else {
             output = bytes
             outputStart = 0

@@ -1,7 +1,9 @@
-/// A streamed reply's data lines on their way to the sink: gathered, and handed over 64 KiB at
-/// a time (FIND's records, EXPORT's CSV).
+/// A streamed reply's data lines on their way to the sink: gathered, and handed over 256 KiB at
+/// a time (FIND's records, EXPORT's CSV). 64 KiB batches woke the loop and the worker four
+/// times as often, 1,600 times in a FIND of 10⁶ rows: each wake-up is a context switch where
+/// two cores are shared by four busy threads.
 struct StreamBatch {
-    static let size = 64 * 1024
+    static let size = 256 * 1024
 
     var bytes: [UInt8] = []
     private let sink: LineSink

@@ -60,35 +60,49 @@ struct RowEncoder {
     /// rows' scratch is on the stack; nothing is zero-filled (a debug build, what the tests
     /// run, filled it a generic call a byte).
     func append(_ result: QueryResult, row: Int, to out: inout [UInt8]) {
-        write(ResultRow(result: result, row: row), to: &out)
+        scratchAppend(ResultRow(result: result, row: row), to: &out)
     }
 
     /// The same record from a row of `COPY ... TO STDOUT` (FIND's stream): its text is
     /// escaped, and COPY's escapes of a backslash, a line feed, a return and a tab are JSON's
     /// own, so a string is copied nearly as it comes.
     func append(_ row: CopyRow, to out: inout [UInt8]) {
-        write(row, to: &out)
+        scratchAppend(row, to: &out)
     }
 
-    /// One record from either source; generic, so each is compiled on its own (closures
-    /// instead cost a large FIND 8% more instructions).
-    private func write<Source: RecordSource>(_ source: Source, to out: inout [UInt8]) {
-        // Every byte escaped, `null` or quotes around each value, and a word of slack.
-        let most = prefixBytes.count + 3 + 6 * source.escapedBytes(formats.count) + 8 * formats.count + 8
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: most) { scratch in
-            // Unchecked reads of the tables (checked ones were a tenth of a FIND's encoding).
-            prefixBytes.withUnsafeBufferPointer { prefixes in formats.withUnsafeBufferPointer { formats in prefixRanges.withUnsafeBufferPointer { ranges in
-                var writer = Writer(base: scratch.baseAddress!, at: 0)
-                for column in 0..<formats.count {
-                    writer.copyWords(prefixes.baseAddress! + ranges[column].lowerBound, count: ranges[column].count)
-                    if !source.write(column, as: formats[column], to: &writer) { writer.copy("null") }
-                }
-                if formats.isEmpty { writer.byte(UInt8(ascii: "{")) }
-                writer.byte(UInt8(ascii: "}"))
-                writer.byte(10)
-                out.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress!, count: writer.at))
-            }}}
+    /// FIND's way: the record written in place at the end of the stream's batch.
+    func append(_ row: CopyRow, to batch: inout StreamBatch) {
+        batch.write(atMost: most(row)) { write(row, into: $0) }
+    }
+
+    private func scratchAppend<Source: RecordSource>(_ source: Source, to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: most(source)) { scratch in
+            out.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress!, count: write(source, into: scratch.baseAddress!)))
         }
+    }
+
+    /// The most bytes a record can take: every byte escaped, `null` or quotes around each
+    /// value, and a word of slack.
+    private func most<Source: RecordSource>(_ source: Source) -> Int {
+        prefixBytes.count + 3 + 6 * source.escapedBytes(formats.count) + 8 * formats.count + 8
+    }
+
+    /// Writes one record from either source at `base`, which has room for `most(source)`;
+    /// returns its length. Generic, so each source is compiled on its own (closures instead
+    /// cost a large FIND 8% more instructions).
+    private func write<Source: RecordSource>(_ source: Source, into base: UnsafeMutablePointer<UInt8>) -> Int {
+        // Unchecked reads of the tables (checked ones were a tenth of a FIND's encoding).
+        prefixBytes.withUnsafeBufferPointer { prefixes in formats.withUnsafeBufferPointer { formats in prefixRanges.withUnsafeBufferPointer { ranges in
+            var writer = Writer(base: base, at: 0)
+            for column in 0..<formats.count {
+                writer.copyWords(prefixes.baseAddress! + ranges[column].lowerBound, count: ranges[column].count)
+                if !source.write(column, as: formats[column], to: &writer) { writer.copy("null") }
+            }
+            if formats.isEmpty { writer.byte(UInt8(ascii: "{")) }
+            writer.byte(UInt8(ascii: "}"))
+            writer.byte(10)
+            return writer.at
+        }}}
     }
 
     func line(_ result: QueryResult, row: Int) -> String {

@@ -112,9 +112,12 @@ extension Session {
                 let sql = try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
                 if view.began { try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)]) }
                 var batch = StreamBatch(to: context.sink)
-                CSV.appendLine(header.map { Array($0.utf8) }, to: &batch.bytes)
+                defer { batch.deallocate() }
+                var headerLine: [UInt8] = []
+                CSV.appendLine(header.map { Array($0.utf8) }, to: &headerLine)
+                headerLine.withUnsafeBytes { batch.append($0) }
                 let count = try connection.copyOut(sql) { record in
-                    CSV.appendRecord(record, to: &batch.bytes)
+                    CSV.appendRecord(record, to: &batch)
                     return batch.sendIfFull()
                 }
                 batch.finish()

@@ -151,20 +151,16 @@ extension Session {
         }
     }
 
-    /// Runs `sql` as a stream of rows (`Connection.streamCopy`, allowed the bulk timeout: it is
-    /// one statement however long the client takes to read), letting `encode` write each row
+    /// Runs the statement `statement` gives once the snapshot is known as a stream of rows
+    /// (`Connection.streamCopy`, allowed the bulk timeout: it is one statement however long
+    /// the client takes to read), letting `encode` write each row
     /// into the batch (false: stop), and hands the batch to the sink as it fills. COPY takes no
     /// parameters: the values are inlined as literals quoted by libpq, as EXPORT's are. A
     /// connection found dead before anything was sent is replaced and the query run again.
-    static func stream(_ sql: String, _ parameters: [String?], context: WorkContext,
-                       encode: (CopyRow, inout [UInt8]) -> Bool) throws {
-        try stream(context: context, snapshot: false, statement: { _ in (sql, parameters) }, encode: encode)
-    }
-
-    /// The same, the statement chosen once the snapshot is known (`Connection.streamCopy`).
     static func stream(context: WorkContext, snapshot: Bool, statement: (String?) -> (String, [String?]),
-                       encode: (CopyRow, inout [UInt8]) -> Bool) throws {
+                       encode: (CopyRow, inout StreamBatch) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
+        defer { batch.deallocate() }
         var sent = false
         for attempt in 0..<2 {
             let connection = context.connection
@@ -176,7 +172,7 @@ extension Session {
                     return try SQL.copyOut(sql, parameters, literal: connection.escapeLiteral)
                 } rows: { row in
                     sent = true
-                    return encode(row, &batch.bytes) && batch.sendIfFull()
+                    return encode(row, &batch) && batch.sendIfFull()
                 }
                 break
             } catch {

@@ -32,15 +32,35 @@ enum CSV {
     /// One record as COPY wrote it (newline-terminated; quoted fields may hold more line
     /// breaks), dot-stuffed onto `out`.
     static func appendRecord(_ record: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        guard let base = record.baseAddress else { return }
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 2 * record.count) { scratch in
+            out.append(contentsOf: UnsafeBufferPointer(start: scratch.baseAddress!, count: dotStuffed(record, into: scratch.baseAddress!)))
+        }
+    }
+
+    /// The same, written in place at the end of a stream's batch.
+    static func appendRecord(_ record: UnsafeRawBufferPointer, to batch: inout StreamBatch) {
+        batch.write(atMost: 2 * record.count) { dotStuffed(record, into: $0) }
+    }
+
+    /// Writes `record` with a dot before each of its lines that starts with `.`, `+`, `-` or
+    /// `!` (dot-stuffing, as every data line is); returns the bytes written, at most twice
+    /// the record's.
+    private static func dotStuffed(_ record: UnsafeRawBufferPointer, into out: UnsafeMutablePointer<UInt8>) -> Int {
+        guard let base = record.baseAddress else { return 0 }
         var start = 0
+        var written = 0
         while start < record.count {
             let first = record[start]
-            if first == 46 || first == 43 || first == 45 || first == 33 { out.append(46) }
+            if first == 46 || first == 43 || first == 45 || first == 33 {
+                out[written] = 46
+                written += 1
+            }
             let end = memchr(base + start, 10, record.count - start).map { $0 - UnsafeMutableRawPointer(mutating: base) + 1 } ?? record.count
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: record[start..<end]))
+            UnsafeMutableRawPointer(out + written).copyMemory(from: base + start, byteCount: end - start)
+            written += end - start
             start = end
         }
+        return written
     }
 
     /// The fields of one CSV line (a header), unquoting as needed.

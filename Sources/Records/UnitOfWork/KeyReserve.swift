@@ -37,6 +37,10 @@ public final class KeyReserve: @unchecked Sendable {
 
     private let lock = NSLock()
     private var held: [Slot: Held] = [:]
+    /// How many times each sequence's values were dropped (`dropAll` counts for all): values
+    /// fetched before a drop and kept after it could be keys a client gave meanwhile.
+    private var drops: [String: Int] = [:]
+    private var allDrops = 0
 
     public init() {}
 
@@ -48,8 +52,11 @@ public final class KeyReserve: @unchecked Sendable {
               meanwhile: () -> Void = {}) throws -> [String: [String]] {
         var taken: [String: [String]] = [:]
         var missing: [(sequence: String, count: Int)] = []
+        var dropsBefore: [String: Int] = [:], allDropsBefore = 0
         lock.withLock {
+            allDropsBefore = allDrops
             for need in needs {
+                dropsBefore[need.sequence] = drops[need.sequence, default: 0]
                 let given = held[Slot(role: role, sequence: need.sequence), default: Held()].take(need.count)
                 taken[need.sequence] = given
                 if given.count < need.count { missing.append((need.sequence, need.count - given.count)) }
@@ -75,19 +82,30 @@ public final class KeyReserve: @unchecked Sendable {
             surplus.append((Slot(role: role, sequence: need.sequence), values.dropFirst(need.count)))
         }
         lock.withLock {
-            for (slot, values) in surplus { held[slot, default: Held()].add(values) }
+            // A sequence moved (or the model reloaded) while its values were fetched: the
+            // surplus may hold keys given meanwhile, so it is left unused, a gap.
+            guard allDrops == allDropsBefore else { return }
+            for (slot, values) in surplus where drops[slot.sequence, default: 0] == dropsBefore[slot.sequence] {
+                held[slot, default: Held()].add(values)
+            }
         }
         return taken
     }
 
     /// Forgets the values held for `sequence` (it was moved: some may be taken already).
     func drop(_ sequence: String) {
-        lock.withLock { held = held.filter { $0.key.sequence != sequence } }
+        lock.withLock {
+            held = held.filter { $0.key.sequence != sequence }
+            drops[sequence, default: 0] += 1
+        }
     }
 
     /// Forgets every value held: the model was reloaded (a sequence dropped and made again
     /// under the same name is another sequence; a revoked right takes effect).
     public func dropAll() {
-        lock.withLock { held.removeAll() }
+        lock.withLock {
+            held.removeAll()
+            allDrops += 1
+        }
     }
 }

@@ -63,14 +63,8 @@ import Testing
     /// GET's encoder writes (no `\b` or `\f`).
     @Test func generatedStringsComeOutAsTheirJSON() throws {
         let seed = UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E3779B97F4A7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-            z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-            return z ^ (z >> 31)
-        }
+        var generator = Generator(seed: seed)
+        func next() -> UInt64 { generator.next() }
         let alphabet: [String] = (1..<128).map { String(UnicodeScalar(UInt8($0))) } + ["é", "😀", "\\N", "\\x41", "\\101"]
         let encoder = RowEncoder([(key: "s", format: .string), (key: "j", format: .raw), (key: "n", format: .number)])
         for _ in 0..<500 {
@@ -99,14 +93,8 @@ import Testing
     /// (RECORDS_COPYROW_SEED replays a printed seed).
     @Test func generatedLinesSplitAsAPlainSearchDoes() {
         let seed = UInt64(ProcessInfo.processInfo.environment["RECORDS_COPYROW_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
-        var state = seed
-        func next() -> UInt64 {
-            state &+= 0x9E3779B97F4A7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-            z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
-            return z ^ (z >> 31)
-        }
+        var generator = Generator(seed: seed)
+        func next() -> UInt64 { generator.next() }
         let pieces: [[UInt8]] = [[9], [9], [8], [0x89], [0x88], [92, 78], [65], [0], [0xFF], [92]]
         var row = CopyRow(capacity: 1)
         defer { row.deallocate() }

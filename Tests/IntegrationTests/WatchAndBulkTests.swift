@@ -1,5 +1,6 @@
 import Foundation
 import Postgres
+import Records
 import Testing
 
 @Suite struct WatchAndBulkTests {
@@ -237,6 +238,19 @@ import Testing
         #expect(try db.query(watched).string(0, 0) == "game")
         try client.ok("UNWATCH game")
         #expect(try eventually({ try db.query(watched).string(0, 0) }, until: { $0 == "" }) == "")
+    }
+
+    /// A server that stopped without a word leaves its registrations; once past twice the
+    /// registration time they are pruned (every watched write's trigger reads the table).
+    @Test func registrationsOfGoneServersArePruned() throws {
+        let server = try TestServer()
+        let db = try server.database()
+        try db.execute("""
+            INSERT INTO records.watched (server, entity, seen) VALUES ('gone', 'game', now() - interval '1 hour'),
+                ('late', 'game', now() - interval '\(ChangeFeed.registrationSeconds + 5) seconds'), ('alive', 'game', now())
+            """)
+        try ChangeFeed.prune(db)
+        #expect(try db.query("SELECT string_agg(server, ',' ORDER BY server) FROM records.watched").string(0, 0) == "alive,late")
     }
 
     @Test func watchWithAPredicate() throws {

@@ -150,6 +150,8 @@ public enum ChangeFeed {
             "DELETE FROM records.change_log WHERE at < now() - interval '\(keptMinutes) minutes'",
             "DELETE FROM records.deleted_rows WHERE at < now() - interval '\(keptMinutes) minutes'",
             "DELETE FROM records.save_keys WHERE at < now() - interval '\(saveKeyHours) hours'",
+            // Servers gone (stopped, killed): every watched write's trigger reads this table.
+            "DELETE FROM records.watched WHERE seen < now() - interval '\(2 * registrationSeconds) seconds'",
             """
             DELETE FROM records.handoff WHERE expires_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'
                 OR spent_at < now() - interval '\(HandOff.expiredKeptMinutes) minutes'

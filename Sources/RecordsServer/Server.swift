@@ -409,6 +409,7 @@ public final class Server {
             if connection.machine.shouldFlush(pendingOutput: held) {
                 let flushed = connection.flush()
                 context.metrics.add(.bytesOut, held - connection.pendingOutput)
+                if connection.pendingOutput < held { connection.streamSink?.taken(at: now()) }
                 if flushed == .failed { return closeConnection(connection) }
             }
             // Room made by the flush lets buffered lines run even if none could this round.

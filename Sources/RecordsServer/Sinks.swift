@@ -3,9 +3,10 @@ import Records
 
 /// Carries a streaming step's data lines from its pool worker to the loop, blocking the worker
 /// while the client's output is above the high-water mark: a slow reader slows the query,
-/// never the server's memory. A client that reads nothing for `stallSeconds` loses the wait:
-/// `send` gives up, so the query stops and its pooled connection goes back.
-final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled` guarded by `lock`; `inFlight` the worker's; the rest immutable
+/// never the server's memory. A client that takes no byte for `stallSeconds` loses the wait:
+/// `send` gives up, so the query stops and its pooled connection goes back. A client that
+/// reads slowly but steadily keeps it, however long a batch (a record of megabytes) takes.
+final class StreamSink: LineSink, @unchecked Sendable {  // `gone`, `didStall`, `didStop`, `lastTaken` guarded by `lock`; `inFlight` the worker's; the rest immutable
     private let inbox: LoopInbox<ServerMessage>
     private let connection: Int
     private let semaphore = DispatchSemaphore(value: 0)
@@ -17,6 +18,8 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
     private let metrics: Metrics
     /// The worker's own: lines posted that the loop has not yet let go of.
     private var inFlight = false
+    /// When the client last took bytes of the connection's output (uptime nanoseconds).
+    private var lastTaken = DispatchTime.now().uptimeNanoseconds
 
     init(inbox: LoopInbox<ServerMessage>, connection: Int, stallSeconds: Int, metrics: Metrics) {
         self.inbox = inbox
@@ -60,13 +63,21 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
     /// count the client gets.
     func send(_ lines: [UInt8]) -> Bool {
         if inFlight && !ended {
-            if semaphore.wait(timeout: .now() + .seconds(stallSeconds)) == .timedOut {
-                lock.lock()
-                didStall = true
-                lock.unlock()
-                metrics.add(.repliesStalled)
-            } else {
-                inFlight = false
+            // Until the loop lets go, or `stallSeconds` pass with no byte taken: waiting a
+            // fixed time for the whole batch stopped a steady reader of a large record.
+            while true {
+                let since = takenAt()
+                if semaphore.wait(timeout: DispatchTime(uptimeNanoseconds: since + UInt64(stallSeconds) * 1_000_000_000)) == .success {
+                    inFlight = false
+                    break
+                }
+                if takenAt() == since {
+                    lock.lock()
+                    didStall = true
+                    lock.unlock()
+                    metrics.add(.repliesStalled)
+                    break
+                }
             }
         }
         lock.lock()
@@ -77,6 +88,19 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone` and `stalled`
         inbox.post(.streamed(connection: connection, lines: lines, sink: self))
         inFlight = true
         return goOn
+    }
+
+    /// On the loop: the client took some of the connection's output.
+    func taken(at now: UInt64) {
+        lock.lock()
+        lastTaken = now
+        lock.unlock()
+    }
+
+    private func takenAt() -> UInt64 {
+        lock.lock()
+        defer { lock.unlock() }
+        return lastTaken
     }
 
     /// On the loop: lets the worker go on.

@@ -145,6 +145,52 @@ import Testing
         #expect(try honest.send("FIND employee LIMIT 1").ok)
     }
 
+    /// The stall counts time without a byte taken, not the time a batch takes to go out: a
+    /// record of 16 MiB, more than the socket buffers hold, read steadily by a client slower
+    /// than the stall allows for the whole batch, is sent whole, and the rows after it too
+    /// (before, the FIND stopped with "read nothing for 5 s").
+    @Test func aSteadyReaderOfALargeRecordIsNotTakenForAStalledOne() throws {
+        let server = try TestServer(arguments: ["--reply-stall", "5"])
+        let db = try server.database()
+        try db.execute("""
+            INSERT INTO employee (id, first_name, last_name, gender) VALUES (1, repeat('z', 16 * 1048576), 'big', 1);
+            INSERT INTO employee (id, first_name, last_name, gender) SELECT i, 'f', 'small', 1 FROM generate_series(2, 2001) i
+            """)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var small: Int32 = 65536
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(server.port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        try #require(connected)
+        let request = Array("FIND employee ORDER BY id\n".utf8)
+        try #require(write(fd, request, request.count) == request.count)
+        // 64 KiB every 50 ms (about 1.3 MB/s): 16 MiB take some 12 s, never 5 s without a read.
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var statuses: [String] = [], records = 0, line: [UInt8] = []
+        reading: while statuses.count < 2 {  // the banner, then the FIND's status
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            for byte in buffer[0..<count] {
+                guard byte == 10 else {
+                    if line.count < 200 { line.append(byte) }
+                    continue
+                }
+                if line.first == UInt8(ascii: "{") { records += 1 } else { statuses.append(String(decoding: line, as: UTF8.self)) }
+                line = []
+                if statuses.count == 2 { break reading }
+            }
+            usleep(50_000)
+        }
+        #expect(statuses.last == "+OK 2001 records", "\(statuses)")
+        #expect(records == 2001)
+    }
+
     @Test func aRunawayQueryIsCancelledAtTheStatementTimeout() throws {
         let server = try TestServer(arguments: ["--statement-timeout", "1"])
         let db = try server.database()

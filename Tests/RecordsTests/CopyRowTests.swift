@@ -81,6 +81,18 @@ import Testing
         }
     }
 
+    /// Timestamps as PostgreSQL's JSON prints them: a `T`, a zone of whole hours with its
+    /// minutes, and an era after the zone.
+    @Test func timestampsAreWrittenAsPostgreSQLsJSONWritesThem() {
+        let encoder = RowEncoder([(key: "a", format: .timestamp), (key: "b", format: .timestamp), (key: "c", format: .timestamp),
+                                  (key: "d", format: .timestamp), (key: "e", format: .timestamp)])
+        var out: [UInt8] = []
+        withRow("0044-03-15 12:00:00+00 BC\t0044-03-15 12:00:00 BC\t2024-06-01 12:00:00+05:30\t2024-06-01 12:00:00.5-03\tinfinity") {
+            encoder.append($0, to: &out)
+        }
+        #expect(String(decoding: out, as: UTF8.self) == #"{"a":"0044-03-15T12:00:00+00:00 BC","b":"0044-03-15T12:00:00 BC","c":"2024-06-01T12:00:00+05:30","d":"2024-06-01T12:00:00.5-03:00","e":"infinity"}"# + "\n")
+    }
+
     @Test func controlCharactersAreWrittenAsGetWritesThem() {
         let encoder = RowEncoder([(key: "s", format: .string)])
         var out: [UInt8] = []

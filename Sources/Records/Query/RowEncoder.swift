@@ -268,7 +268,9 @@ struct RowEncoder {
             case .timestamp:
                 byte(Self.quote)
                 let start = at
-                copy(bytes)
+                // ` BC` follows the zone (`0044-03-15 12:00:00+00 BC`): it goes after `:00`.
+                let era = bytes.count >= 3 && bytes[bytes.count - 3] == 32 && bytes[bytes.count - 2] == UInt8(ascii: "B") && bytes[bytes.count - 1] == UInt8(ascii: "C")
+                copy(era ? UnsafeBufferPointer(rebasing: bytes.dropLast(3)) : bytes)
                 if let space = bytes.firstIndex(of: 32) { base[start + space] = UInt8(ascii: "T") }
                 // A zone of whole hours (`+00`) becomes `+00:00`.
                 if at - start >= 3, base[at - 3] == UInt8(ascii: "+") || base[at - 3] == UInt8(ascii: "-"), at - 3 > start + 10 {
@@ -276,6 +278,7 @@ struct RowEncoder {
                     byte(UInt8(ascii: "0"))
                     byte(UInt8(ascii: "0"))
                 }
+                if era { copy(" BC") }
                 byte(Self.quote)
             case .string:
                 string(bytes, copyEscaped: false)

@@ -44,25 +44,13 @@ public struct CopyRow {
         var fieldStart = 0
         var index = 0
         while index + 8 <= length {
-            var tabs = Self.tabs(in: UnsafeRawPointer(start + index).loadUnaligned(as: UInt64.self))
-            while tabs != 0 {
-                let tab = index + tabs.trailingZeroBitCount >> 3
-                field(from: fieldStart, to: tab)
-                fieldStart = tab + 1
-                tabs &= tabs &- 1
-            }
+            fields(endingAt: Self.tabs(in: UnsafeRawPointer(start + index).loadUnaligned(as: UInt64.self)), of: index, from: &fieldStart)
             index += 8
         }
         if index < length && length >= 8 {
             // The last bytes as the line's last word, less the bytes already read.
             let last = length - 8
-            var tabs = Self.tabs(in: UnsafeRawPointer(start + last).loadUnaligned(as: UInt64.self)) & (~0 << (8 * (index - last)))
-            while tabs != 0 {
-                let tab = last + tabs.trailingZeroBitCount >> 3
-                field(from: fieldStart, to: tab)
-                fieldStart = tab + 1
-                tabs &= tabs &- 1
-            }
+            fields(endingAt: Self.tabs(in: UnsafeRawPointer(start + last).loadUnaligned(as: UInt64.self)) & (~0 << (8 * (index - last))), of: last, from: &fieldStart)
         } else {
             while index < length {
                 if start[index] == 9 {
@@ -73,6 +61,17 @@ public struct CopyRow {
             }
         }
         field(from: fieldStart, to: length)
+    }
+
+    /// The fields ended by the tabs `tabs` flags in the word at `offset`.
+    @inline(__always) private mutating func fields(endingAt tabs: UInt64, of offset: Int, from fieldStart: inout Int) {
+        var tabs = tabs
+        while tabs != 0 {
+            let tab = offset + tabs.trailingZeroBitCount >> 3
+            field(from: fieldStart, to: tab)
+            fieldStart = tab + 1
+            tabs &= tabs &- 1
+        }
     }
 
     /// 0x80 in each byte of `word` that is a tab, nothing else: exact for every byte, not only

@@ -8,6 +8,8 @@
 /// array cost a FIND a twentieth of its encoding. Its owner calls `deallocate` when done.
 struct StreamBatch {
     static let size = 256 * 1024
+    /// Room for a batch and the record that takes it past `size`, mostly.
+    private static let usualCapacity = size + 4096
 
     private var storage: UnsafeMutablePointer<UInt8>
     private var capacity: Int
@@ -18,7 +20,7 @@ struct StreamBatch {
 
     init(to sink: LineSink) {
         self.sink = sink
-        capacity = Self.size + 4096
+        capacity = Self.usualCapacity
         storage = .allocate(capacity: capacity)
     }
 
@@ -55,19 +57,19 @@ struct StreamBatch {
     private mutating func taken() -> [UInt8] {
         let bytes = [UInt8](UnsafeBufferPointer(start: storage, count: count))
         count = 0
-        if capacity > Self.size + 4096 {
+        if capacity > Self.usualCapacity {
             storage.deallocate()
-            capacity = Self.size + 4096
+            capacity = Self.usualCapacity
             storage = .allocate(capacity: capacity)
         }
         return bytes
     }
 
     private mutating func grow(to needed: Int) {
-        let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: max(needed, 2 * capacity))
+        capacity = max(needed, 2 * capacity)
+        let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
         larger.update(from: storage, count: count)
         storage.deallocate()
         storage = larger
-        capacity = max(needed, 2 * capacity)
     }
 }

@@ -37,10 +37,9 @@ public final class KeyReserve: @unchecked Sendable {
 
     private let lock = NSLock()
     private var held: [Slot: Held] = [:]
-    /// How many times each sequence's values were dropped (`dropAll` counts for all): values
-    /// fetched before a drop and kept after it could be keys a client gave meanwhile.
-    private var drops: [String: Int] = [:]
-    private var allDrops = 0
+    /// How many drops there have been: values fetched across one may be keys a client gave
+    /// meanwhile (drops are rare: a sequence moved, a reload), so they are not kept.
+    private var drops = 0
 
     public init() {}
 
@@ -52,11 +51,10 @@ public final class KeyReserve: @unchecked Sendable {
               meanwhile: () -> Void = {}) throws -> [String: [String]] {
         var taken: [String: [String]] = [:]
         var missing: [(sequence: String, count: Int)] = []
-        var dropsBefore: [String: Int] = [:], allDropsBefore = 0
+        var dropsBefore = 0
         lock.withLock {
-            allDropsBefore = allDrops
+            dropsBefore = drops
             for need in needs {
-                dropsBefore[need.sequence] = drops[need.sequence, default: 0]
                 let given = held[Slot(role: role, sequence: need.sequence), default: Held()].take(need.count)
                 taken[need.sequence] = given
                 if given.count < need.count { missing.append((need.sequence, need.count - given.count)) }
@@ -82,12 +80,10 @@ public final class KeyReserve: @unchecked Sendable {
             surplus.append((Slot(role: role, sequence: need.sequence), values.dropFirst(need.count)))
         }
         lock.withLock {
-            // A sequence moved (or the model reloaded) while its values were fetched: the
+            // A sequence moved (or the model reloaded) while the values were fetched: the
             // surplus may hold keys given meanwhile, so it is left unused, a gap.
-            guard allDrops == allDropsBefore else { return }
-            for (slot, values) in surplus where drops[slot.sequence, default: 0] == dropsBefore[slot.sequence] {
-                held[slot, default: Held()].add(values)
-            }
+            guard drops == dropsBefore else { return }
+            for (slot, values) in surplus { held[slot, default: Held()].add(values) }
         }
         return taken
     }
@@ -96,7 +92,7 @@ public final class KeyReserve: @unchecked Sendable {
     func drop(_ sequence: String) {
         lock.withLock {
             held = held.filter { $0.key.sequence != sequence }
-            drops[sequence, default: 0] += 1
+            drops += 1
         }
     }
 
@@ -105,7 +101,7 @@ public final class KeyReserve: @unchecked Sendable {
     public func dropAll() {
         lock.withLock {
             held.removeAll()
-            allDrops += 1
+            drops += 1
         }
     }
 }

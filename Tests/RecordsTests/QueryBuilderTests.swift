@@ -131,3 +131,58 @@ import Testing
         #expect(throws: CommandError.self) { try whereClause("FIND department WHERE SUBQUERY(name, $e, $e.age > 30).@count > 0") }
     }
 }
+
+/// A FIND or EXPORT of a whole table is streamed by `COPY table (columns) TO STDOUT`, which
+/// costs PostgreSQL's backend less than the same rows through a query; anything that a query
+/// alone can do (a filter, an order, a limit, a join, a conversion, a parent's children)
+/// keeps the query.
+@Suite struct WholeTableCopyTests {
+    /// The sample model, its tables read whole when `whole` (as the catalog says of ordinary tables).
+    private func model(whole: Bool) -> Model {
+        let entities = SampleModel.model.entities.map { entity -> Entity in
+            var entity = entity
+            entity.readsWhole = whole
+            return entity
+        }
+        return Model(schema: "public", entities: entities, unserved: [])
+    }
+
+    private func select(_ line: String, whole: Bool = true, versions: QueryBuilder.Versions = .none) throws -> QueryBuilder.Select {
+        guard case .find(let request) = try CommandParser.parse(line) else { throw CommandError(.internal, "not a find") }
+        return try QueryBuilder.select(request, model: model(whole: whole), versions: versions)
+    }
+
+    private func copy(_ line: String, whole: Bool = true, versions: QueryBuilder.Versions = .none) throws -> String {
+        try select(line, whole: whole, versions: versions).copyOut { "'" + $0 + "'" }
+    }
+
+    @Test func aWholeTableIsCopiedByItsColumns() throws {
+        let table = #"COPY "public"."department" ("id", "name", "number") TO STDOUT"#
+        #expect(try copy("FIND department") == table)
+        // The keys as versions stand in the record's own columns: nothing is selected after them.
+        #expect(try copy("FIND department", versions: .keys) == table)
+        #expect(try copy("FIND employee") == #"COPY "public"."employee" ("id", "first_name", "age", "gender", "department_id", "manager_id") TO STDOUT"#)
+        // A composite key of two to-one columns: the relationships' columns, each once.
+        #expect(try copy("FIND project_member") == #"COPY "public"."project_member" ("role", "project_id", "employee_id") TO STDOUT"#)
+    }
+
+    @Test func whatOnlyAQueryDoesKeepsTheQuery() throws {
+        let query = { (line: String) throws -> Bool in try self.copy(line).hasPrefix("COPY (SELECT ") }
+        #expect(try query("FIND department WHERE number > 2"))
+        #expect(try query("FIND department ORDER BY name"))
+        #expect(try query("FIND department LIMIT 5000"))
+        #expect(try query("FIND department OFFSET 2"))
+        #expect(try query("FIND department INCLUDE employees"))
+        #expect(try query("FIND employee WHERE department.name == \"x\""))
+        #expect(try query("FIND department SELECT name"))
+        #expect(try query("FIND department SELECT DISTINCT name"))
+        // Each row's xmin, and a key that is not an integer or uuid converted to text.
+        #expect(try query("FIND department") == false)
+        #expect(try copy("FIND department", versions: .xmin).hasPrefix("COPY (SELECT "))
+        #expect(try copy("FIND tag", versions: .keys).hasPrefix("COPY (SELECT "))
+        #expect(try copy("FIND tag") == #"COPY "public"."tag" ("label", "color") TO STDOUT"#)
+        // A table the catalog did not call ordinary and childless (partitioned, a parent).
+        #expect(try copy("FIND department", whole: false).hasPrefix("COPY (SELECT "))
+        #expect(try select("FIND department", whole: false).wholeTable == nil)
+    }
+}

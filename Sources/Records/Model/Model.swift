@@ -160,6 +160,7 @@ public struct Entity: Sendable {
         var uniqueConstraints: [String: [String]] = [:]
         var triggersMayRewriteInserts = false
         var hasInsertRules = false
+        var readsWhole = false
         // Derived from key, attributes and relationships (`derive`).
         var names = NameIndex([], [])
         var keyColumns: [String] = []
@@ -199,6 +200,7 @@ public struct Entity: Sendable {
             copy.uniqueConstraints = uniqueConstraints
             copy.triggersMayRewriteInserts = triggersMayRewriteInserts
             copy.hasInsertRules = hasInsertRules
+            copy.readsWhole = readsWhole
             return copy
         }
 
@@ -296,6 +298,14 @@ public struct Entity: Sendable {
     public var hasInsertRules: Bool {
         get { storage.hasInsertRules }
         set { mutate { $0.hasInsertRules = newValue } }
+    }
+
+    /// An ordinary table without inheritance children: `COPY table TO` reads the same rows as
+    /// a `SELECT` of every row (a partitioned table refuses it, and it would leave a parent's
+    /// children out). Read with the model; false unless the catalog said so.
+    public var readsWhole: Bool {
+        get { storage.readsWhole }
+        set { mutate { $0.readsWhole = newValue } }
     }
 
     /// Many rows may go in by `COPY ... FROM STDIN`, which does what an INSERT of them does

@@ -19,7 +19,9 @@ public enum ModelReflector {
                    -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
                    EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
                            AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7),
-                   \(hasInsertRules)
+                   \(hasInsertRules),
+                   -- relhassubclass may stay true after the last child goes: then a query reads it.
+                   c.relkind = 'r' AND NOT c.relhassubclass
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
@@ -146,6 +148,7 @@ public enum ModelReflector {
             entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
             entities[name]!.triggersMayRewriteInserts = tables.bool(row, 3) ?? false
             entities[name]!.hasInsertRules = tables.bool(row, 4) ?? false
+            entities[name]!.readsWhole = tables.bool(row, 5) ?? false
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.

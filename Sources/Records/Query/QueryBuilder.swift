@@ -32,6 +32,21 @@ struct QueryBuilder {
         /// A projection's values (`SELECT` paths) and whether they are DISTINCT: EXPORT's columns.
         var projection: [(key: String, sql: String)] = []
         var distinct = false
+        /// The table, quoted, when the statement reads every one of its rows in no order, with
+        /// nothing joined, filtered or limited, and the table reads whole (`Entity.readsWhole`).
+        var wholeTable: String?
+        /// The columns the statement selects, when it selects nothing but stored columns as
+        /// they are (`wholeTable` may then be read by `COPY table (columns)`).
+        var storedColumns: [String]?
+
+        /// The COPY that streams these rows, in text format: of the table itself when the
+        /// statement reads it whole, as stored (PostgreSQL's backend spends a fifteenth less
+        /// on `COPY employee (...) TO STDOUT` than on `COPY (SELECT ... FROM employee) TO
+        /// STDOUT`, and it sets the pace of a large FIND), else of the query.
+        func copyOut<E: Error>(literal: (String) throws(E) -> String) throws(E) -> String {
+            if let wholeTable, let storedColumns { return SQL.copyOut(table: wholeTable, storedColumns) }
+            return try SQL.copyOut(sql, parameters, literal: literal)
+        }
     }
 
     /// What a read selects for the unit's read versions.
@@ -62,7 +77,7 @@ struct QueryBuilder {
         }
         // Sort keys, then the primary key, so ties come back in a stable order and pages never overlap.
         var keys: [(sql: String, ascending: Bool)] = []
-        var projection: [(key: String, sql: String, format: RowEncoder.Format)] = []
+        var projection: [(key: String, sql: String, format: RowEncoder.Format, column: String?)] = []
         for path in request.select { projection.append(try builder.projected(path, entity: entity, distinct: request.distinct)) }
         if request.distinct {
             // DISTINCT orders by the very expressions it selects (PostgreSQL requires it; a
@@ -94,6 +109,8 @@ struct QueryBuilder {
         // A projection is not a record: no versions are tracked from it.
         let versions = projection.isEmpty ? versions : .none
         var sql = (request.distinct ? "SELECT DISTINCT " : "SELECT ") + fields.map(\.sql).joined(separator: ", ")
+        // Sort keys, xmin or keys as text selected after the record's fields.
+        var selectsMore = paged
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
         var versionColumns: (xmin: Int?, key: [Int])?
         if versions != .none {
@@ -102,12 +119,14 @@ struct QueryBuilder {
             var next = fields.count + (paged ? keys.count : 0)
             let xmin = versions == .xmin ? next : nil
             if xmin != nil {
+                selectsMore = true
                 sql += ", t0.xmin"
                 next += 1
             }
             let key = entity.key.enumerated().map { index, attribute -> Int in
                 if attribute.kind == .uuid || attribute.kind.isInteger,
                    entity.attributes.indices.contains(index), entity.attributes[index].name == attribute.name { return index }
+                selectsMore = true
                 sql += ", t0.\(SQL.identifier(attribute.name))::text"
                 defer { next += 1 }
                 return next
@@ -124,9 +143,15 @@ struct QueryBuilder {
         // One row more than asked tells whether another page follows.
         if let limit = request.limit { body += " LIMIT " + builder.bind(String(limit < Int.max ? limit + 1 : limit)) + "::bigint" }
         if let offset = request.offset { body += " OFFSET " + builder.bind(String(offset)) + "::bigint" }
+        let whole = entity.readsWhole && projection.isEmpty && builder.joins.isEmpty && conditions.isEmpty && !ordered
+            && request.limit == nil && request.offset == nil && !request.distinct
+        let columns = fields.compactMap(\.column)
+        // Each field a column, once (COPY refuses a column twice), and nothing after them.
+        let stored = columns.count == fields.count && !selectsMore && Set(columns).count == columns.count
         return Select(sql: sql + body, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
                       cursorColumns: paged ? keys.count : 0, versionColumns: versionColumns,
-                      fingerprint: fingerprint, body: body, projection: projection.map { ($0.key, $0.sql) }, distinct: request.distinct)
+                      fingerprint: fingerprint, body: body, projection: projection.map { ($0.key, $0.sql) }, distinct: request.distinct,
+                      wholeTable: whole ? model.table(entity) : nil, storedColumns: stored ? columns : nil)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
@@ -242,23 +267,25 @@ struct QueryBuilder {
 
     /// The columns of a top-level record, each with its JSON key and how its text prints;
     /// the server builds the JSON (see `RowEncoder`).
-    mutating func fields(_ entity: Entity, alias: String, includes: IncludeTree) -> [(key: String, sql: String, format: RowEncoder.Format)] {
-        var result: [(key: String, sql: String, format: RowEncoder.Format)] = []
+    /// A record's fields as selected, each with its column when it is the stored column as it is.
+    mutating func fields(_ entity: Entity, alias: String, includes: IncludeTree) -> [(key: String, sql: String, format: RowEncoder.Format, column: String?)] {
+        var result: [(key: String, sql: String, format: RowEncoder.Format, column: String?)] = []
         for attribute in entity.attributes {
             let column = "\(alias).\(SQL.identifier(attribute.name))"
             if attribute.kind == .binary {
-                result.append((attribute.name, "translate(encode(\(column), 'base64'), E'\\n', '')", .string))
+                result.append((attribute.name, "translate(encode(\(column), 'base64'), E'\\n', '')", .string, nil))
             } else if attribute.sqlType.hasSuffix("]") {
-                result.append((attribute.name, "to_json(\(column))", .raw))  // an array prints as a JSON array
+                result.append((attribute.name, "to_json(\(column))", .raw, nil))  // an array prints as a JSON array
             } else {
-                result.append((attribute.name, column, RowEncoder.Format(attribute.kind)))
+                result.append((attribute.name, column, RowEncoder.Format(attribute.kind), attribute.name))
             }
         }
         for relationship in entity.relationships {
             if let sub = includes.children[relationship.name] {
-                result.append((relationship.name, included(relationship, from: entity, alias: alias, sub), .raw))
+                result.append((relationship.name, included(relationship, from: entity, alias: alias, sub), .raw, nil))
             } else if !relationship.isToMany {
-                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(model.referencedKind(relationship))))
+                result.append((relationship.name, "\(alias).\(SQL.identifier(relationship.column))", RowEncoder.Format(model.referencedKind(relationship)),
+                               relationship.column))
             }
         }
         return result
@@ -266,14 +293,14 @@ struct QueryBuilder {
 
     /// A selected key path's value, keyed by the path as typed: binary as base64, arrays as
     /// JSON arrays, as a record's fields print.
-    mutating func projected(_ path: String, entity: Entity, distinct: Bool = false) throws(CommandError) -> (key: String, sql: String, format: RowEncoder.Format) {
+    mutating func projected(_ path: String, entity: Entity, distinct: Bool = false) throws(CommandError) -> (key: String, sql: String, format: RowEncoder.Format, column: String?) {
         switch try resolve(path, entity: entity, alias: "t0", offset: 0) {
         case .value(let sql, let kind, _, let type):
             if distinct && type == "json" { throw CommandError(.validation, "SELECT DISTINCT cannot compare '\(path)': json values have no equality (jsonb has)") }
-            if kind == .binary { return (path, "translate(encode(\(sql), 'base64'), E'\\n', '')", .string) }
-            if type.hasSuffix("]") { return (path, "to_json(\(sql))", .raw) }
-            return (path, sql, RowEncoder.Format(kind))
-        case .count(let sql): return (path, sql, .number)
+            if kind == .binary { return (path, "translate(encode(\(sql), 'base64'), E'\\n', '')", .string, nil) }
+            if type.hasSuffix("]") { return (path, "to_json(\(sql))", .raw, nil) }
+            return (path, sql, RowEncoder.Format(kind), nil)
+        case .count(let sql): return (path, sql, .number, nil)
         case .toMany: throw CommandError(.unknown, "cannot select '\(path)': it leads through a to-many relationship (INCLUDE it, or select its @count)")
         }
     }

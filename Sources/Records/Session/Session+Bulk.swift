@@ -109,7 +109,12 @@ extension Session {
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection
-                let sql = try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
+                // A whole table is read by COPY itself, as FIND's stream reads it (`Select.copyOut`).
+                let sql = if let table = select.wholeTable, select.projection.isEmpty {
+                    SQL.copyOut(table: table, columns, options: "FORMAT csv")
+                } else {
+                    try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
+                }
                 if view.began { try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)]) }
                 var batch = StreamBatch(to: context.sink)
                 defer { batch.deallocate() }

@@ -107,9 +107,9 @@ extension Session {
                     stamped = nil  // chosen again when a dead connection's statement is run anew
                     if let taken, let keysOnly = snapshotVersions, let key = keysOnly.versionColumns?.key, let version = SnapshotVersion.stamp(taken) {
                         stamped = (version, key)
-                        return (keysOnly.sql, keysOnly.parameters)
+                        return keysOnly
                     }
-                    return (rowVersions.sql, rowVersions.parameters)
+                    return rowVersions
                 } encode: { row, batch in
                     if let limit, count == limit {
                         more = true  // the extra row LIMIT n+1 fetched: another page follows
@@ -157,7 +157,7 @@ extension Session {
     /// into the batch (false: stop), and hands the batch to the sink as it fills. COPY takes no
     /// parameters: the values are inlined as literals quoted by libpq, as EXPORT's are. A
     /// connection found dead before anything was sent is replaced and the query run again.
-    static func stream(context: WorkContext, snapshot: Bool, statement: (String?) -> (String, [String?]),
+    static func stream(context: WorkContext, snapshot: Bool, statement: (String?) -> QueryBuilder.Select,
                        encode: (CopyRow, inout StreamBatch) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         defer { batch.deallocate() }
@@ -168,8 +168,7 @@ extension Session {
                 // A closure written in place, not a local function: the captured variables
                 // are then checked for exclusive access at compile time, not three times a row.
                 try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot) { taken throws(PostgresError) in
-                    let (sql, parameters) = statement(taken)
-                    return try SQL.copyOut(sql, parameters, literal: connection.escapeLiteral)
+                    try statement(taken).copyOut(literal: connection.escapeLiteral)
                 } rows: { row in
                     sent = true
                     return encode(row, &batch) && batch.sendIfFull()

@@ -73,6 +73,12 @@ public enum SQL {
         "COPY (" + (try inlining(query, parameters, literal: literal)) + ") TO STDOUT" + (options.map { " WITH (\($0))" } ?? "")
     }
 
+    /// `COPY table (columns) TO STDOUT [WITH (options)]`: every row of a table, read by COPY
+    /// itself, not through a query; `table` comes quoted (`Model.table`).
+    public static func copyOut(table: String, _ columns: [String], options: String? = nil) -> String {
+        "COPY \(table) (" + columns.map(identifier).joined(separator: ", ") + ") TO STDOUT" + (options.map { " WITH (\($0))" } ?? "")
+    }
+
     /// A PostgreSQL array literal (`{"a","b",NULL}`) to bind as one text parameter.
     public static func arrayLiteral<S: Sequence>(_ elements: S) -> String where S.Element == String? {
         // Built as bytes: the element loop runs once per value of a multi-row insert.

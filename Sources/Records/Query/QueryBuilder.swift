@@ -267,7 +267,8 @@ struct QueryBuilder {
 
     /// The columns of a top-level record, each with its JSON key and how its text prints;
     /// the server builds the JSON (see `RowEncoder`).
-    /// A record's fields as selected, each with its column when it is the stored column as it is.
+    /// A record's fields as selected, each with its column when it is the stored column as it is
+    /// and COPY may name it (it refuses a generated column).
     mutating func fields(_ entity: Entity, alias: String, includes: IncludeTree) -> [(key: String, sql: String, format: RowEncoder.Format, column: String?)] {
         var result: [(key: String, sql: String, format: RowEncoder.Format, column: String?)] = []
         for attribute in entity.attributes {
@@ -277,7 +278,7 @@ struct QueryBuilder {
             } else if attribute.sqlType.hasSuffix("]") {
                 result.append((attribute.name, "to_json(\(column))", .raw, nil))  // an array prints as a JSON array
             } else {
-                result.append((attribute.name, column, RowEncoder.Format(attribute.kind), attribute.name))
+                result.append((attribute.name, column, RowEncoder.Format(attribute.kind), attribute.isGenerated ? nil : attribute.name))
             }
         }
         for relationship in entity.relationships {

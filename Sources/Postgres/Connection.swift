@@ -631,7 +631,7 @@ public final class Connection {
         let state = field(CLibPQ_DIAG_SQLSTATE).map(SQLState.init(rawValue:))
         let broken = PQstatus(connection) != CONNECTION_OK
         var message = field(CLibPQ_DIAG_MESSAGE_PRIMARY)
-            ?? String(cString: PQresultErrorMessage(result)).trimmingTrailingNewlines()
+            ?? String(cString: PQresultErrorMessage(result)).libpqMessageAsOneLine()
         if message.isEmpty { message = errorMessage(connection) }
         return PostgresError(
             kind: broken || state == nil ? .connection : .server,
@@ -642,15 +642,40 @@ public final class Connection {
     }
 
     static func errorMessage(_ conn: OpaquePointer) -> String {
-        String(cString: PQerrorMessage(conn)).trimmingTrailingNewlines()
+        String(cString: PQerrorMessage(conn)).libpqMessageAsOneLine()
     }
 }
 
 extension String {
-    func trimmingTrailingNewlines() -> String {
-        var text = Substring(self)
-        while let last = text.last, last.isNewline || last == " " { text = text.dropLast() }
-        return String(text)
+    /// libpq's message as one line: it writes a message a line, and goes on with a line of a
+    /// message indented by a tab ("server closed the connection unexpectedly\n\tThis probably
+    /// means..."). A continued line joins with a space, the next message follows a "; ", and
+    /// the last line break goes: a reply's status line then holds no escaped break or tab.
+    public func libpqMessageAsOneLine() -> String {
+        var out = ""
+        var pendingBreak = false
+        var index = startIndex
+        while index < endIndex {
+            let character = self[index]
+            index = self.index(after: index)
+            if character.isNewline {
+                pendingBreak = true
+                continue
+            }
+            if pendingBreak {
+                pendingBreak = false
+                if character == "\t" || character == " " {
+                    // A continuation: its indent becomes one space.
+                    while index < endIndex, self[index] == "\t" || self[index] == " " { index = self.index(after: index) }
+                    out.append(" ")
+                    continue
+                }
+                if !out.isEmpty { out.append("; ") }
+            }
+            out.append(character == "\t" ? " " : character)
+        }
+        while out.last == " " { out.removeLast() }
+        return out
     }
 }
 

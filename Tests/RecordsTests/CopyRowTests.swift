@@ -129,3 +129,16 @@ import Testing
         }
     }
 }
+
+/// libpq's messages are lines, continued with a tab; a reply's status line holds them as one.
+@Suite struct LibpqMessageTests {
+    @Test func libpqsLinesBecomeOneLine() {
+        let dead = "FATAL:  terminating connection due to administrator command\nserver closed the connection unexpectedly\n\tThis probably means the server terminated abnormally\n\tbefore or while processing the request.\n"
+        #expect(dead.libpqMessageAsOneLine() == "FATAL:  terminating connection due to administrator command; server closed the connection unexpectedly This probably means the server terminated abnormally before or while processing the request.")
+        #expect("connection to server at \"127.0.0.1\", port 1 failed: Connection refused\n\tIs the server running on that host and accepting TCP/IP connections?\n".libpqMessageAsOneLine()
+                == "connection to server at \"127.0.0.1\", port 1 failed: Connection refused Is the server running on that host and accepting TCP/IP connections?")
+        #expect("no line break".libpqMessageAsOneLine() == "no line break")
+        #expect("a\ttab\r\n\r\nb \n".libpqMessageAsOneLine() == "a tab; b")
+        #expect("".libpqMessageAsOneLine() == "")
+    }
+}

@@ -220,22 +220,28 @@ public final class Connection {
     /// same on either. COPY takes no parameters: `sql` has its values inlined.
     /// See https://www.postgresql.org/docs/15/libpq-copy.html
     public func streamCopy(_ sql: String, timeout: Int, silence: Int, rows: (CopyRow) -> Bool) throws(PostgresError) {
-        try streamCopy(timeout: timeout, silence: silence, snapshot: false, statement: { _ in sql }, rows: rows)
+        try streamCopy(timeout: timeout, silence: silence, snapshot: false, statement: { _, _ in sql }, rows: rows)
     }
 
     /// The same, with the statement chosen once the snapshot it will see is known: with
     /// `snapshot`, outside a transaction, the stream runs in a REPEATABLE READ transaction
     /// whose snapshot (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in
     /// the same round trip as BEGIN, and handed to `statement`; the rows streamed are exactly
-    /// those that snapshot sees. Otherwise `statement` is given nil.
-    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, statement: (String?) throws(PostgresError) -> String,
+    /// those that snapshot sees. Otherwise `statement` is given nil. `probe`, a query of one
+    /// value with its values inlined, is asked in that round trip too, in the transaction
+    /// the stream runs in, and its value handed to `statement` second.
+    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, probe: String? = nil,
+                           statement: (_ snapshot: String?, _ probed: String?) throws(PostgresError) -> String,
                            rows: (CopyRow) -> Bool) throws(PostgresError) {
         let ownTransaction = !inTransaction
         let snapshotted = snapshot && ownTransaction
+        var asked: [String] = []
+        if snapshotted { asked.append("pg_current_snapshot()::text") }
+        if let probe { asked.append("(" + probe + ")") }
         let started = try execute((snapshotted ? "BEGIN ISOLATION LEVEL REPEATABLE READ; " : ownTransaction ? "BEGIN; " : "")
-                                  + "SET LOCAL statement_timeout = \(max(0, timeout))" + (snapshotted ? "; SELECT pg_current_snapshot()::text" : ""))
+                                  + "SET LOCAL statement_timeout = \(max(0, timeout))" + (asked.isEmpty ? "" : "; SELECT " + asked.joined(separator: ", ")))
         do throws(PostgresError) {
-            let sql = try statement(snapshotted ? started.string(0, 0) : nil)
+            let sql = try statement(snapshotted ? started.string(0, 0) : nil, probe != nil ? started.string(0, snapshotted ? 1 : 0) : nil)
             let conn = try open()
             guard PQsendQuery(conn, sql) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
             var cancelled = false

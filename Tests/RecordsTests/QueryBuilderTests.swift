@@ -134,26 +134,17 @@ import Testing
 
 /// A FIND or EXPORT of a whole table is streamed by `COPY table (columns) TO STDOUT`, which
 /// costs PostgreSQL's backend less than the same rows through a query; anything that a query
-/// alone can do (a filter, an order, a limit, a join, a conversion, a parent's children)
-/// keeps the query.
+/// alone can do (a filter, an order, a limit, a join, a conversion) keeps the query, and so
+/// does a table the catalog does not let COPY read as a query would (`readsWholeQuery`).
 @Suite struct WholeTableCopyTests {
-    /// The sample model, its tables read whole when `whole` (as the catalog says of ordinary tables).
-    private func model(whole: Bool) -> Model {
-        let entities = SampleModel.model.entities.map { entity -> Entity in
-            var entity = entity
-            entity.readsWhole = whole
-            return entity
-        }
-        return Model(schema: "public", entities: entities, unserved: [])
-    }
-
-    private func select(_ line: String, whole: Bool = true, versions: QueryBuilder.Versions = .none) throws -> QueryBuilder.Select {
+    private func select(_ line: String, versions: QueryBuilder.Versions = .none) throws -> QueryBuilder.Select {
         guard case .find(let request) = try CommandParser.parse(line) else { throw CommandError(.internal, "not a find") }
-        return try QueryBuilder.select(request, model: model(whole: whole), versions: versions)
+        return try QueryBuilder.select(request, model: SampleModel.model, versions: versions)
     }
 
+    /// The COPY streamed when the catalog answers `whole`.
     private func copy(_ line: String, whole: Bool = true, versions: QueryBuilder.Versions = .none) throws -> String {
-        try select(line, whole: whole, versions: versions).copyOut { "'" + $0 + "'" }
+        try select(line, versions: versions).copyOut(readsWhole: whole) { "'" + $0 + "'" }
     }
 
     @Test func aWholeTableIsCopiedByItsColumns() throws {
@@ -164,6 +155,10 @@ import Testing
         #expect(try copy("FIND employee") == #"COPY "public"."employee" ("id", "first_name", "age", "gender", "department_id", "manager_id") TO STDOUT"#)
         // A composite key of two to-one columns: the relationships' columns, each once.
         #expect(try copy("FIND project_member") == #"COPY "public"."project_member" ("role", "project_id", "employee_id") TO STDOUT"#)
+        // The catalog is asked about the table by its quoted name.
+        let asked = try #require(try select("FIND department").readsWholeQuery)
+        #expect(asked.parameters == [#""public"."department""#])
+        #expect(asked.sql.contains("to_regclass($1)"))
     }
 
     @Test func whatOnlyAQueryDoesKeepsTheQuery() throws {
@@ -176,13 +171,14 @@ import Testing
         #expect(try query("FIND employee WHERE department.name == \"x\""))
         #expect(try query("FIND department SELECT name"))
         #expect(try query("FIND department SELECT DISTINCT name"))
-        // Each row's xmin, and a key that is not an integer or uuid converted to text.
         #expect(try query("FIND department") == false)
+        // Nothing to ask the catalog when the statement does not read a table whole.
+        #expect(try select("FIND department WHERE number > 2").readsWholeQuery == nil)
+        // Each row's xmin, and a key that is not an integer or uuid converted to text.
         #expect(try copy("FIND department", versions: .xmin).hasPrefix("COPY (SELECT "))
         #expect(try copy("FIND tag", versions: .keys).hasPrefix("COPY (SELECT "))
         #expect(try copy("FIND tag") == #"COPY "public"."tag" ("label", "color") TO STDOUT"#)
-        // A table the catalog did not call ordinary and childless (partitioned, a parent).
+        // A table the catalog does not call ordinary, childless and without generated columns.
         #expect(try copy("FIND department", whole: false).hasPrefix("COPY (SELECT "))
-        #expect(try select("FIND department", whole: false).wholeTable == nil)
     }
 }

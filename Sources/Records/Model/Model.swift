@@ -105,10 +105,13 @@ public struct Relationship: Sendable, Equatable {
     public var isRequired: Bool
     /// `DEFERRABLE`: SAVE may defer its check to COMMIT to insert records that point at each other.
     public var isDeferrable: Bool
+    /// The to-one side's column is generated (`GENERATED ALWAYS AS ... STORED`): PostgreSQL
+    /// computes it, COPY may not name it.
+    public var isGenerated: Bool
 
     public init(name: String, entity: String, target: String, isToMany: Bool, inverse: String, column: String,
                 referencedColumn: String = "id", columnType: String, deleteRule: DeleteRule, constraint: String,
-                isRequired: Bool, isDeferrable: Bool = false) {
+                isRequired: Bool, isDeferrable: Bool = false, isGenerated: Bool = false) {
         self.name = name
         self.entity = entity
         self.target = target
@@ -121,6 +124,7 @@ public struct Relationship: Sendable, Equatable {
         self.constraint = constraint
         self.isRequired = isRequired
         self.isDeferrable = isDeferrable
+        self.isGenerated = isGenerated
     }
 }
 
@@ -160,7 +164,6 @@ public struct Entity: Sendable {
         var uniqueConstraints: [String: [String]] = [:]
         var triggersMayRewriteInserts = false
         var hasInsertRules = false
-        var readsWhole = false
         // Derived from key, attributes and relationships (`derive`).
         var names = NameIndex([], [])
         var keyColumns: [String] = []
@@ -200,7 +203,6 @@ public struct Entity: Sendable {
             copy.uniqueConstraints = uniqueConstraints
             copy.triggersMayRewriteInserts = triggersMayRewriteInserts
             copy.hasInsertRules = hasInsertRules
-            copy.readsWhole = readsWhole
             return copy
         }
 
@@ -300,14 +302,6 @@ public struct Entity: Sendable {
         set { mutate { $0.hasInsertRules = newValue } }
     }
 
-    /// An ordinary table without inheritance children: `COPY table TO` reads the same rows as
-    /// a `SELECT` of every row (a partitioned table refuses it, and it would leave a parent's
-    /// children out). Read with the model; false unless the catalog said so.
-    public var readsWhole: Bool {
-        get { storage.readsWhole }
-        set { mutate { $0.readsWhole = newValue } }
-    }
-
     /// Many rows may go in by `COPY ... FROM STDIN`, which does what an INSERT of them does
     /// (defaults, constraints, triggers), but PostgreSQL refuses it under row-level security
     /// and it ignores rules.
@@ -360,6 +354,11 @@ public struct Entity: Sendable {
     /// The to-one relationship whose foreign-key column is `column`.
     public func relationship(column: String) -> Relationship? {
         storage.toOneRelationships.first { $0.column == column }
+    }
+
+    /// Whether PostgreSQL computes the column: an attribute's or a to-one relationship's.
+    public func isGenerated(column: String) -> Bool {
+        attribute(named: column)?.isGenerated ?? relationship(column: column)?.isGenerated ?? false
     }
 
     /// A column by the name clients use: an attribute's, a to-one relationship's, or a

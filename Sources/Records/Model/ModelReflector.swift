@@ -19,9 +19,7 @@ public enum ModelReflector {
                    -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
                    EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
                            AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7),
-                   \(hasInsertRules),
-                   -- relhassubclass may stay true after the last child goes: then a query reads it.
-                   c.relkind = 'r' AND NOT c.relhassubclass
+                   \(hasInsertRules)
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
@@ -148,7 +146,6 @@ public enum ModelReflector {
             entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
             entities[name]!.triggersMayRewriteInserts = tables.bool(row, 3) ?? false
             entities[name]!.hasInsertRules = tables.bool(row, 4) ?? false
-            entities[name]!.readsWhole = tables.bool(row, 5) ?? false
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.
@@ -195,11 +192,13 @@ public enum ModelReflector {
             let sameName = foreignKeys.filter { $0.source == key.source && $0.target == key.target }
             if sameName.count > 1 && inverseName(comment: key.comment) == nil { inverse += "_by_" + toOne }
             let rule = DeleteRule(code: key.rule)
-            let columnType = attributesByTable[key.source]?.first { $0.name == key.column }?.sqlType ?? "bigint"
+            let columnAttribute = attributesByTable[key.source]?.first { $0.name == key.column }
+            let columnType = columnAttribute?.sqlType ?? "bigint"
             entities[key.source]!.relationships.append(Relationship(
                 name: toOne, entity: key.source, target: key.target, isToMany: false, inverse: inverse,
                 column: key.column, referencedColumn: key.referenced, columnType: columnType, deleteRule: rule,
-                constraint: key.constraint, isRequired: key.required, isDeferrable: key.deferrable))
+                constraint: key.constraint, isRequired: key.required, isDeferrable: key.deferrable,
+                isGenerated: columnAttribute?.isGenerated ?? false))
             entities[key.target]!.relationships.append(Relationship(
                 name: inverse, entity: key.target, target: key.source, isToMany: true, inverse: toOne,
                 column: key.column, referencedColumn: key.referenced, columnType: columnType, deleteRule: rule,

@@ -94,7 +94,7 @@ extension Session {
     func export(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let entity = try entity(request.entity, model)
         // Generated columns are PostgreSQL's to compute: an IMPORT of the file computes them again.
-        let columns = entity.columns.map(\.column).filter { entity.attribute(named: $0)?.isGenerated != true }
+        let columns = entity.columns.map(\.column).filter { !entity.isGenerated(column: $0) }
         let select = try QueryBuilder.select(request, model: model)
         // The same rows as the FIND, with the table's own columns in front of its body (or the
         // selected key paths, each column named by its path).
@@ -109,8 +109,10 @@ extension Session {
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection
-                // A whole table is read by COPY itself, as FIND's stream reads it (`Select.copyOut`).
-                let sql = if let table = select.wholeTable, select.projection.isEmpty {
+                // A whole table is read by COPY itself where the catalog lets it, as FIND's
+                // stream reads it (`Select.copyOut`).
+                let whole = try select.readsWholeQuery.map { try connection.query($0.sql, $0.parameters).string(0, 0) == "t" } ?? false
+                let sql = if whole, let table = select.wholeTable {
                     SQL.copyOut(table: table, columns, options: "FORMAT csv")
                 } else {
                     try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)

@@ -103,7 +103,9 @@ extension Session {
                 let keyStart = encoder.count
                 /// The version of every row, and where its key is, when the snapshot stands for them.
                 var stamped: (version: String, key: [Int])?
-                try Self.stream(context: context, snapshot: snapshotVersions != nil) { taken in
+                // Only the snapshot's statement may read a table whole: the other selects each row's xmin.
+                let probe = snapshotVersions?.storedColumns != nil ? snapshotVersions?.readsWholeQuery : nil
+                try Self.stream(context: context, snapshot: snapshotVersions != nil, probe: probe) { taken in
                     stamped = nil  // chosen again when a dead connection's statement is run anew
                     if let taken, let keysOnly = snapshotVersions, let key = keysOnly.versionColumns?.key, let version = SnapshotVersion.stamp(taken) {
                         stamped = (version, key)
@@ -153,12 +155,13 @@ extension Session {
 
     /// Runs the statement `statement` gives once the snapshot is known as a stream of rows
     /// (`Connection.streamCopy`, allowed the bulk timeout: it is one statement however long
-    /// the client takes to read), letting `encode` write each row
+    /// the client takes to read), of the table itself when `probe` (`readsWholeQuery`) says
+    /// COPY may read it so, letting `encode` write each row
     /// into the batch (false: stop), and hands the batch to the sink as it fills. COPY takes no
     /// parameters: the values are inlined as literals quoted by libpq, as EXPORT's are. A
     /// connection found dead before anything was sent is replaced and the query run again.
-    static func stream(context: WorkContext, snapshot: Bool, statement: (String?) -> QueryBuilder.Select,
-                       encode: (CopyRow, inout StreamBatch) -> Bool) throws {
+    static func stream(context: WorkContext, snapshot: Bool, probe: (sql: String, parameters: [String?])?,
+                       statement: (String?) -> QueryBuilder.Select, encode: (CopyRow, inout StreamBatch) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         defer { batch.deallocate() }
         var sent = false
@@ -167,8 +170,10 @@ extension Session {
             do throws(PostgresError) {
                 // A closure written in place, not a local function: the captured variables
                 // are then checked for exclusive access at compile time, not three times a row.
-                try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot) { taken throws(PostgresError) in
-                    try statement(taken).copyOut(literal: connection.escapeLiteral)
+                let asked = try probe.map { probe throws(PostgresError) in try SQL.inlining(probe.sql, probe.parameters, literal: connection.escapeLiteral) }
+                try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot,
+                                          probe: asked) { taken, whole throws(PostgresError) in
+                    try statement(taken).copyOut(readsWhole: whole == "t", literal: connection.escapeLiteral)
                 } rows: { row in
                     sent = true
                     return encode(row, &batch) && batch.sendIfFull()

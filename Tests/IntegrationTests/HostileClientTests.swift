@@ -156,6 +156,32 @@ import Testing
             INSERT INTO employee (id, first_name, last_name, gender) VALUES (1, repeat('z', 16 * 1048576), 'big', 1);
             INSERT INTO employee (id, first_name, last_name, gender) SELECT i, 'f', 'small', 1 FROM generate_series(2, 2001) i
             """)
+        // 64 KiB every 50 ms (about 1.3 MB/s): 16 MiB take some 12 s, never 5 s without a read.
+        let (statuses, records) = try Self.readSlowly(server, "FIND employee ORDER BY id", every: 50_000) { $0 == UInt8(ascii: "{") }
+        #expect(statuses.last == "+OK 2001 records", "\(statuses)")
+        #expect(records == 2001)
+    }
+
+    /// An EXPORT with nothing pending ran in no transaction of its own, so its COPY had the
+    /// pooled connection's statement timeout (a read's, 5 s), not `--bulk-timeout`: an export
+    /// to a client reading steadily for longer was cancelled.
+    @Test func anExportToASteadyReaderMayRunPastTheStatementTimeout() throws {
+        let server = try TestServer(arguments: ["--statement-timeout", "1"])
+        let db = try server.database()
+        // More than the sockets between PostgreSQL and the client hold (some 30 MB), so
+        // PostgreSQL's COPY lasts as long as the reading does.
+        try db.execute("INSERT INTO employee (id, first_name, last_name, gender) SELECT i, repeat('f', 90), 'small', 1 FROM generate_series(1, 300000) i")
+        // 64 KiB every 10 ms: about 5 s.
+        let (statuses, records) = try Self.readSlowly(server, "EXPORT employee", every: 10_000) { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        #expect(statuses.last == "+OK exported 300000 records", "\(statuses)")
+        #expect(records == 300000)
+    }
+
+    /// Sends `request` on a socket with a small receive buffer and reads 64 KiB every `every`
+    /// microseconds up to its status line: the status lines seen (the banner first), and how
+    /// many data lines began with a byte `isRecord` takes.
+    static func readSlowly(_ server: TestServer, _ request: String, every: useconds_t,
+                           isRecord: (UInt8) -> Bool) throws -> (statuses: [String], records: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var small: Int32 = 65536
@@ -168,27 +194,26 @@ import Testing
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
         try #require(connected)
-        let request = Array("FIND employee ORDER BY id\n".utf8)
-        try #require(write(fd, request, request.count) == request.count)
-        // 64 KiB every 50 ms (about 1.3 MB/s): 16 MiB take some 12 s, never 5 s without a read.
+        let line = Array((request + "\n").utf8)
+        try #require(write(fd, line, line.count) == line.count)
         var buffer = [UInt8](repeating: 0, count: 65536)
-        var statuses: [String] = [], records = 0, line: [UInt8] = []
-        reading: while statuses.count < 2 {  // the banner, then the FIND's status
+        var statuses: [String] = [], records = 0, current: [UInt8] = []
+        reading: while statuses.count < 2 {  // the banner, then the request's status
             let count = recv(fd, &buffer, buffer.count, 0)
             guard count > 0 else { break }
             for byte in buffer[0..<count] {
                 guard byte == 10 else {
-                    if line.count < 200 { line.append(byte) }
+                    if current.count < 200 { current.append(byte) }
                     continue
                 }
-                if line.first == UInt8(ascii: "{") { records += 1 } else { statuses.append(String(decoding: line, as: UTF8.self)) }
-                line = []
+                if let first = current.first, isRecord(first) { records += 1 }
+                else if current.first == UInt8(ascii: "+") || current.first == UInt8(ascii: "-") { statuses.append(String(decoding: current, as: UTF8.self)) }
+                current = []
                 if statuses.count == 2 { break reading }
             }
-            usleep(50_000)
+            usleep(every)
         }
-        #expect(statuses.last == "+OK 2001 records", "\(statuses)")
-        #expect(records == 2001)
+        return (statuses, records)
     }
 
     @Test func aRunawayQueryIsCancelledAtTheStatementTimeout() throws {

@@ -109,25 +109,32 @@ extension Session {
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection
-                // A whole table is read by COPY itself where the catalog lets it, as FIND's
-                // stream reads it (`Select.copyOut`).
-                let whole = try select.readsWholeQuery.map { try connection.query($0.sql, $0.parameters).string(0, 0) == "t" } ?? false
-                let sql = if whole, let table = select.wholeTable {
-                    SQL.copyOut(table: table, columns, options: "FORMAT csv")
-                } else {
-                    try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
+                let export = { () throws -> Int in
+                    // The COPY may run --bulk-timeout, not a read's statement timeout.
+                    try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)])
+                    // A whole table is read by COPY itself where the catalog lets it, as FIND's
+                    // stream reads it (`Select.copyOut`).
+                    let whole = try select.readsWholeQuery.map { try connection.query($0.sql, $0.parameters).string(0, 0) == "t" } ?? false
+                    let sql = if whole, let table = select.wholeTable {
+                        SQL.copyOut(table: table, columns, options: "FORMAT csv")
+                    } else {
+                        try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
+                    }
+                    var batch = StreamBatch(to: context.sink)
+                    defer { batch.deallocate() }
+                    var headerLine: [UInt8] = []
+                    CSV.appendLine(header.map { Array($0.utf8) }, to: &headerLine)
+                    headerLine.withUnsafeBytes { batch.append($0) }
+                    let count = try connection.copyOut(sql) { record in
+                        CSV.appendRecord(record, to: &batch)
+                        return batch.sendIfFull()
+                    }
+                    batch.finish()
+                    return count
                 }
-                if view.began { try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)]) }
-                var batch = StreamBatch(to: context.sink)
-                defer { batch.deallocate() }
-                var headerLine: [UInt8] = []
-                CSV.appendLine(header.map { Array($0.utf8) }, to: &headerLine)
-                headerLine.withUnsafeBytes { batch.append($0) }
-                let count = try connection.copyOut(sql) { record in
-                    CSV.appendRecord(record, to: &batch)
-                    return batch.sendIfFull()
-                }
-                batch.finish()
+                // In the view's transaction when it began one (pending changes), else in one
+                // of its own: a local setting needs a transaction to hold it.
+                let count = try view.began ? export() : connection.transaction(export)
                 if context.sink.stalled {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the EXPORT stopped after \(count) record(s), to free its connection")
                 }

@@ -282,10 +282,9 @@ struct QueryBuilder {
         return entity
     }
 
-    /// The columns of a top-level record, each with its JSON key and how its text prints;
-    /// the server builds the JSON (see `RowEncoder`).
-    /// A record's fields as selected, each with its column when it is the stored column as it is
-    /// and COPY may name it (it refuses a generated column).
+    /// The columns of a top-level record, each with its JSON key, how its text prints (the
+    /// server builds the JSON, see `RowEncoder`), and its column when it is the stored column
+    /// as it is and COPY may name it (it refuses a generated column).
     mutating func fields(_ entity: Entity, alias: String, includes: IncludeTree) -> [(key: String, sql: String, format: RowEncoder.Format, column: String?)] {
         var result: [(key: String, sql: String, format: RowEncoder.Format, column: String?)] = []
         for attribute in entity.attributes {

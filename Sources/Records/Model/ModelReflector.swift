@@ -194,11 +194,13 @@ public enum ModelReflector {
             let rule = DeleteRule(code: key.rule)
             let columnAttribute = attributesByTable[key.source]?.first { $0.name == key.column }
             let columnType = columnAttribute?.sqlType ?? "bigint"
+            let generated = columnAttribute?.isGenerated ?? false
             entities[key.source]!.relationships.append(Relationship(
                 name: toOne, entity: key.source, target: key.target, isToMany: false, inverse: inverse,
                 column: key.column, referencedColumn: key.referenced, columnType: columnType, deleteRule: rule,
-                constraint: key.constraint, isRequired: key.required, isDeferrable: key.deferrable,
-                isGenerated: columnAttribute?.isGenerated ?? false))
+                // PostgreSQL sets a generated key, so no insert has to: never required.
+                constraint: key.constraint, isRequired: key.required && !generated, isDeferrable: key.deferrable,
+                isGenerated: generated))
             entities[key.target]!.relationships.append(Relationship(
                 name: inverse, entity: key.target, target: key.source, isToMany: true, inverse: toOne,
                 column: key.column, referencedColumn: key.referenced, columnType: columnType, deleteRule: rule,

@@ -305,6 +305,13 @@ import Testing
         #expect(reply.status.hasPrefix("-ERR VALIDATION "), "\(reply)")
         #expect(reply.status.hasSuffix("nothing was saved: it reads it again at the next `recordsd migrate` or SIGHUP"), "\(reply)")
         #expect(try scalar(db, "SELECT count(*) FROM game") == "0")
+        // A read says the same, without a word about saving (it said "nothing was saved").
+        try client.ok("ROLLBACK")
+        for read in ["FIND game", "FIND game LIMIT 5", "EXPORT game"] {
+            let answer = try client.send(read).status
+            #expect(answer.hasPrefix("-ERR VALIDATION the database's schema changed since the server read it (") && !answer.contains("saved")
+                    && answer.hasSuffix("): it reads it again at the next `recordsd migrate` or SIGHUP"), "\(read): \(answer)")
+        }
     }
 
     /// A column's type changed without `recordsd migrate`: the SAVE that writes it says the

@@ -126,7 +126,9 @@ enum ErrorMapping {
         case .undefinedColumn?, .undefinedTable?:
             // Names come from the model, read from the catalog: the schema changed under it
             // (a column or table dropped or renamed without `recordsd migrate`).
-            return CommandError(.validation, "\(subject)the database's schema changed since the server read it (\(error.message)); nothing was saved: it reads it again at the next `recordsd migrate` or SIGHUP")
+            // A read saves nothing and says nothing of it (a helper found FIND saying "nothing was saved").
+            let saved = failed.operation == nil ? "" : "; nothing was saved"
+            return CommandError(.validation, "\(subject)the database's schema changed since the server read it (\(error.message))\(saved): it reads it again at the next `recordsd migrate` or SIGHUP")
         case let state? where state.errorClass == "54":
             // Program limits: a statement too complex, a stack too deep, too many columns.
             return CommandError(.limit, "\(subject)too large for PostgreSQL: \(error.message)")

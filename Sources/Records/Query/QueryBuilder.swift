@@ -126,8 +126,6 @@ struct QueryBuilder {
         // A projection is not a record: no versions are tracked from it.
         let versions = projection.isEmpty ? versions : .none
         var sql = (request.distinct ? "SELECT DISTINCT " : "SELECT ") + fields.map(\.sql).joined(separator: ", ")
-        // Sort keys, xmin or keys as text selected after the record's fields.
-        var selectsMore = paged
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
         var versionColumns: (xmin: Int?, key: [Int])?
         if versions != .none {
@@ -136,14 +134,12 @@ struct QueryBuilder {
             var next = fields.count + (paged ? keys.count : 0)
             let xmin = versions == .xmin ? next : nil
             if xmin != nil {
-                selectsMore = true
                 sql += ", t0.xmin"
                 next += 1
             }
             let key = entity.key.enumerated().map { index, attribute -> Int in
                 if attribute.kind == .uuid || attribute.kind.isInteger,
                    entity.attributes.indices.contains(index), entity.attributes[index].name == attribute.name { return index }
-                selectsMore = true
                 sql += ", t0.\(SQL.identifier(attribute.name))::text"
                 defer { next += 1 }
                 return next
@@ -163,6 +159,8 @@ struct QueryBuilder {
         let whole = projection.isEmpty && builder.joins.isEmpty && conditions.isEmpty && !ordered
             && request.limit == nil && request.offset == nil && !request.distinct
         let columns = fields.compactMap(\.column)
+        // Sort keys, xmin or a key as text selected after the record's fields.
+        let selectsMore = paged || versionColumns.map { $0.xmin != nil || $0.key.contains { $0 >= fields.count } } ?? false
         // Each field a column, once (COPY refuses a column twice), and nothing after them.
         let stored = columns.count == fields.count && !selectsMore && Set(columns).count == columns.count
         return Select(sql: sql + body, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),

@@ -70,14 +70,17 @@ public enum SQL {
     /// inlined (`inlining`): FIND's stream and EXPORT.
     public static func copyOut<E: Error>(_ query: String, _ parameters: [String?], options: String? = nil,
                                          literal: (String) throws(E) -> String) throws(E) -> String {
-        "COPY (" + (try inlining(query, parameters, literal: literal)) + ") TO STDOUT" + (options.map { " WITH (\($0))" } ?? "")
+        "COPY (" + (try inlining(query, parameters, literal: literal)) + ") TO STDOUT" + with(options)
     }
 
     /// `COPY table (columns) TO STDOUT [WITH (options)]`: every row of a table, read by COPY
     /// itself, not through a query; `table` comes quoted (`Model.table`).
     public static func copyOut(table: String, _ columns: [String], options: String? = nil) -> String {
-        "COPY \(table) (" + columns.map(identifier).joined(separator: ", ") + ") TO STDOUT" + (options.map { " WITH (\($0))" } ?? "")
+        "COPY \(table) (" + columns.map(identifier).joined(separator: ", ") + ") TO STDOUT" + with(options)
     }
+
+    /// A COPY's ` WITH (options)`, or nothing.
+    private static func with(_ options: String?) -> String { options.map { " WITH (\($0))" } ?? "" }
 
     /// A PostgreSQL array literal (`{"a","b",NULL}`) to bind as one text parameter.
     public static func arrayLiteral<S: Sequence>(_ elements: S) -> String where S.Element == String? {

@@ -140,8 +140,7 @@ import Testing
     /// in the database, whole, and no unit answered failed left a row. `RECORDS_GROUP_SEED`
     /// replays a run.
     @Test func everySaveAnsweredSavedIsStoredWholeAndNoFailedOneLeftARow() throws {
-        let seed = ProcessInfo.processInfo.environment["RECORDS_GROUP_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
-        print("GroupCommitTests seed \(seed) (RECORDS_GROUP_SEED replays it)")
+        let seed = TestEnvironment.seed("RECORDS_GROUP_SEED", for: "GroupCommitTests")
         let schema = try Schema(Self.schema)
         let server = try TestServer(schema: schema, arguments: ["--pool-size", "1", "--lock-timeout", "60", "--admin-listen", "127.0.0.1:0"])
         let db = try server.database()

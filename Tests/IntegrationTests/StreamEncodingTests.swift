@@ -23,8 +23,7 @@ import Testing
     static func quoted(_ text: String) -> String { quotedString(text) }
 
     @Test func findWritesEveryValueAsGetDoes() throws {
-        let seed = UInt64(TestEnvironment.environment["RECORDS_STREAM_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
-        print("findWritesEveryValueAsGetDoes seed \(seed) (RECORDS_STREAM_SEED replays it)")
+        let seed = TestEnvironment.seed("RECORDS_STREAM_SEED", for: "findWritesEveryValueAsGetDoes")
         var generator = SplitMix(seed: seed)
         let server = try TestServer(schema: try Schema(Self.schema))
         let db = try server.database()

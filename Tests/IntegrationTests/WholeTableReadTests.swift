@@ -46,8 +46,7 @@ import Testing
     }
 
     @Test func wholeReadsAreTheQuerysRowsOnEveryKindOfTable() throws {
-        let seed = UInt64(TestEnvironment.environment["RECORDS_WHOLE_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
-        print("wholeReadsAreTheQuerysRowsOnEveryKindOfTable seed \(seed) (RECORDS_WHOLE_SEED replays it)")
+        let seed = TestEnvironment.seed("RECORDS_WHOLE_SEED", for: "wholeReadsAreTheQuerysRowsOnEveryKindOfTable")
         var generator = SplitMix(seed: seed)
         let server = try TestServer(schema: try Schema(Self.schema))
         let db = try server.database()

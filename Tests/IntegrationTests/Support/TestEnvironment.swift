@@ -7,6 +7,14 @@ import Testing
 enum TestEnvironment {
     static let environment = ProcessInfo.processInfo.environment
 
+    /// A generated test's seed: `variable`'s value when set (to replay a failure), else a new
+    /// one; printed with how to replay it.
+    static func seed(_ variable: String, for test: String) -> UInt64 {
+        let seed = environment[variable].flatMap(UInt64.init) ?? UInt64.random(in: 1...999_999)
+        print("\(test) seed \(seed) (\(variable) replays it)")
+        return seed
+    }
+
     /// The repository root, found from this file's path.
     static let root: String = {
         var url = URL(fileURLWithPath: #filePath)

@@ -205,8 +205,8 @@ public final class Connection {
         }
     }
 
-    /// Runs `COPY (query) TO STDOUT` (text format), calling `rows` with each row as it
-    /// arrives, so a result of any size flows through in constant memory: libpq reads the
+    /// Runs `COPY ... TO STDOUT` (text format), calling `rows` with each row's line as it
+    /// arrives (its line feed included; `CopyRow` splits it where the caller needs its fields), so a result of any size flows through in constant memory: libpq reads the
     /// socket only as rows are asked for, and a caller that waits holds PostgreSQL back through
     /// TCP. `rows` returns false to stop early. The statement is allowed `timeout` milliseconds
     /// in all (in the caller's transaction when there is one, else in one of its own); while
@@ -219,12 +219,8 @@ public final class Connection {
     /// name); measured on 10⁶ rows that was half this side's CPU. PostgreSQL spends about the
     /// same on either. COPY takes no parameters: `sql` has its values inlined.
     /// See https://www.postgresql.org/docs/15/libpq-copy.html
-    public func streamCopy(_ sql: String, timeout: Int, silence: Int, rows: (CopyRow) -> Bool) throws(PostgresError) {
-        try streamCopy(timeout: timeout, silence: silence, snapshot: false, statement: { _, _ in sql }, rows: rows)
-    }
-
-    /// The same, with the statement chosen once the snapshot it will see is known: with
-    /// `snapshot`, outside a transaction, the stream runs in a REPEATABLE READ transaction
+    ///
+    /// The statement is chosen once the snapshot it will see is known: with `snapshot`, outside a transaction, the stream runs in a REPEATABLE READ transaction
     /// whose snapshot (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in
     /// the same round trip as BEGIN, and handed to `statement`; the rows streamed are exactly
     /// those that snapshot sees. Otherwise `statement` is given nil. `probe`, a query of one
@@ -232,7 +228,7 @@ public final class Connection {
     /// the stream runs in, and its value handed to `statement` second.
     public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, probe: String? = nil,
                            statement: (_ snapshot: String?, _ probed: String?) throws(PostgresError) -> String,
-                           rows: (CopyRow) -> Bool) throws(PostgresError) {
+                           rows: (UnsafeRawBufferPointer) -> Bool) throws(PostgresError) {
         let ownTransaction = !inTransaction
         let snapshotted = snapshot && ownTransaction
         var asked: [String] = []
@@ -259,8 +255,6 @@ public final class Connection {
                 while let raw = PQgetResult(conn) { _ = QueryResult(owning: raw) }
                 throw failure
             }
-            var row = CopyRow()
-            defer { row.deallocate() }
             var wanted = true
             var skipped = 0
             copying: while true {
@@ -279,8 +273,7 @@ public final class Connection {
                 guard length > 0, let buffer else { break copying }  // -1: done, the result follows; -2: broken
                 defer { PQfreemem(buffer) }
                 if wanted {
-                    row.load(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
-                    wanted = rows(row)
+                    wanted = rows(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
                 } else {
                     // A few more rows (LIMIT n+1's last) are read and dropped; past those, the
                     // connection is closed: PostgreSQL stops at its next send, and no cancel

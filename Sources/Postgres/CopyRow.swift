@@ -76,7 +76,7 @@ public struct CopyRow {
 
     /// 0x80 in each byte of `word` that is a tab, nothing else: exact for every byte, not only
     /// the lowest (the subtracting form can flag a 0x08 byte above a tab).
-    @inline(__always) private static func tabs(in word: UInt64) -> UInt64 {
+    @inlinable @inline(__always) static func tabs(in word: UInt64) -> UInt64 {
         let lows: UInt64 = 0x7F7F_7F7F_7F7F_7F7F
         let zeroed = word ^ 0x0909_0909_0909_0909
         return ~(((zeroed & lows) &+ lows) | zeroed | lows)
@@ -103,6 +103,25 @@ public struct CopyRow {
     }
 
     @inlinable public func isNull(_ field: Int) -> Bool { bounds[2 * field] < 0 }
+
+    /// Whether the field of `line` (without its line feed) starting at `start` is `\N`, NULL.
+    @inlinable public static func isNull(_ line: UnsafeBufferPointer<UInt8>, at start: Int) -> Bool {
+        start + 2 <= line.count && line[start] == 92 && line[start + 1] == UInt8(ascii: "N") && (start + 2 == line.count || line[start + 2] == 9)
+    }
+
+    /// Where the field of `line` (without its line feed) starting at `start` ends: at the next
+    /// tab, else the line's end. Eight bytes a step.
+    @inlinable public static func fieldEnd(_ line: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+        guard let base = line.baseAddress else { return start }
+        var index = start
+        while index + 8 <= line.count {
+            let tabs = tabs(in: UnsafeRawPointer(base + index).loadUnaligned(as: UInt64.self))
+            if tabs != 0 { return index + tabs.trailingZeroBitCount >> 3 }
+            index += 8
+        }
+        while index < line.count && base[index] != 9 { index += 1 }
+        return index
+    }
 
     /// The field's bytes as COPY wrote them (escaped), nil for NULL.
     @inlinable public func escaped(_ field: Int) -> UnsafeBufferPointer<UInt8>? {

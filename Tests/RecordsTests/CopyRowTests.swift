@@ -28,6 +28,10 @@ import Testing
         return bytes.withUnsafeBytes { raw in CopyRow.reading(raw, body) }
     }
 
+    private func withLine<T>(_ line: String, _ body: (UnsafeRawBufferPointer) -> T) -> T {
+        Array(line.utf8).withUnsafeBytes(body)
+    }
+
     @Test func fieldsSplitAtTabsWithNullsAndEmptiesApart() {
         withRow("1\t\\N\t\tx\\ty\t\n") { row in
             #expect(row.count == 5)
@@ -72,7 +76,7 @@ import Testing
             let json = try String(decoding: JSONSerialization.data(withJSONObject: ["k": text]), as: UTF8.self)
             let line = Self.copyEscaped(text) + "\t" + Self.copyEscaped("{\n\t\"k\" :\r\n" + json.dropFirst(5).dropLast()  + "}") + "\t12.5\n"
             var out: [UInt8] = []
-            withRow(line) { encoder.append($0, to: &out) }
+            withLine(line) { encoder.append(line: $0, to: &out) }
             #expect(out.last == 10 && out.filter { $0 == 10 }.count == 1, "seed \(seed): \(text.debugDescription)")
             let record = try #require(try JSONSerialization.jsonObject(with: Data(out)) as? [String: Any], "seed \(seed)")
             #expect(record["s"] as? String == text, "seed \(seed): \(text.debugDescription)")
@@ -87,8 +91,8 @@ import Testing
         let encoder = RowEncoder([(key: "a", format: .timestamp), (key: "b", format: .timestamp), (key: "c", format: .timestamp),
                                   (key: "d", format: .timestamp), (key: "e", format: .timestamp)])
         var out: [UInt8] = []
-        withRow("0044-03-15 12:00:00+00 BC\t0044-03-15 12:00:00 BC\t2024-06-01 12:00:00+05:30\t2024-06-01 12:00:00.5-03\tinfinity") {
-            encoder.append($0, to: &out)
+        withLine("0044-03-15 12:00:00+00 BC\t0044-03-15 12:00:00 BC\t2024-06-01 12:00:00+05:30\t2024-06-01 12:00:00.5-03\tinfinity") {
+            encoder.append(line: $0, to: &out)
         }
         #expect(String(decoding: out, as: UTF8.self) == #"{"a":"0044-03-15T12:00:00+00:00 BC","b":"0044-03-15T12:00:00 BC","c":"2024-06-01T12:00:00+05:30","d":"2024-06-01T12:00:00.5-03:00","e":"infinity"}"# + "\n")
     }
@@ -96,8 +100,43 @@ import Testing
     @Test func controlCharactersAreWrittenAsGetWritesThem() {
         let encoder = RowEncoder([(key: "s", format: .string)])
         var out: [UInt8] = []
-        withRow(#"\b\f\v\n\r\t\\"# + "\u{1}\"") { encoder.append($0, to: &out) }
+        withLine(#"\b\f\v\n\r\t\\"# + "\u{1}\"") { encoder.append(line: $0, to: &out) }
         #expect(String(decoding: out, as: UTF8.self) == #"{"s":"\u0008\u000c\u000b\n\r\t\\\u0001\""}"# + "\n")
+    }
+
+    /// Generated lines of every format, NULLs, escapes and columns past the record's, read
+    /// field by field as FIND reads them, come out as GET writes the same values decoded
+    /// (RECORDS_COPYLINE_SEED replays a printed seed).
+    @Test func generatedLinesEncodeAsGetEncodesTheirValues() {
+        let seed = UInt64(ProcessInfo.processInfo.environment["RECORDS_COPYLINE_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970 * 1000) % 100_000
+        var generator = Generator(seed: seed)
+        func next(_ below: Int) -> Int { Int(generator.next() % UInt64(below)) }
+        let formats: [RowEncoder.Format] = [.number, .boolean, .raw, .timestamp, .string]
+        let samples: [RowEncoder.Format: [String]] = [
+            .number: ["0", "-12.5", "123456789012345678", "NaN", "Infinity", "-Infinity", "1e-7"],
+            .boolean: ["t", "f"],
+            .raw: ["{}", "[1, 2]", "{\"a\\\"b\": \"x\\ny\"}", "{\n\t\"k\": 1\r\n}", "\"\\N\"", "null"],
+            .timestamp: ["2024-06-01 12:00:00+00", "0044-03-15 12:00:00+00 BC", "2024-06-01 12:00:00.123456+05:30", "infinity"],
+        ]
+        let alphabet: [String] = ["a", "b", "\t", "\n", "\r", "\\", "\"", "\u{1}", "\u{8}", "\u{C}", "\u{B}", "\u{1F}", " ", "é", "😀", "N", "\\N"]
+        for _ in 0..<2000 {
+            let fields = (0..<(1 + next(9))).map { _ in formats[next(formats.count)] }
+            let extra = next(3)
+            var values: [String?] = []
+            for format in fields {
+                if next(5) == 0 { values.append(nil); continue }
+                if let choices = samples[format] { values.append(choices[next(choices.count)]); continue }
+                values.append((0..<next(20)).map { _ in alphabet[next(alphabet.count)] }.joined())
+            }
+            let line = (values + (0..<extra).map { _ in next(2) == 0 ? nil : "k\t\(next(100))" })
+                .map { $0.map(Self.copyEscaped) ?? "\\N" }.joined(separator: "\t") + (next(2) == 0 ? "\n" : "")
+            let encoder = RowEncoder(fields.enumerated().map { (key: "c\($0.offset)", format: $0.element) })
+            var expected: [UInt8] = [], got: [UInt8] = []
+            encoder.append(values: values, to: &expected)
+            withLine(line) { encoder.append(line: $0, to: &got) }
+            #expect(got == expected, "seed \(seed): \(line.debugDescription) gave \(String(decoding: got, as: UTF8.self).debugDescription)")
+            if got != expected { return }
+        }
     }
 
     /// Generated lines of tabs, `\N`s and bytes near a tab's value (0x08, 0x88, 0x89, 0), of

@@ -121,7 +121,6 @@ extension Session {
                         try SQL.copyOut(query, select.parameters, options: "FORMAT csv", literal: connection.escapeLiteral)
                     }
                     var batch = StreamBatch(to: context.sink)
-                    defer { batch.deallocate() }
                     var headerLine: [UInt8] = []
                     CSV.appendLine(header.map { Array($0.utf8) }, to: &headerLine)
                     headerLine.withUnsafeBytes { batch.append($0) }

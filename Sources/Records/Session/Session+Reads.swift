@@ -100,9 +100,12 @@ extension Session {
                 // What each row reads is bound before the rows come: `let`s, not the variables
                 // the statement's choice sets, which a closure would copy out of a box every row.
                 let encoder = rowVersions.encoder, cursorColumns = rowVersions.cursorColumns, limit = request.limit
-                let keyStart = encoder.count
+                let keyStart = encoder.count, tracksVersions = rowVersions.versionColumns != nil && view.tracksVersions
                 /// The version of every row, and where its key is, when the snapshot stands for them.
                 var stamped: (version: String, key: [Int])?
+                // A row's fields are split out of its line only where more than the record is read.
+                var row = CopyRow()
+                defer { row.deallocate() }
                 // Only the snapshot's statement may read a table whole: the other selects each row's xmin.
                 let probe = snapshotVersions?.storedColumns != nil ? snapshotVersions?.readsWholeQuery : nil
                 try Self.stream(context: context, snapshot: snapshotVersions != nil, probe: probe) { taken in
@@ -112,16 +115,20 @@ extension Session {
                         return keysOnly
                     }
                     return rowVersions
-                } encode: { row, batch in
+                } encode: { line, batch in
                     if let limit, count == limit {
                         more = true  // the extra row LIMIT n+1 fetched: another page follows
                         return false
                     }
-                    encoder.append(row, to: &batch)
+                    encoder.append(line: line, to: &batch)
                     count += 1
                     // Paged reads have a LIMIT: only the page's last row gives the next page's keys.
-                    if cursorColumns > 0 && count == limit { lastKeys = (0..<cursorColumns).map { row.string(keyStart + $0) } }
-                    if versions.count < ReadVersions.limit {
+                    let lastOfPage = cursorColumns > 0 && count == limit
+                    let versioned = versions.count < ReadVersions.limit && (stamped != nil || tracksVersions)
+                    guard lastOfPage || versioned else { return true }
+                    row.load(line)
+                    if lastOfPage { lastKeys = (0..<cursorColumns).map { row.string(keyStart + $0) } }
+                    if versioned {
                         if let stamped {
                             versions.append((entity.recordKey(stamped.key.map { row.string($0) }), stamped.version))
                         } else if let version = Self.version(row, select: rowVersions, entity: entity, view: view) {
@@ -156,14 +163,13 @@ extension Session {
     /// Runs the statement `statement` gives once the snapshot is known as a stream of rows
     /// (`Connection.streamCopy`, allowed the bulk timeout: it is one statement however long
     /// the client takes to read), of the table itself when `probe` (`readsWholeQuery`) says
-    /// COPY may read it so, letting `encode` write each row
+    /// COPY may read it so, letting `encode` write each row's line
     /// into the batch (false: stop), and hands the batch to the sink as it fills. COPY takes no
     /// parameters: the values are inlined as literals quoted by libpq, as EXPORT's are. A
     /// connection found dead before anything was sent is replaced and the query run again.
     static func stream(context: WorkContext, snapshot: Bool, probe: (sql: String, parameters: [String?])?,
-                       statement: (String?) -> QueryBuilder.Select, encode: (CopyRow, inout StreamBatch) -> Bool) throws {
+                       statement: (String?) -> QueryBuilder.Select, encode: (UnsafeRawBufferPointer, inout StreamBatch) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
-        defer { batch.deallocate() }
         var sent = false
         for attempt in 0..<2 {
             let connection = context.connection
@@ -174,9 +180,9 @@ extension Session {
                 try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot,
                                           probe: asked) { taken, whole throws(PostgresError) in
                     try statement(taken).copyOut(readsWhole: whole == "t", literal: connection.escapeLiteral)
-                } rows: { row in
+                } rows: { line in
                     sent = true
-                    return encode(row, &batch) && batch.sendIfFull()
+                    return encode(line, &batch) && batch.sendIfFull()
                 }
                 break
             } catch {

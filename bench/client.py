@@ -35,6 +35,20 @@ class Client:
         return self.reply()
 
 
+def cpu_ticks():
+    """The machine's CPU time so far, in ticks: (stolen by the host, all). On a shared virtual
+    machine the host takes time from both sides of a comparison, but more from the one that
+    needs more cores at once: a bench prints the share it saw."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    return fields[7], sum(fields[:8])
+
+
+def stolen_share(before, after):
+    """The share of CPU time the host took between two `cpu_ticks()`."""
+    return (after[0] - before[0]) / max(1, after[1] - before[1])
+
+
 def status_kib(pid, field):
     """A memory figure of /proc/<pid>/status in KiB: VmRSS (resident now), VmHWM (peak)."""
     with open(f"/proc/{pid}/status") as status:

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import time
 
-from client import Client, status_kib
+from client import Client, cpu_ticks, status_kib, stolen_share
 
 PGURL = os.environ["PGURL"]
 PORT = int(os.environ["RECORDSD_PORT"])
@@ -127,9 +127,11 @@ def main():
     # Rounds alternate, so both sides see the same machine; the median of each is compared.
     before = status_kib(PID, "VmHWM")
     copies, finds = [], []
+    ticks = cpu_ticks()
     for _ in range(ROUNDS):
         copies.append(copy_out())
         finds.append(recordsd_find())
+    stolen = stolen_share(ticks, cpu_ticks())
     after = status_kib(PID, "VmHWM")
     copy_rate, copy_time = sorted(copies)[len(copies) // 2]
     find_rate, find_time = sorted(finds)[len(finds) // 2]
@@ -138,6 +140,7 @@ def main():
     print(f"  recordsd FIND                     {find_rate:10.0f} rows/s ({find_time:.2f} s)   ratio {find_rate / copy_rate:.2f} (target >= 0.9)")
     print("  each round's ratio: " + ", ".join(f"{f[0] / c[0]:.2f}" for c, f in zip(copies, finds)))
     print(f"  recordsd peak resident memory: {after / 1024:.1f} MiB after, {before / 1024:.1f} MiB before the FINDs")
+    print(f"  CPU time the virtual machine's host took (steal) during these rounds: {100 * stolen:.0f}%")
 
 if __name__ == "__main__":
     main()

@@ -118,7 +118,7 @@ import Testing
     }
 
     @Test func aLostConnectionLeavesEachMembersOutcomeToItsMark() {
-        var group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2), save("C", key: 12, mark: 3)])
+        let group = SaveGroup([save("A", key: 10, mark: 1), save("B", key: 11, mark: 2), save("C", key: 12, mark: 3)])
         let gone = PostgresError(kind: .connection, message: "server closed the connection unexpectedly")
         // Lost at COMMIT, in a member's writes, or before any: each is uncertain, with its own mark.
         for failed in [group.statements.count - 1, group.members[1].statements.lowerBound, 0] {

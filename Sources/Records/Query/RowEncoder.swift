@@ -179,7 +179,7 @@ struct RowEncoder {
         mutating func escapedValue(_ bytes: UnsafeBufferPointer<UInt8>, as format: Format) {
             switch format {
             case .string:
-                _ = string(bytes, copyText: true)
+                string(bytes, copyText: true)
             case .number:
                 number(bytes)  // a FIND's most common column, kept out of `value`'s switch
             case .raw where bytes.baseAddress.map({ memchr($0, 92, bytes.count) != nil }) ?? false:

@@ -206,7 +206,8 @@ public final class Connection {
     }
 
     /// Runs `COPY ... TO STDOUT` (text format), calling `rows` with each row's line as it
-    /// arrives (its line feed included; `CopyRow` splits it where the caller needs its fields), so a result of any size flows through in constant memory: libpq reads the
+    /// arrives (its line feed included; `CopyRow` splits it where the caller needs its
+    /// fields), so a result of any size flows through in constant memory: libpq reads the
     /// socket only as rows are asked for, and a caller that waits holds PostgreSQL back through
     /// TCP. `rows` returns false to stop early. The statement is allowed `timeout` milliseconds
     /// in all (in the caller's transaction when there is one, else in one of its own); while
@@ -220,8 +221,8 @@ public final class Connection {
     /// same on either. COPY takes no parameters: `sql` has its values inlined.
     /// See https://www.postgresql.org/docs/15/libpq-copy.html
     ///
-    /// The statement is chosen once the snapshot it will see is known: with `snapshot`, outside a transaction, the stream runs in a REPEATABLE READ transaction
-    /// whose snapshot (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in
+    /// The statement is chosen once the snapshot it will see is known: with `snapshot`,
+    /// outside a transaction, the stream runs in a REPEATABLE READ transaction whose snapshot (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in
     /// the same round trip as BEGIN, and handed to `statement`; the rows streamed are exactly
     /// those that snapshot sees. Otherwise `statement` is given nil. `probe`, a query of one
     /// value with its values inlined, is asked in that round trip too, in the transaction

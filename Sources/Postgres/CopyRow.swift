@@ -29,13 +29,19 @@ public struct CopyRow {
         return try body(row)
     }
 
+    /// A row's bytes without the line feed COPY ends it with (if it has one).
+    @inlinable public static func fields(of line: UnsafeRawBufferPointer) -> UnsafeBufferPointer<UInt8> {
+        let start = line.baseAddress?.assumingMemoryBound(to: UInt8.self)
+        return UnsafeBufferPointer(start: start, count: line.count > 0 && start?[line.count - 1] == 10 ? line.count - 1 : line.count)
+    }
+
     /// Splits `line` (one row, with or without its line feed) into fields.
     public mutating func load(_ line: UnsafeRawBufferPointer) {
         count = 0
-        guard let start = line.baseAddress?.assumingMemoryBound(to: UInt8.self) else { base = nil; byteCount = 0; return }
-        base = UnsafePointer(start)
-        var length = line.count
-        if length > 0 && start[length - 1] == 10 { length -= 1 }
+        let text = Self.fields(of: line)
+        guard let start = text.baseAddress else { base = nil; byteCount = 0; return }
+        base = start
+        let length = text.count
         byteCount = length
         // The whole line eight bytes a step, every tab of a word taken from one mask: a row's
         // fields are short, and a search a field (memchr, or words from each field's start)

@@ -370,11 +370,7 @@ private struct CopyLine: RecordSource {
     /// Where the next field starts; past the end once the last is read.
     var next = 0
 
-    init(_ line: UnsafeRawBufferPointer) {
-        let start = line.baseAddress?.assumingMemoryBound(to: UInt8.self)
-        let count = line.count > 0 && start?[line.count - 1] == 10 ? line.count - 1 : line.count
-        bytes = UnsafeBufferPointer(start: start, count: count)
-    }
+    init(_ line: UnsafeRawBufferPointer) { bytes = CopyRow.fields(of: line) }
 
     /// The whole line's: a FIND's row holds the record's columns and perhaps its keys.
     func escapedBytes(_ count: Int) -> Int { bytes.count }

@@ -68,10 +68,7 @@ struct StreamBatch {
 
     private mutating func grow(to needed: Int) {
         var larger = Self.space(max(needed, 2 * storage.count))
-        let count = self.count
-        storage.withUnsafeBufferPointer { old in
-            larger.withUnsafeMutableBufferPointer { $0.baseAddress!.update(from: old.baseAddress!, count: count) }
-        }
+        larger.replaceSubrange(0..<count, with: storage[..<count])
         storage = larger
     }
 }

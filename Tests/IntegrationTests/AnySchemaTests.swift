@@ -730,6 +730,11 @@ import Testing
         try client.ok(#"INSERT always v="\ud83d\ude00""#)
         try client.ok("SAVE")
         #expect(try client.send("FIND always").lines == [#"{"id":1,"v":"😀"}"#])
+        // Naming a record by a column PostgreSQL gives is no attempt to set it.
+        #expect(try client.send("GET always id=1").lines == [#"{"id":1,"v":"😀"}"#])
+        #expect(try client.send("GET always id=2").status == "-ERR NOT_FOUND no always with id 2")
+        #expect(try client.send(#"UPDATE always id=1 SET v="y""#).status.hasPrefix("+OK"))
+        #expect(try client.send(#"UPDATE always 1 SET id=3"#).status == "-ERR VALIDATION always.id is GENERATED ALWAYS: PostgreSQL gives it, not the client")
     }
 }
 

@@ -6,7 +6,8 @@ import Testing
 /// the one its model, entity and names would give again.
 @Suite struct FieldPlanTests {
     static func describe(_ target: FieldPlan.Target) -> String {
-        switch target.role {
+        if let refusal = target.unsettable { return "refused when set \(refusal.code.rawValue) \(refusal.message)" }
+        return switch target.role {
         case .attribute(let acceptsRef): "attribute \(target.column)\(acceptsRef ? " (refs)" : "") as \(target.label)"
         case .relationship(let entity): "relationship \(target.column) to \(entity) as \(target.label)"
         case .refused(let error): "refused \(error.code.rawValue) \(error.message)"
@@ -35,7 +36,7 @@ import Testing
         let department = try #require(model.entity(named: "department"))
         let always = FieldPlan(names: ["id", "name"], entity: department, model: model)
         #expect(always.targets.map(Self.describe) == [
-            "refused VALIDATION department.id is GENERATED ALWAYS: PostgreSQL gives it, not the client",
+            "refused when set VALIDATION department.id is GENERATED ALWAYS: PostgreSQL gives it, not the client",
             "attribute name as department.name",
         ])
         #expect(always.twice == nil)

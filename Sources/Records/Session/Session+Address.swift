@@ -43,7 +43,7 @@ extension Session {
             if let pending = pendingInsert(of: entity, with: [(key.name, .text(given))]) { return .pending(pending) }
             return .stored(RecordKey(entity: entity.name, values: [given]))
         case .fields(let pairs):
-            let values = try fields(pairs, of: entity, model: model)
+            let values = try fields(pairs, of: entity, model: model, setting: false)
             let columns = values.map(\.column)
             guard let unique = entity.uniqueKeys.first(where: { Set($0) == Set(columns) && $0.count == columns.count }) else {
                 let keys = entity.uniqueKeys.map { $0.map(entity.label).joined(separator: " ") }

@@ -4,17 +4,19 @@ import Postgres
 
 extension Session {
     /// Checks `attr=value` pairs against the entity: names, types, and that each #ref is a
-    /// pending record of the relationship's target.
-    func fields(_ values: [Assignment], of entity: Entity, model: Model) throws(CommandError) -> [(column: String, value: FieldValue)] {
+    /// pending record of the relationship's target. `setting`: the pairs are values to store,
+    /// so a column PostgreSQL computes is refused; else they name a record.
+    func fields(_ values: [Assignment], of entity: Entity, model: Model, setting: Bool = true) throws(CommandError) -> [(column: String, value: FieldValue)] {
         let (_, plan) = try fieldPlans.plan(entity.name, values, model: model) { () throws(CommandError) in entity }
-        return try fields(values, plan: plan, entity: entity)
+        return try fields(values, plan: plan, entity: entity, setting: setting)
     }
 
     /// The pairs' values checked against what their names name (`plan`).
-    func fields(_ values: [Assignment], plan: FieldPlan, entity: Entity) throws(CommandError) -> [(column: String, value: FieldValue)] {
+    func fields(_ values: [Assignment], plan: FieldPlan, entity: Entity, setting: Bool = true) throws(CommandError) -> [(column: String, value: FieldValue)] {
         var result: [(column: String, value: FieldValue)] = []
         result.reserveCapacity(values.count)
         for (assignment, target) in zip(values, plan.targets) {
+            if setting, let refusal = target.unsettable { throw refusal }
             switch target.role {
             case .refused(let error):
                 throw error

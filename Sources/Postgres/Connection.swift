@@ -221,86 +221,118 @@ public final class Connection {
     /// same on either. COPY takes no parameters: `sql` has its values inlined.
     /// See https://www.postgresql.org/docs/15/libpq-copy.html
     ///
-    /// The statement is chosen once the snapshot it will see is known: with `snapshot`,
-    /// outside a transaction, the stream runs in a REPEATABLE READ transaction whose snapshot (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in
-    /// the same round trip as BEGIN, and handed to `statement`; the rows streamed are exactly
-    /// those that snapshot sees. Otherwise `statement` is given nil. `probe`, a query of one
-    /// value with its values inlined, is asked in that round trip too, in the transaction
-    /// the stream runs in, and its value handed to `statement` second.
-    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, probe: String? = nil,
-                           statement: (_ snapshot: String?, _ probed: String?) throws(PostgresError) -> String,
+    /// The statements are chosen once the snapshot they will see is known: with `snapshot`,
+    /// outside a transaction, the stream runs in a REPEATABLE READ transaction whose snapshot
+    /// (`pg_current_snapshot()`'s text, `xmin:xmax:xip,...`) is read first, in the same round
+    /// trip as BEGIN, and handed to `statements`; the rows streamed are exactly those that
+    /// snapshot sees. Otherwise `statements` is given nil. `probes`, expressions of one value
+    /// each with their values inlined, are asked in that round trip too, in the transaction
+    /// the stream runs in, and their values handed to `statements` second. With `importing`
+    /// (an id `pg_export_snapshot()` gave another transaction, still open), the stream runs in
+    /// a REPEATABLE READ transaction that sees that transaction's snapshot.
+    ///
+    /// `statements` may give several COPYs, streamed one after another in the one transaction;
+    /// `next(i)`, asked before the i-th (from 1), may skip it.
+    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, probes: [String] = [], importing: String? = nil,
+                           statements: (_ snapshot: String?, _ probed: [String?]) throws(PostgresError) -> [String],
+                           next: (Int) -> Bool = { _ in true },
                            rows: (UnsafeRawBufferPointer) -> Bool) throws(PostgresError) {
         let ownTransaction = !inTransaction
         let snapshotted = snapshot && ownTransaction
-        var asked: [String] = []
-        if snapshotted { asked.append("pg_current_snapshot()::text") }
-        if let probe { asked.append("(" + probe + ")") }
-        let started = try execute((snapshotted ? "BEGIN ISOLATION LEVEL REPEATABLE READ; " : ownTransaction ? "BEGIN; " : "")
-                                  + "SET LOCAL statement_timeout = \(max(0, timeout))" + (asked.isEmpty ? "" : "; SELECT " + asked.joined(separator: ", ")))
+        let asked = (snapshotted ? ["pg_current_snapshot()::text"] : []) + probes.map { "(" + $0 + ")" }
+        let begin = if let importing, ownTransaction {
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT \(try escapeLiteral(importing)); "
+        } else {
+            snapshotted ? "BEGIN ISOLATION LEVEL REPEATABLE READ; " : ownTransaction ? "BEGIN; " : ""
+        }
+        let started = try execute(begin + "SET LOCAL statement_timeout = \(max(0, timeout))" + (asked.isEmpty ? "" : "; SELECT " + asked.joined(separator: ", ")))
         do throws(PostgresError) {
-            let sql = try statement(snapshotted ? started.string(0, 0) : nil, probe != nil ? started.string(0, snapshotted ? 1 : 0) : nil)
-            let conn = try open()
-            guard PQsendQuery(conn, sql) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-            var cancelled = false
-            if !Self.resultArrives(conn, within: silence) {
-                cancel()  // answered by the statement's error, 57014
-                cancelled = true
-            }
-            guard let first = PQgetResult(conn) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
-            let start = QueryResult(owning: first)
-            if start.status != PGRES_COPY_OUT {
-                let failure = withExtendedLifetime(start) {
-                    start.status == PGRES_FATAL_ERROR ? Self.error(from: first, connection: conn)
-                        : PostgresError(kind: .unexpected, message: "COPY did not start")
-                }
-                while let raw = PQgetResult(conn) { _ = QueryResult(owning: raw) }
-                throw failure
-            }
-            var wanted = true
-            var skipped = 0
-            copying: while true {
-                var buffer: UnsafeMutablePointer<CChar>?
-                let length = PQgetCopyData(conn, &buffer, 1)
-                if length == 0 {
-                    // No whole row buffered yet (asynchronous mode), or the connection broke:
-                    // libpq then says 0 again, never -2, and has closed its socket.
-                    if PQstatus(conn) != CONNECTION_OK { break copying }
-                    if !Self.readable(conn, within: cancelled ? -1 : silence) {
-                        cancel()
-                        cancelled = true
-                    }
-                    continue
-                }
-                guard length > 0, let buffer else { break copying }  // -1: done, the result follows; -2: broken
-                defer { PQfreemem(buffer) }
-                if wanted {
-                    wanted = rows(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
-                } else {
-                    // A few more rows (LIMIT n+1's last) are read and dropped; past those, the
-                    // connection is closed: PostgreSQL stops at its next send, and no cancel
-                    // request can reach a later statement.
-                    skipped += 1
-                    if skipped > Self.rowsReadAfterStop {
-                        close()
-                        return
-                    }
+            let first = snapshotted ? 1 : 0
+            let sqls = try statements(snapshotted ? started.string(0, 0) : nil, probes.indices.map { started.string(0, first + $0) })
+            streaming: for (index, sql) in sqls.enumerated() where index == 0 || next(index) {
+                switch try copyOut(sql, silence: silence, rows: rows) {
+                case .done: continue streaming
+                case .stopped: break streaming
+                case .closed: return
                 }
             }
-            var failure: PostgresError?
-            while let raw = PQgetResult(conn) {
-                let result = QueryResult(owning: raw)
-                withExtendedLifetime(result) {
-                    if result.status != PGRES_COMMAND_OK && failure == nil { failure = Self.error(from: raw, connection: conn) }
-                }
-            }
-            // A caller that stopped has its answer: an error after it (a cancel) changes nothing.
-            if let failure, wanted { throw failure }
-            if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
             if ownTransaction { try execute("COMMIT") }
         } catch {
             if ownTransaction && isHealthy { _ = try? execute("ROLLBACK") }
             throw error
         }
+    }
+
+    /// How one COPY of a stream ended.
+    private enum CopyEnd {
+        /// Every row was handed over.
+        case done
+        /// `rows` said stop; the connection is still in the transaction.
+        case stopped
+        /// `rows` said stop long before the end: the connection was closed instead.
+        case closed
+    }
+
+    /// One COPY of `streamCopy`, each row handed to `rows`.
+    private func copyOut(_ sql: String, silence: Int, rows: (UnsafeRawBufferPointer) -> Bool) throws(PostgresError) -> CopyEnd {
+        let conn = try open()
+        guard PQsendQuery(conn, sql) == 1 else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        var cancelled = false
+        if !Self.resultArrives(conn, within: silence) {
+            cancel()  // answered by the statement's error, 57014
+            cancelled = true
+        }
+        guard let first = PQgetResult(conn) else { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        let start = QueryResult(owning: first)
+        if start.status != PGRES_COPY_OUT {
+            let failure = withExtendedLifetime(start) {
+                start.status == PGRES_FATAL_ERROR ? Self.error(from: first, connection: conn)
+                    : PostgresError(kind: .unexpected, message: "COPY did not start")
+            }
+            while let raw = PQgetResult(conn) { _ = QueryResult(owning: raw) }
+            throw failure
+        }
+        var wanted = true
+        var skipped = 0
+        copying: while true {
+            var buffer: UnsafeMutablePointer<CChar>?
+            let length = PQgetCopyData(conn, &buffer, 1)
+            if length == 0 {
+                // No whole row buffered yet (asynchronous mode), or the connection broke:
+                // libpq then says 0 again, never -2, and has closed its socket.
+                if PQstatus(conn) != CONNECTION_OK { break copying }
+                if !Self.readable(conn, within: cancelled ? -1 : silence) {
+                    cancel()
+                    cancelled = true
+                }
+                continue
+            }
+            guard length > 0, let buffer else { break copying }  // -1: done, the result follows; -2: broken
+            defer { PQfreemem(buffer) }
+            if wanted {
+                wanted = rows(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
+            } else {
+                // A few more rows (LIMIT n+1's last) are read and dropped; past those, the
+                // connection is closed: PostgreSQL stops at its next send, and no cancel
+                // request can reach a later statement.
+                skipped += 1
+                if skipped > Self.rowsReadAfterStop {
+                    close()
+                    return .closed
+                }
+            }
+        }
+        var failure: PostgresError?
+        while let raw = PQgetResult(conn) {
+            let result = QueryResult(owning: raw)
+            withExtendedLifetime(result) {
+                if result.status != PGRES_COMMAND_OK && failure == nil { failure = Self.error(from: raw, connection: conn) }
+            }
+        }
+        // A caller that stopped has its answer: an error after it (a cancel) changes nothing.
+        if let failure, wanted { throw failure }
+        if PQstatus(conn) != CONNECTION_OK { throw PostgresError(kind: .connection, message: Self.errorMessage(conn)) }
+        return wanted ? .done : .stopped
     }
 
     /// Rows a stopped stream still reads before it closes the connection instead.

@@ -84,6 +84,21 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
+    /// Queues `job` (a stream's) only if a worker is free for it now and takes nothing from
+    /// anyone: no job waits, a worker is idle, and slow work would still have room for one
+    /// more besides (`PoolScheduler`'s reserve untouched). A large read takes a second
+    /// connection this way (`SplitRead`). False: not queued.
+    public func submitIfIdle(_ job: @escaping Job) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let now = DispatchTime.now().uptimeNanoseconds
+        guard !stopping, scheduler.queued == 0, scheduler.slowRunning(now: now) + 1 < size - scheduler.reserve,
+              let worker = idle.popLast() else { return false }
+        scheduler.enqueue((job, now), .proven, streams: true)
+        wakers[worker].signal()
+        return true
+    }
+
     public var statistics: Statistics {
         condition.lock()
         defer { condition.unlock() }

@@ -530,7 +530,7 @@ public final class Server {
         let ttl = configuration.resumeTTL, server = context.serverID
         // A sign-in is short and bounded: a new client gets it even while slow ones hold the rest.
         let standing = holds.contains(.signIn) ? .proven : connection.poolUse.standing()
-        pool.submit(standing, streams: holds.contains(.streams)) { [inbox] database in
+        pool.submit(standing, streams: holds.contains(.streams)) { [inbox, pool] database in
             let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
@@ -539,7 +539,7 @@ public final class Server {
                 let failure = Self.store([entry], ttl: ttl, server: server, open: true, database)
                 inbox.post(.persisted(connection: id, version: version, pending: entry.pending, failure: failure, ahead: true))
             }
-            let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings) }
+            let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings, lend: pool.submitIfIdle) }
             // Past a client that stopped reading, works are answered without being run.
             var open = true
             func answer(_ result: WorkResult?) {

@@ -38,6 +38,9 @@ struct QueryBuilder {
         /// The columns the statement selects, when it selects nothing but stored columns as
         /// they are (`wholeTable` may then be read by `COPY table (columns)`).
         var storedColumns: [String]?
+        /// Where the two `tid` parameters of a statement built `splittable` are: its rows are
+        /// those of the table's blocks from the first up to (not including) the second.
+        var blockBounds: (from: Int, to: Int)?
 
         /// The COPY that streams these rows, in text format: of the table itself when the
         /// statement reads it whole, as stored, and the catalog says COPY reads it as a query
@@ -49,6 +52,20 @@ struct QueryBuilder {
             if readsWhole, let wholeTable, let storedColumns { return SQL.copyOut(table: wholeTable, storedColumns) }
             return try SQL.copyOut(sql, parameters, literal: literal)
         }
+
+        /// The COPY of the rows stored in `blocks` (block numbers) of a statement built
+        /// `splittable`; the last block number, `Self.endBlock`, is past any table's end.
+        func copyOut<E: Error>(blocks: Range<Int>, literal: (String) throws(E) -> String) throws(E) -> String {
+            var parameters = self.parameters
+            if let blockBounds {
+                parameters[blockBounds.from] = "(\(blocks.lowerBound),0)"
+                parameters[blockBounds.to] = "(\(blocks.upperBound),0)"
+            }
+            return try SQL.copyOut(sql, parameters, literal: literal)
+        }
+
+        /// A block number no table reaches (PostgreSQL's InvalidBlockNumber, 2³² − 1).
+        static let endBlock = Int(UInt32.max)
 
         /// The question a whole read asks first (nil: none), one value, `t` when COPY may
         /// read the table itself: an ordinary table (COPY refuses a partitioned one) without
@@ -80,8 +97,10 @@ struct QueryBuilder {
     ///     first, so they are the first parameters (`Model.selects`).
     ///   - versions: also select each row's key, and its `xmin` unless `.keys` (the version is
     ///     then the statement's snapshot: `SnapshotVersion`).
+    ///   - splittable: the rows of a range of the table's blocks only (`Select.copyOut(blocks:)`),
+    ///     which a whole read splits between two connections (`SplitRead`).
     static func select(_ request: FetchRequest, model: Model, filter: [(column: String, value: String)] = [],
-                       versions: Versions = .none) throws(CommandError) -> Select {
+                       versions: Versions = .none, splittable: Bool = false) throws(CommandError) -> Select {
         var builder = QueryBuilder(model: model)
         let entity = try builder.entity(request.entity)
         var conditions: [String] = []
@@ -91,6 +110,13 @@ struct QueryBuilder {
         }
         if let predicate = request.predicate {
             conditions.append(try builder.compile(predicate, entity: entity, alias: "t0"))
+        }
+        var blockBounds: (from: Int, to: Int)?
+        if splittable {
+            // A TID range scan reads those blocks only.
+            let from = builder.parameters.count
+            conditions.append("t0.ctid >= \(builder.bind("(0,0)"))::tid AND t0.ctid < \(builder.bind("(\(Select.endBlock),0)"))::tid")
+            blockBounds = (from, from + 1)
         }
         // Sort keys, then the primary key, so ties come back in a stable order and pages never overlap.
         var keys: [(sql: String, ascending: Bool)] = []
@@ -166,7 +192,7 @@ struct QueryBuilder {
         return Select(sql: sql + body, parameters: builder.parameters, encoder: RowEncoder(fields.map { ($0.key, $0.format) }),
                       cursorColumns: paged ? keys.count : 0, versionColumns: versionColumns,
                       fingerprint: fingerprint, body: body, projection: projection.map { ($0.key, $0.sql) }, distinct: request.distinct,
-                      wholeTable: whole ? model.table(entity) : nil, storedColumns: stored ? columns : nil)
+                      wholeTable: whole ? model.table(entity) : nil, storedColumns: stored ? columns : nil, blockBounds: blockBounds)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {

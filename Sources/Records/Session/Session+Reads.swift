@@ -91,52 +91,50 @@ extension Session {
         // record's version instead of selecting each row's (SnapshotVersion).
         let snapshotVersions = streams && snapshot.changes.isEmpty && rowVersions.versionColumns != nil
             ? try QueryBuilder.select(request, model: model, versions: .keys) : nil
+        // Such a read of a whole table may be read in two halves at once (SplitRead): the
+        // same statements, each limited to a range of the table's blocks.
+        let halves = snapshotVersions != nil ? rowVersions.wholeTable.map { _ in
+            (rows: try? QueryBuilder.select(request, model: model, versions: .xmin, splittable: true),
+             keys: try? QueryBuilder.select(request, model: model, versions: .keys, splittable: true))
+        } : nil
         return database(model, hold: streams ? .streams : .statements) { context in
             let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
-                var count = 0
-                var more = false
-                var lastKeys: [String?] = []
-                var versions: [(RecordKey, String)] = []
-                // What each row reads is bound before the rows come: `let`s, not the variables
-                // the statement's choice sets, which a closure would copy out of a box every row.
-                let encoder = rowVersions.encoder, cursorColumns = rowVersions.cursorColumns, limit = request.limit
-                let keyStart = encoder.count, tracksVersions = rowVersions.versionColumns != nil && view.tracksVersions
-                /// The version of every row, and where its key is, when the snapshot stands for them.
-                var stamped: (version: String, key: [Int])?
-                // A row's fields are split out of its line only where more than the record is read.
-                var row = CopyRow()
-                defer { row.deallocate() }
+                var rows = FindRows(rowVersions, entity: entity, view: view, limit: request.limit)
+                defer { rows.deallocate() }
                 // Only the snapshot's statement may read a table whole: the other selects each row's xmin.
-                let probe = snapshotVersions?.storedColumns != nil ? snapshotVersions?.readsWholeQuery : nil
-                try Self.stream(context: context, snapshot: snapshotVersions != nil, probe: probe) { taken in
-                    stamped = nil  // chosen again when a dead connection's statement is run anew
+                var probes: [(sql: String, parameters: [String?])] = []
+                if snapshotVersions?.storedColumns != nil, let whole = snapshotVersions?.readsWholeQuery { probes.append(whole) }
+                let wholeProbe = probes.isEmpty ? nil : 0
+                let split = halves != nil && context.lend != nil ? SplitRead() : nil
+                // However the read ends, a helper not yet begun never begins, and one waiting
+                // to hand over a batch stops.
+                defer { split?.stop() }
+                if split != nil, let table = rowVersions.wholeTable { probes += SplitRead.probes(table: table) }
+                try Self.stream(context: context, snapshot: snapshotVersions != nil, probes: probes, split: split) { taken, probed, connection throws(PostgresError) in
+                    rows.stamped = nil  // chosen again when a dead connection's statement is run anew
+                    var chosen = rowVersions, half = halves?.rows
                     if let taken, let keysOnly = snapshotVersions, let key = keysOnly.versionColumns?.key, let version = SnapshotVersion.stamp(taken) {
-                        stamped = (version, key)
-                        return keysOnly
+                        rows.stamped = (version, key)
+                        (chosen, half) = (keysOnly, halves?.keys)
                     }
-                    return rowVersions
-                } encode: { line, batch in
-                    if let limit, count == limit {
-                        more = true  // the extra row LIMIT n+1 fetched: another page follows
-                        return false
-                    }
-                    encoder.append(line: line, to: &batch)
-                    count += 1
-                    // Paged reads have a LIMIT: only the page's last row gives the next page's keys.
-                    let lastOfPage = cursorColumns > 0 && count == limit
-                    let versioned = versions.count < ReadVersions.limit && (stamped != nil || tracksVersions)
-                    guard lastOfPage || versioned else { return true }
-                    row.load(line)
-                    if lastOfPage { lastKeys = (0..<cursorColumns).map { row.string(keyStart + $0) } }
-                    if versioned {
-                        if let stamped {
-                            versions.append((entity.recordKey(stamped.key.map { row.string($0) }), stamped.version))
-                        } else if let version = Self.version(row, select: rowVersions, entity: entity, view: view) {
-                            versions.append(version)
+                    if let split, let half, let plan = SplitRead.Plan(probed.suffix(2)) {
+                        let first = try half.copyOut(blocks: 0..<plan.middle, literal: connection.escapeLiteral)
+                        let second = try half.copyOut(blocks: plan.middle..<QueryBuilder.Select.endBlock, literal: connection.escapeLiteral)
+                        let (stamped, settings, identity) = (rows.stamped, context.settings, context.identity)
+                        let lent = split.lend(context) { lease in
+                            var helper = FindRows(half, entity: entity, view: view, limit: nil)
+                            defer { helper.deallocate() }
+                            helper.stamped = stamped
+                            split.readSecondHalf(second, exported: plan.exported, rows: &helper, lease: lease, settings: settings, identity: identity)
                         }
+                        if lent { return [first, second] }
                     }
-                    return true
+                    return [try chosen.copyOut(readsWhole: wholeProbe.map { probed[$0] == "t" } ?? false, literal: connection.escapeLiteral)]
+                } encode: { line, batch in
+                    rows.take(line, into: &batch)
                 }
+                if let split { rows.versions += try split.drain(to: context.sink, after: rows.versions.count) }
+                let count = rows.count + (split?.forwarded ?? 0)
                 if context.sink.stalled {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
                 }
@@ -145,12 +143,12 @@ extension Session {
                 }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 // LIMIT 0 asks for no page: there is no position to go on from.
-                if more && count > 0 {
+                if rows.more && count > 0 {
                     // A keyset cursor where the query has one; DISTINCT pages by OFFSET.
-                    message += cursorColumns > 0 ? "; next page: AFTER " + Cursor.encode(lastKeys, fingerprint: rowVersions.fingerprint)
+                    message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.encode(rows.lastKeys, fingerprint: rowVersions.fingerprint)
                         : "; next page: OFFSET \((request.offset ?? 0) + count)"
                 }
-                return (message, versions)
+                return (message, rows.versions)
             }
             let allocated = view.allocated
             return WorkResult(reply: .ok(message + view.note)) { session in
@@ -160,33 +158,47 @@ extension Session {
         }
     }
 
-    /// Runs the statement `statement` gives once the snapshot is known as a stream of rows
+    /// Runs the statements `statements` gives once the snapshot is known as one stream of rows
     /// (`Connection.streamCopy`, allowed the bulk timeout: it is one statement however long
-    /// the client takes to read), of the table itself when `probe` (`readsWholeQuery`) says
-    /// COPY may read it so, letting `encode` write each row's line
-    /// into the batch (false: stop), and hands the batch to the sink as it fills. COPY takes no
-    /// parameters: the values are inlined as literals quoted by libpq, as EXPORT's are. A
-    /// connection found dead before anything was sent is replaced and the query run again.
-    static func stream(context: WorkContext, snapshot: Bool, probe: (sql: String, parameters: [String?])?,
-                       statement: (String?) -> QueryBuilder.Select, encode: (UnsafeRawBufferPointer, inout StreamBatch) -> Bool) throws {
+    /// the client takes to read), asking `probes` first in the same round trip (their values
+    /// in order), letting `encode` write each row's line into the batch (false: stop), and
+    /// hands the batch to the sink as it fills. With `split`, the second statement is the
+    /// second half of a read another connection may be reading (`SplitRead`): its batches
+    /// are passed on between this one's. COPY takes no parameters: the values are inlined as
+    /// literals quoted by libpq, as EXPORT's are. A connection found dead before anything was
+    /// sent (and before another connection was asked to help) is replaced and the query run again.
+    static func stream(context: WorkContext, snapshot: Bool, probes: [(sql: String, parameters: [String?])], split: SplitRead?,
+                       statements: (_ snapshot: String?, _ probed: [String?], Connection) throws(PostgresError) -> [String],
+                       encode: (UnsafeRawBufferPointer, inout StreamBatch) -> Bool) throws {
         var batch = StreamBatch(to: context.sink)
         var sent = false
         for attempt in 0..<2 {
             let connection = context.connection
             do throws(PostgresError) {
-                // A closure written in place, not a local function: the captured variables
-                // are then checked for exclusive access at compile time, not three times a row.
-                let asked = try probe.map { probe throws(PostgresError) in try SQL.inlining(probe.sql, probe.parameters, literal: connection.escapeLiteral) }
+                // Closures written in place, not local functions: the captured variables are
+                // then checked for exclusive access at compile time, not three times a row.
+                let asked = try probes.map { probe throws(PostgresError) in try SQL.inlining(probe.sql, probe.parameters, literal: connection.escapeLiteral) }
                 try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot,
-                                          probe: asked) { taken, whole throws(PostgresError) in
-                    try statement(taken).copyOut(readsWhole: whole == "t", literal: connection.escapeLiteral)
+                                          probes: asked) { taken, probed throws(PostgresError) in
+                    try statements(taken, probed, connection)
+                } next: { _ in
+                    split?.leaderTakesSecondHalf() ?? true
                 } rows: { line in
                     sent = true
-                    return encode(line, &batch) && batch.sendIfFull()
+                    guard encode(line, &batch) else { return false }
+                    guard batch.sendIfFull() else {
+                        split?.stop()  // the client left or stalled: the helper stops too
+                        return false
+                    }
+                    // Right after a batch went, the helper's waiting ones.
+                    return batch.count > 0 || split?.forward(to: context.sink) ?? true
                 }
                 break
             } catch {
-                guard attempt == 0, error.kind == .connection, !sent, !connection.inTransaction else { throw error }
+                guard attempt == 0, error.kind == .connection, !sent, split?.lent != true, !connection.inTransaction else {
+                    split?.stop()
+                    throw error
+                }
                 try context.reconnect()
             }
         }

@@ -189,11 +189,15 @@ public final class WorkContext {
     var assigned: [String: AssignedKey] = [:]
     /// Who the work runs as (row-level security); applied again on a fresh connection.
     var identity = Identity.anonymous
+    /// Runs a job on another pooled connection if one is free now (`ConnectionPool.submitIfIdle`),
+    /// else says false: a large read may take a second connection (`SplitRead`).
+    let lend: ((@escaping ConnectionPool.Job) -> Bool)?
 
-    public init(lease: Lease, sink: LineSink, settings: WorkSettings) {
+    public init(lease: Lease, sink: LineSink, settings: WorkSettings, lend: ((@escaping ConnectionPool.Job) -> Bool)? = nil) {
         self.lease = lease
         self.sink = sink
         self.settings = settings
+        self.lend = lend
     }
 
     public var connection: Connection { lease.connection }

@@ -170,6 +170,33 @@ import Testing
         }
     }
 
+    /// A client that reads slowly but steadily never stalls, and PostgreSQL's own timeout
+    /// reaches it only behind the rows already in the sockets: the stream's clock stops a
+    /// FIND (split or not) or an EXPORT at `--bulk-timeout`, the count its lines.
+    @Test func aSlowSteadyReaderIsStoppedAtTheBulkTimeout() throws {
+        let (server, db) = try Self.server(["--pool-size", "4", "--bulk-timeout", "2"])
+        for (line, verb, header) in [("FIND wide", "FIND", 0), ("FIND wide WHERE id > 0", "FIND", 0), ("EXPORT wide", "EXPORT", 1)] {
+            let client = try server.client()
+            try client.write(line + "\n")
+            var lines = 0
+            var status = ""
+            while let next = try client.readLine() {
+                if next.hasPrefix("+OK") || next.hasPrefix("-ERR") { status = next; break }
+                lines += 1
+                if lines % 64 == 0 { usleep(20_000) }  // some 3 MB a second
+            }
+            let records = lines - header
+            #expect(status == "-ERR LIMIT the \(verb) ran past its time limit (--bulk-timeout, 2 s): it stopped after \(records) record(s), to free its connection", "\(line)")
+            #expect(records < Self.rows, "\(line)")
+        }
+        let running = """
+            SELECT count(*)::text FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE 'COPY %' AND state <> 'idle'
+            """
+        #expect(try eventually({ try db.query(running).string(0, 0) }, until: { $0 == "0" }) == "0")
+        #expect(try server.client().send("COUNT wide").status == "+OK \(Self.rows)")
+    }
+
     /// A client that leaves mid-read frees both connections: the pool serves two more split
     /// reads in full at once.
     @Test func aClientThatLeavesFreesBothConnections() throws {

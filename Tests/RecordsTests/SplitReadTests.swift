@@ -81,8 +81,8 @@ import Testing
         }
         let sink = Collecting()
         // The leader between its own batches, then once its half is done.
-        _ = split.forward(to: sink)
-        _ = try split.drain(to: sink, after: 0)
+        _ = split.forward(to: sink, until: .distantFuture)
+        _ = try split.drain(to: sink, after: 0, until: .distantFuture)
         #expect(helper.value == SplitRead.heldBatches + 3)
         #expect(sink.sent == (0..<(SplitRead.heldBatches + 3)).map { [UInt8($0)] })
         #expect(split.forwarded == 2 * (SplitRead.heldBatches + 3))
@@ -98,7 +98,7 @@ import Testing
         }
         let gone = Collecting()
         gone.accepting = 1
-        _ = try stopping.drain(to: gone, after: 0)
+        _ = try stopping.drain(to: gone, after: 0, until: .distantFuture)
         #expect(refused.value <= SplitRead.heldBatches + 1)
         #expect(gone.sent.count == 1)
     }
@@ -112,7 +112,7 @@ import Testing
         #expect(failing.hold([7], records: 1))
         failing.helperEnded(versions: [], failure: CommandError(.unavailable, "gone"))
         let sink = Collecting()
-        #expect(throws: CommandError.self) { try failing.drain(to: sink, after: 0) }
+        #expect(throws: CommandError.self) { try failing.drain(to: sink, after: 0, until: .distantFuture) }
         #expect(sink.sent == [[7]])
 
         let ended = SplitRead()
@@ -120,7 +120,27 @@ import Testing
         ended.imported(true)
         let key = RecordKey(entity: "employee", values: ["1"])
         ended.helperEnded(versions: Array(repeating: (key, "@1:1:"), count: 5), failure: nil)
-        #expect(try ended.drain(to: sink, after: ReadVersions.limit - 2).count == 2)
+        #expect(try ended.drain(to: sink, after: ReadVersions.limit - 2, until: .distantFuture).count == 2)
+    }
+
+    /// Past the deadline the leader passes on the batch in hand, then stops the helper; the
+    /// helper's error then (PostgreSQL's own limit, a second later) is not the answer.
+    @Test func theDeadlineStopsThePassingOn() throws {
+        let late = SplitRead()
+        #expect(late.helperBegins())
+        late.imported(true)
+        #expect(late.hold([1], records: 1) && late.hold([2], records: 1))
+        let sink = Collecting()
+        #expect(!late.forward(to: sink, until: .now()))
+        #expect(late.expired && sink.sent == [[1]] && late.forwarded == 1)
+        #expect(!late.hold([3], records: 1))  // stopped
+
+        let cancelled = SplitRead()
+        #expect(cancelled.helperBegins())
+        cancelled.imported(true)
+        cancelled.helperEnded(versions: [], failure: CommandError(.limit, "cancelled"))
+        #expect(try cancelled.drain(to: sink, after: 0, until: .now()).isEmpty)
+        #expect(cancelled.expired)
     }
 
     @Test func theProbesAnswerSaysWhereTheHalvesMeet() {

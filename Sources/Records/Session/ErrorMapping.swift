@@ -101,7 +101,9 @@ enum ErrorMapping {
         case .serializationFailure?, .deadlockDetected?:
             return CommandError(.conflict, "\(subject)\(error.message) (still failing after \(SavePlan.maxAttempts) attempts)")
         case .queryCanceled?:
-            return CommandError(.limit, "\(subject)the statement ran past its time limit and was cancelled")
+            // One SQLSTATE for a timeout and for a cancel asked of PostgreSQL (pg_cancel_backend):
+            // only its message tells them apart, which is not ours to read.
+            return CommandError(.limit, "\(subject)the statement was cancelled: it ran past its time limit, or PostgreSQL was asked to cancel it")
         case .lockNotAvailable?:
             return CommandError(.conflict, "\(subject)a record stayed locked by another transaction past the lock time limit: try again")
         case let state? where state.errorClass == "22" || state.errorClass == "23":

@@ -1,3 +1,4 @@
+import Dispatch
 import Postgres
 
 // MARK: - WATCH, UNWATCH, EXPORT, IMPORT
@@ -109,9 +110,12 @@ extension Session {
             // Like every read, EXPORT sees the session's pending changes.
             let ((count, _), view) = try context.withView(snapshot, model: model) { view -> (Int, Int) in
                 let connection = context.connection
+                var expired = false
                 let export = { () throws -> Int in
-                    // The COPY may run --bulk-timeout, not a read's statement timeout.
-                    try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout)])
+                    // The COPY may run --bulk-timeout, not a read's statement timeout; the
+                    // stream's own clock decides (`Session.stream`), PostgreSQL's a second later.
+                    let deadline = DispatchTime.now() + .milliseconds(timeout)
+                    try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout + Self.bulkTimeoutGrace)])
                     // A whole table is read by COPY itself where the catalog lets it, as FIND's
                     // stream reads it (`Select.copyOut`).
                     let whole = try select.readsWholeQuery.map { try connection.query($0.sql, $0.parameters).string(0, 0) == "t" } ?? false
@@ -126,7 +130,10 @@ extension Session {
                     headerLine.withUnsafeBytes { batch.append($0) }
                     let count = try connection.copyOut(sql) { record in
                         CSV.appendRecord(record, to: &batch)
-                        return batch.sendIfFull()
+                        guard batch.sendIfFull() else { return false }
+                        guard batch.count == 0, DispatchTime.now() >= deadline else { return true }
+                        expired = true
+                        return false
                     }
                     batch.finish()
                     return count
@@ -140,6 +147,7 @@ extension Session {
                 if context.sink.stopping {
                     throw CommandError(.unavailable, "the server is stopping: the EXPORT stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
                 }
+                if expired { throw Self.ranPastBulkTimeout("EXPORT", timeout, count) }
                 return (count, 0)
             }
             let allocated = view.allocated

@@ -84,7 +84,7 @@ extension Session {
         let entity = try entity(request.entity, model)
         let rowVersions = try QueryBuilder.select(request, model: model, versions: .xmin)
         let snapshot = self.snapshot
-        let stall = context.work.replyStall
+        let stall = context.work.replyStall, bulkTimeout = context.work.bulkTimeout
         // A FIND of a few pages holds its connection briefly; one of everything streams.
         let streams = (request.limit ?? Int.max) > 1000
         // One that streams, with no pending changes to show, may take its snapshot as every
@@ -110,7 +110,9 @@ extension Session {
                 // to hand over a batch stops.
                 defer { split?.stop() }
                 if split != nil, let table = rowVersions.wholeTable { probes += SplitRead.probes(table: table) }
-                try Self.stream(context: context, snapshot: snapshotVersions != nil, probes: probes, split: split) { taken, probed, connection throws(PostgresError) in
+                let deadline = DispatchTime.now() + .milliseconds(bulkTimeout)
+                var expired = try Self.stream(context: context, snapshot: snapshotVersions != nil, probes: probes, split: split,
+                                              until: deadline) { taken, probed, connection throws(PostgresError) in
                     rows.stamped = nil  // chosen again when a dead connection's statement is run anew
                     var chosen = rowVersions, half = halves?.rows
                     if let taken, let keysOnly = snapshotVersions, let key = keysOnly.versionColumns?.key, let version = SnapshotVersion.stamp(taken) {
@@ -133,7 +135,10 @@ extension Session {
                 } encode: { line, batch in
                     rows.take(line, into: &batch)
                 }
-                if let split { rows.versions += try split.drain(to: context.sink, after: rows.versions.count) }
+                if let split, !expired {
+                    rows.versions += try split.drain(to: context.sink, after: rows.versions.count, until: deadline)
+                    expired = split.expired
+                }
                 let count = rows.count + (split?.forwarded ?? 0)
                 if context.sink.stalled {
                     throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
@@ -141,6 +146,7 @@ extension Session {
                 if context.sink.stopping {
                     throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
                 }
+                if expired || split?.expired == true { throw Self.ranPastBulkTimeout("FIND", bulkTimeout, count) }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 // LIMIT 0 asks for no page: there is no position to go on from.
                 if rows.more && count > 0 {
@@ -167,18 +173,25 @@ extension Session {
     /// are passed on between this one's. COPY takes no parameters: the values are inlined as
     /// literals quoted by libpq, as EXPORT's are. A connection found dead before anything was
     /// sent (and before another connection was asked to help) is replaced and the query run again.
+    ///
+    /// The stream stops at the first batch past `deadline` (true is returned): PostgreSQL's
+    /// statement timeout, a second later, cannot be the limit, because a client that reads
+    /// slowly but steadily holds its error behind the rows already in the sockets for as long
+    /// as it takes to read them.
     static func stream(context: WorkContext, snapshot: Bool, probes: [(sql: String, parameters: [String?])], split: SplitRead?,
+                       until deadline: DispatchTime,
                        statements: (_ snapshot: String?, _ probed: [String?], Connection) throws(PostgresError) -> [String],
-                       encode: (UnsafeRawBufferPointer, inout StreamBatch) -> Bool) throws {
+                       encode: (UnsafeRawBufferPointer, inout StreamBatch) -> Bool) throws -> Bool {
         var batch = StreamBatch(to: context.sink)
         var sent = false
+        var expired = false
         for attempt in 0..<2 {
             let connection = context.connection
             do throws(PostgresError) {
                 // Closures written in place, not local functions: the captured variables are
                 // then checked for exclusive access at compile time, not three times a row.
                 let asked = try probes.map { probe throws(PostgresError) in try SQL.inlining(probe.sql, probe.parameters, literal: connection.escapeLiteral) }
-                try connection.streamCopy(timeout: context.settings.bulkTimeout, silence: context.settings.readTimeout, snapshot: snapshot,
+                try connection.streamCopy(timeout: context.settings.bulkTimeout + Self.bulkTimeoutGrace, silence: context.settings.readTimeout, snapshot: snapshot,
                                           probes: asked) { taken, probed throws(PostgresError) in
                     try statements(taken, probed, connection)
                 } next: { _ in
@@ -190,8 +203,14 @@ extension Session {
                         split?.stop()  // the client left or stalled: the helper stops too
                         return false
                     }
-                    // Right after a batch went, the helper's waiting ones.
-                    return batch.count > 0 || split?.forward(to: context.sink) ?? true
+                    guard batch.count == 0 else { return true }
+                    // Right after a batch went: the clock, and the helper's waiting batches.
+                    if DispatchTime.now() >= deadline {
+                        expired = true
+                        split?.stop()
+                        return false
+                    }
+                    return split?.forward(to: context.sink, until: deadline) ?? true
                 }
                 break
             } catch {
@@ -203,6 +222,16 @@ extension Session {
             }
         }
         batch.finish()
+        return expired
+    }
+
+    /// PostgreSQL's statement timeout for a stream is this much (milliseconds) past the
+    /// stream's own deadline, which decides.
+    static let bulkTimeoutGrace = 1000
+
+    /// A FIND or EXPORT stopped at its deadline, `milliseconds` after it began.
+    static func ranPastBulkTimeout(_ verb: String, _ milliseconds: Int, _ count: Int) -> CommandError {
+        CommandError(.limit, "the \(verb) ran past its time limit (--bulk-timeout, \(milliseconds / 1000) s): it stopped after \(count) record(s), to free its connection")
     }
 
     func count(_ entityName: String, predicate: Predicate?, estimate: Bool, model: Model) throws(CommandError) -> Step {

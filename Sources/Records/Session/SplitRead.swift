@@ -13,7 +13,7 @@ import Postgres
 /// them on between its own. The second half is claimed once, by whoever comes first: the
 /// helper as it starts, or the leader when its half is done and no helper has begun (the pool
 /// had no worker free after all); so a FIND never waits for a worker that never comes.
-final class SplitRead: @unchecked Sendable {  // every var guarded by `condition` but the leader's `forwarded` and `lent`
+final class SplitRead: @unchecked Sendable {  // every var guarded by `condition` but the leader's `forwarded`, `lent`, `expired`
     enum Claim: Equatable {
         /// Nobody has begun the second half.
         case open
@@ -92,7 +92,7 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
         do {
             try context.assumeIdentity()
             var batch = StreamBatch(to: sink)
-            try lease.connection.streamCopy(timeout: settings.bulkTimeout, silence: settings.readTimeout, snapshot: false,
+            try lease.connection.streamCopy(timeout: settings.bulkTimeout + Session.bulkTimeoutGrace, silence: settings.readTimeout, snapshot: false,
                                             importing: exported) { _, _ in
                 // The snapshot is imported: the leader's transaction may end.
                 importing = false
@@ -166,14 +166,25 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
     }
 
     /// Passes on the batches the helper holds now; false when the client said stop.
-    func forward(to sink: LineSink) -> Bool {
+    func forward(to sink: LineSink, until deadline: DispatchTime) -> Bool {
         while let (bytes, records) = take(waiting: false) {
-            let goOn = sink.send(bytes)
-            forwarded += records  // the client has them, unless it left
-            guard goOn else {
-                stop()
-                return false
-            }
+            guard pass(bytes, records, to: sink, until: deadline) else { return false }
+        }
+        return true
+    }
+
+    /// The leader stopped because the read ran past its deadline (`--bulk-timeout`).
+    private(set) var expired = false
+
+    /// Sends one of the helper's batches on; false (and the helper stopped) when the client
+    /// said stop or the deadline has passed.
+    private func pass(_ bytes: [UInt8], _ records: Int, to sink: LineSink, until deadline: DispatchTime) -> Bool {
+        let goOn = sink.send(bytes)
+        forwarded += records  // the client has them, unless it left
+        if goOn && DispatchTime.now() >= deadline { expired = true }
+        guard goOn && !expired else {
+            stop()
+            return false
         }
         return true
     }
@@ -181,22 +192,24 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
     /// After the leader's own rows: passes on the helper's until it ends, and throws what
     /// stopped it. Returns the helper's versions, as many as fit after the leader's `held`
     /// under `ReadVersions.limit`.
-    func drain(to sink: LineSink, after held: Int) throws -> [(RecordKey, String)] {
+    func drain(to sink: LineSink, after held: Int, until deadline: DispatchTime) throws -> [(RecordKey, String)] {
         condition.lock()
         let helping = claim == .helper && !stopped
         condition.unlock()
         guard helping else { return [] }
         while let (bytes, records) = take(waiting: true) {
-            let goOn = sink.send(bytes)
-            forwarded += records  // the client has them, unless it left
-            guard goOn else {
-                stop()
-                return []
-            }
+            guard pass(bytes, records, to: sink, until: deadline) else { return [] }
         }
         condition.lock()
         defer { condition.unlock() }
-        if let failure { throw failure }
+        if let failure {
+            // Past the deadline, PostgreSQL's own limit (a second later) is what stopped it.
+            guard DispatchTime.now() < deadline else {
+                expired = true
+                return []
+            }
+            throw failure
+        }
         return Array(helperVersions.prefix(max(0, ReadVersions.limit - held)))
     }
 

@@ -229,11 +229,12 @@ public final class Connection {
     /// each with their values inlined, are asked in that round trip too, in the transaction
     /// the stream runs in, and their values handed to `statements` second. With `importing`
     /// (an id `pg_export_snapshot()` gave another transaction, still open), the stream runs in
-    /// a REPEATABLE READ transaction that sees that transaction's snapshot.
+    /// a REPEATABLE READ transaction that sees that transaction's snapshot. `lockTimeout`
+    /// (milliseconds) bounds the first round trip's waits for locks (its probes').
     ///
     /// `statements` may give several COPYs, streamed one after another in the one transaction;
     /// `next(i)`, asked before the i-th (from 1), may skip it.
-    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, probes: [String] = [], importing: String? = nil,
+    public func streamCopy(timeout: Int, silence: Int, snapshot: Bool, probes: [String] = [], importing: String? = nil, lockTimeout: Int? = nil,
                            statements: (_ snapshot: String?, _ probed: [String?]) throws(PostgresError) -> [String],
                            next: (Int) -> Bool = { _ in true },
                            rows: (UnsafeRawBufferPointer) -> Bool) throws(PostgresError) {
@@ -245,7 +246,9 @@ public final class Connection {
         } else {
             snapshotted ? "BEGIN ISOLATION LEVEL REPEATABLE READ; " : ownTransaction ? "BEGIN; " : ""
         }
-        let started = try execute(begin + "SET LOCAL statement_timeout = \(max(0, timeout))" + (asked.isEmpty ? "" : "; SELECT " + asked.joined(separator: ", ")))
+        let locks = lockTimeout.map { "; SET LOCAL lock_timeout = \(max(1, $0))" } ?? ""
+        let started = try execute(begin + "SET LOCAL statement_timeout = \(max(0, timeout))" + locks
+                                  + (asked.isEmpty ? "" : "; SELECT " + asked.joined(separator: ", ")))
         do throws(PostgresError) {
             let first = snapshotted ? 1 : 0
             let sqls = try statements(snapshotted ? started.string(0, 0) : nil, probes.indices.map { started.string(0, first + $0) })

@@ -119,7 +119,7 @@ extension Session {
                         rows.stamped = (version, key)
                         (chosen, half) = (keysOnly, halves?.keys)
                     }
-                    if let split, let half, let plan = SplitRead.Plan(probed.suffix(2)) {
+                    if let split, let half, let table = rowVersions.wholeTable, let plan = SplitRead.Plan(probed.suffix(2)) {
                         let first = try half.copyOut(blocks: 0..<plan.middle, literal: connection.escapeLiteral)
                         let second = try half.copyOut(blocks: plan.middle..<QueryBuilder.Select.endBlock, literal: connection.escapeLiteral)
                         let (stamped, settings, identity) = (rows.stamped, context.settings, context.identity)
@@ -127,7 +127,7 @@ extension Session {
                             var helper = FindRows(half, entity: entity, view: view, limit: nil)
                             defer { helper.deallocate() }
                             helper.stamped = stamped
-                            split.readSecondHalf(second, exported: plan.exported, rows: &helper, lease: lease, settings: settings, identity: identity)
+                            split.readSecondHalf(second, table: table, exported: plan.exported, rows: &helper, lease: lease, settings: settings, identity: identity)
                         }
                         if lent { return [first, second] }
                     }

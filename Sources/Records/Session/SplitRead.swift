@@ -81,9 +81,19 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
 
     // MARK: The helper's side
 
+    /// How long the helper waits for its lock on the table (milliseconds) before it leaves
+    /// the half to the leader.
+    static let helperLockTimeout = 500
+
     /// The helper's work, on its own worker and connection: the second half, `sql`, in a
     /// transaction that imports the leader's snapshot, as `identity` (row-level security).
-    func readSecondHalf(_ sql: String, exported: String, rows: inout FindRows, lease: Lease, settings: WorkSettings, identity: Identity) {
+    ///
+    /// Its lock on `table` is taken with the import, before the half is its own: once the
+    /// leader's transaction ends, a TRUNCATE (not MVCC-safe) could empty the table under a
+    /// helper still to lock it, and its half would come back empty. A helper that cannot have
+    /// the lock at once (an exclusive lock waits) leaves the half to the leader, which holds
+    /// its own.
+    func readSecondHalf(_ sql: String, table: String, exported: String, rows: inout FindRows, lease: Lease, settings: WorkSettings, identity: Identity) {
         guard helperBegins() else { return }
         let sink = SplitSink(self)
         let context = WorkContext(lease: lease, sink: sink, settings: settings)
@@ -93,7 +103,8 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
             try context.assumeIdentity()
             var batch = StreamBatch(to: sink)
             try lease.connection.streamCopy(timeout: settings.bulkTimeout + Session.bulkTimeoutGrace, silence: settings.readTimeout, snapshot: false,
-                                            importing: exported) { _, _ in
+                                            probes: ["SELECT 1 FROM \(table) LIMIT 0"], importing: exported,
+                                            lockTimeout: Self.helperLockTimeout) { _, _ in
                 // The snapshot is imported: the leader's transaction may end.
                 importing = false
                 imported(true)

@@ -32,7 +32,8 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
     static let heldBatches = 4
 
     /// What the first round trip asks besides the snapshot: the table's size in blocks (null
-    /// unless an ordinary table: a parent's or a partitioned table's rows are elsewhere), and
+    /// unless an ordinary table: a partitioned table's rows are in its partitions; a parent's
+    /// children are divided by the same ranges of their own blocks, unevenly but whole), and
     /// from `minimumBlocks` on, the snapshot exported for the helper to import. Each takes the
     /// quoted table as its one parameter.
     static func probes(table: String) -> [(sql: String, parameters: [String?])] {

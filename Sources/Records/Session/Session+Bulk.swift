@@ -113,7 +113,7 @@ extension Session {
                 var expired = false
                 let export = { () throws -> Int in
                     // The COPY may run --bulk-timeout, not a read's statement timeout; the
-                    // stream's own clock decides (`Session.stream`), PostgreSQL's a second later.
+                    // stream's own clock decides (`Session.stream`), PostgreSQL's five seconds later.
                     let deadline = DispatchTime.now() + .milliseconds(timeout)
                     try connection.query("SELECT set_config('statement_timeout', $1, true)", [String(timeout + Self.bulkTimeoutGrace)])
                     // A whole table is read by COPY itself where the catalog lets it, as FIND's

@@ -175,7 +175,7 @@ extension Session {
     /// sent (and before another connection was asked to help) is replaced and the query run again.
     ///
     /// The stream stops at the first batch past `deadline` (true is returned): PostgreSQL's
-    /// statement timeout, a second later, cannot be the limit, because a client that reads
+    /// statement timeout, five seconds later, cannot be the limit, because a client that reads
     /// slowly but steadily holds its error behind the rows already in the sockets for as long
     /// as it takes to read them.
     static func stream(context: WorkContext, snapshot: Bool, probes: [(sql: String, parameters: [String?])], split: SplitRead?,
@@ -227,7 +227,7 @@ extension Session {
 
     /// PostgreSQL's statement timeout for a stream is this much (milliseconds) past the
     /// stream's own deadline, which decides.
-    static let bulkTimeoutGrace = 1000
+    static let bulkTimeoutGrace = 5000
 
     /// A FIND or EXPORT stopped at its deadline, `milliseconds` after it began.
     static func ranPastBulkTimeout(_ verb: String, _ milliseconds: Int, _ count: Int) -> CommandError {

@@ -215,7 +215,7 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
         condition.lock()
         defer { condition.unlock() }
         if let failure {
-            // Past the deadline, PostgreSQL's own limit (a second later) is what stopped it.
+            // Past the deadline, PostgreSQL's own limit (five seconds later) is what stopped it.
             guard DispatchTime.now() < deadline else {
                 expired = true
                 return []

@@ -135,9 +135,9 @@ extension Session {
                 } encode: { line, batch in
                     rows.take(line, into: &batch)
                 }
-                if let split, !expired {
-                    rows.versions += try split.drain(to: context.sink, after: rows.versions.count, until: deadline)
-                    expired = split.expired
+                if let split {
+                    if !expired { rows.versions += try split.drain(to: context.sink, after: rows.versions.count, until: deadline) }
+                    expired = expired || split.expired  // passing the helper's batches on, too
                 }
                 let count = rows.count + (split?.forwarded ?? 0)
                 if context.sink.stalled {
@@ -146,7 +146,7 @@ extension Session {
                 if context.sink.stopping {
                     throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
                 }
-                if expired || split?.expired == true { throw Self.ranPastBulkTimeout("FIND", bulkTimeout, count) }
+                if expired { throw Self.ranPastBulkTimeout("FIND", bulkTimeout, count) }
                 var message = "\(count) record\(count == 1 ? "" : "s")"
                 // LIMIT 0 asks for no page: there is no position to go on from.
                 if rows.more && count > 0 {

@@ -67,10 +67,12 @@ import Testing
             #expect(split.lines.sorted() == whole.lines.sorted(), "\(table)")
             #expect(Set(split.lines).count == Self.rows, "\(table)")
         }
-        // Read by its own pool of 3, the same table is read whole: the reserve is kept.
+        // Read by its own pool of 3, the same table is read whole: the reserve is kept. Whole
+        // means one COPY with no block range; whether it is the table's own COPY or a query
+        // that selects xmin depends on other transactions in the cluster (CI's other suites).
         let (small, smallDB) = try Self.server([])
         let (one, held) = try Self.copies(small, smallDB, "FIND wide", count: 1)
-        #expect(one == [#"COPY "public"."wide" ("id", "pad") TO STDOUT"#])
+        #expect(one.count == 1 && one.allSatisfy { $0.contains(#""public"."wide""#) && !$0.contains("ctid") }, "\(one)")
         held.shutdown()
     }
 

@@ -53,6 +53,8 @@ start_recordsd() {
   done
   RECORDSD_PORT=$(sed -n 's/.*listening on .*:\([0-9]*\)$/\1/p' "$BENCH_TMP/recordsd.out")
   [ -n "$RECORDSD_PORT" ] || { cat "$BENCH_TMP/recordsd.err"; exit 1; }
+  # With --admin-listen HOST:0, the port it was given (for /metrics).
+  RECORDSD_ADMIN_PORT=$(sed -n 's/^recordsd admin on .*:\([0-9]*\)$/\1/p' "$BENCH_TMP/recordsd.out")
 }
 
 # A virtualenv with the peer implementations (SQLAlchemy over psycopg), made once.

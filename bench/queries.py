@@ -6,12 +6,14 @@ import re
 import socket
 import subprocess
 import time
+import urllib.request
 
 from client import Client, cpu_ticks, status_kib, stolen_share
 
 PGURL = os.environ["PGURL"]
 PORT = int(os.environ["RECORDSD_PORT"])
 PID = int(os.environ["RECORDSD_PID"])
+ADMIN_PORT = int(os.environ.get("RECORDSD_ADMIN_PORT") or 0)
 CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "10"))
 ROWS = int(os.environ.get("BENCH_ROWS", "1000000"))
@@ -88,6 +90,15 @@ def recordsd_find():
     return (rows - 1) / elapsed, elapsed
 
 
+def split_reads():
+    """FINDs read in two halves so far (the server's /metrics), or None without an admin port."""
+    if not ADMIN_PORT:
+        return None
+    with urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}/metrics", timeout=10) as reply:
+        found = re.search(r'^recordsd_split_reads_total\{outcome="two_halves"\} (\d+)$', reply.read().decode(), re.M)
+    return int(found.group(1)) if found else 0
+
+
 def copy_out():
     start = time.perf_counter()
     with open(os.devnull, "wb") as sink:
@@ -128,11 +139,13 @@ def main():
          "CHECKPOINT")
     # Rounds alternate, so both sides see the same machine; the median of each is compared.
     before = status_kib(PID, "VmHWM")
-    copies, finds = [], []
+    copies, finds, halved = [], [], []
     ticks = cpu_ticks()
     for _ in range(ROUNDS):
         copies.append(copy_out())
+        split_before = split_reads()
         finds.append(recordsd_find())
+        halved.append(split_before is None or split_reads() > split_before)
     stolen = stolen_share(ticks, cpu_ticks())
     after = status_kib(PID, "VmHWM")
     copy_rate, copy_time = sorted(copies)[len(copies) // 2]
@@ -140,7 +153,9 @@ def main():
     print(f"FIND streaming {ROWS} rows (one JSON object a line), median of {ROUNDS} alternating rounds")
     print(f"  psql COPY (SELECT ...) TO STDOUT  {copy_rate:10.0f} rows/s ({copy_time:.2f} s)")
     print(f"  recordsd FIND                     {find_rate:10.0f} rows/s ({find_time:.2f} s)   ratio {find_rate / copy_rate:.2f} (target >= 0.9)")
-    print("  each round's ratio: " + ", ".join(f"{f[0] / c[0]:.2f}" for c, f in zip(copies, finds)))
+    print("  each round's ratio: " + ", ".join(f"{f[0] / c[0]:.2f}" + ("" if split else " (whole)") for c, f, split in zip(copies, finds, halved)))
+    if ADMIN_PORT:
+        print(f"  read in two halves (SplitRead): {sum(halved)} of {ROUNDS} FINDs; (whole): read on one connection")
     print(f"  recordsd peak resident memory: {after / 1024:.1f} MiB after, {before / 1024:.1f} MiB before the FINDs")
     print(f"  CPU time the virtual machine's host took (steal) during these rounds: {100 * stolen:.0f}%")
 

@@ -29,7 +29,7 @@ import Testing
         ANALYZE;
         """
 
-    static func server(_ arguments: [String] = ["--pool-size", "4"]) throws -> (TestServer, Connection) {
+    static func server(_ arguments: [String] = ["--pool-size", "4", "--admin-listen", "127.0.0.1:0"]) throws -> (TestServer, Connection) {
         let server = try TestServer(schema: try Schema(schema), arguments: arguments)
         let db = try server.database()
         try db.execute(fill)
@@ -54,27 +54,40 @@ import Testing
     @Test func aLargeTableIsReadInTwoHalvesWithTheRecordsReadInOnePiece() throws {
         let (server, db) = try Self.server()
         let client = try server.client()
-        let (running, reader) = try Self.copies(server, db, "FIND wide")
-        #expect(running.count == 2 && running.allSatisfy { $0.contains("t0.ctid >= ") }, "\(running)")
-        #expect(running.contains { $0.contains("t0.ctid >= '(0,0)'::tid") }, "\(running)")
-        reader.shutdown()
+        // Each FIND of a whole table is read in two halves (the server's count says so: a
+        // client that holds a read, below, keeps two workers and the next reads whole).
         for (table, order) in [("by_uuid", "id"), ("by_text", "code"), ("by_pair", "a, b"), ("ledger", "id")] {
             #expect(try db.query("SELECT (pg_relation_size($1) / 8192 >= 1024)::text", [table]).string(0, 0) == "true", "\(table) is large enough to split")
+            let halvesBefore = try server.metric(Self.twoHalves)
             let split = try client.send("FIND \(table)")
+            #expect(try server.metric(Self.twoHalves) == halvesBefore + 1, "\(table) was read in two halves")
             let whole = try client.send("FIND \(table) ORDER BY \(order)")
             #expect(split.status == "+OK \(Self.rows) records", "\(table)")
             #expect(whole.status == "+OK \(Self.rows) records", "\(table)")
             #expect(split.lines.sorted() == whole.lines.sorted(), "\(table)")
             #expect(Set(split.lines).count == Self.rows, "\(table)")
         }
+        #expect(try server.metric(Self.readWhole) == 0)
+        // What PostgreSQL runs: two COPYs, one from block 0, the other from the middle.
+        let (running, reader) = try Self.copies(server, db, "FIND wide")
+        #expect(running.count == 2 && running.allSatisfy { $0.contains("t0.ctid >= ") }, "\(running)")
+        #expect(running.contains { $0.contains("t0.ctid >= '(0,0)'::tid") }, "\(running)")
+        reader.shutdown()
         // Read by its own pool of 3, the same table is read whole: the reserve is kept. Whole
         // means one COPY with no block range; whether it is the table's own COPY or a query
         // that selects xmin depends on other transactions in the cluster (CI's other suites).
-        let (small, smallDB) = try Self.server([])
+        let (small, smallDB) = try Self.server(["--admin-listen", "127.0.0.1:0"])
+        let smallClient = try small.client()
+        #expect(try smallClient.send("FIND ledger").status == "+OK \(Self.rows) records")
+        #expect(try small.metric(Self.readWhole) == 1)
+        #expect(try small.metric(Self.twoHalves) == 0)
         let (one, held) = try Self.copies(small, smallDB, "FIND wide", count: 1)
         #expect(one.count == 1 && one.allSatisfy { $0.contains(#""public"."wide""#) && !$0.contains("ctid") }, "\(one)")
         held.shutdown()
     }
+
+    static let twoHalves = #"recordsd_split_reads_total{outcome="two_halves"}"#
+    static let readWhole = #"recordsd_split_reads_total{outcome="whole"}"#
 
     /// Rows move (an UPDATE writes each row's new version elsewhere, maybe in the other half)
     /// while a slow client reads, and each transaction moves a unit between two rows: every
@@ -122,20 +135,16 @@ import Testing
     /// The helper reads as the user who asked: each writer's FIND has their own records only,
     /// the admin's all of them, from both halves.
     @Test func rowLevelSecurityHoldsInBothHalves() throws {
-        let s = try RowLevelSecurityTests.Stack(arguments: ["--pool-size", "4"])
+        let s = try RowLevelSecurityTests.Stack(arguments: ["--pool-size", "4", "--admin-listen", "127.0.0.1:0"])
         try s.owner.execute("""
             INSERT INTO memo (uid, body, owner) SELECT 'm' || i, \(Self.kilobyte), CASE WHEN i % 2 = 0 THEN 'alice' ELSE 'bob' END
             FROM generate_series(1, \(Self.rows)) i;
             ANALYZE memo;
             """)
-        let db = try s.server.database()
-        let alice = try s.server.client()
-        try alice.ok("AUTH alice alice-password")
-        let (running, reader) = try Self.copies(s.server, db, "FIND memo", reader: alice)
-        #expect(running.count == 2, "\(running)")
-        reader.shutdown()
         for (client, owner, count) in [(s.alice, "alice", Self.rows / 2), (s.bob, "bob", Self.rows / 2), (s.boss, nil, Self.rows)] {
+            let halvesBefore = try s.server.metric(Self.twoHalves)
             let reply = try client.send("FIND memo")
+            #expect(try s.server.metric(Self.twoHalves) == halvesBefore + 1, "\(owner ?? "admin")'s FIND was read in two halves")
             #expect(reply.status == "+OK \(count) records", "\(owner ?? "admin")")
             if let owner {
                 #expect(reply.lines.allSatisfy { $0.contains(#""owner":"\#(owner)""#) }, "\(owner)")
@@ -143,6 +152,13 @@ import Testing
         }
         let ids = try s.ids(s.alice, "FIND memo")
         #expect(ids.count == Self.rows / 2 && ids.allSatisfy { $0 % 2 == 0 })
+        // Last: a client that holds a read keeps both workers a while.
+        let db = try s.server.database()
+        let alice = try s.server.client()
+        try alice.ok("AUTH alice alice-password")
+        let (running, reader) = try Self.copies(s.server, db, "FIND memo", reader: alice)
+        #expect(running.count == 2, "\(running)")
+        reader.shutdown()
     }
 
     /// Either half's backend terminated mid-read: the FIND ends with an error after the
@@ -221,5 +237,7 @@ import Testing
             #expect(reply.status == "+OK \(Self.rows) records")
             #expect(Set(reply.lines).count == Self.rows)
         }
+        // Every read counted once, the ones whose clients left too.
+        #expect(try server.metric(Self.twoHalves) + server.metric(Self.readWhole) == 5)
     }
 }

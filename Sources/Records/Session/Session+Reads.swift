@@ -136,6 +136,8 @@ extension Session {
                     rows.take(line, into: &batch)
                 }
                 if let split {
+                    // Who reads the second half is settled once the leader's stream is over.
+                    if split.asked { context.settings.metrics?.add(split.helped ? .readsSplit : .readsWhole) }
                     if !expired { rows.versions += try split.drain(to: context.sink, after: rows.versions.count, until: deadline) }
                     expired = expired || split.expired  // passing the helper's batches on, too
                 }

@@ -13,7 +13,7 @@ import Postgres
 /// them on between its own. The second half is claimed once, by whoever comes first: the
 /// helper as it starts, or the leader when its half is done and no helper has begun (the pool
 /// had no worker free after all); so a FIND never waits for a worker that never comes.
-final class SplitRead: @unchecked Sendable {  // every var guarded by `condition` but the leader's `forwarded`, `lent`, `expired`
+final class SplitRead: @unchecked Sendable {  // every var guarded by `condition` but the leader's `forwarded`, `lent`, `asked`, `expired`
     enum Claim: Equatable {
         /// Nobody has begun the second half.
         case open
@@ -68,10 +68,16 @@ final class SplitRead: @unchecked Sendable {  // every var guarded by `condition
     private(set) var forwarded = 0
     /// A helper was asked for: the read can no longer start again on a fresh connection.
     private(set) var lent = false
+    /// The table was large enough to split: a helper was asked for, whether or not one came.
+    private(set) var asked = false
+
+    /// The helper read the second half (once the read is over: how it was read).
+    var helped: Bool { condition.withLock { claim == .helper } }
 
     /// On the leader: asks the pool for a helper that runs `job` now; false when no worker
     /// is free (the leader then reads the table in one piece).
     func lend(_ context: WorkContext, _ job: @escaping @Sendable (Lease) -> Void) -> Bool {
+        asked = true
         guard let lend = context.lend else { return false }
         lent = lend { result in
             // No connection: the half stays unclaimed, and the leader reads it.

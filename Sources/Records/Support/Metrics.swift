@@ -17,6 +17,7 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
         case tlsHandshakes, tlsHandshakeFailures
         case sessionsRefused, linesTooLong, repliesStalled
         case sessionsHandedOff, handOffsFailed
+        case readsSplit, readsWhole
 
         /// Metric name, labels, help (the same name's help is printed once).
         var facts: (name: String, labels: String, help: String) {
@@ -41,6 +42,8 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
             case .repliesStalled: ("recordsd_limits_total", #"limit="reply_stall""#, "")
             case .sessionsHandedOff: ("recordsd_handoffs_total", #"outcome="stored""#, "Sessions handed off at shutdown for RESUME, and those whose state could not be stored.")
             case .handOffsFailed: ("recordsd_handoffs_total", #"outcome="failed""#, "")
+            case .readsSplit: ("recordsd_split_reads_total", #"outcome="two_halves""#, "Whole-table FINDs large enough to read in two halves at once: read so, or whole on one connection (no pooled connection was free, or the helper came too late).")
+            case .readsWhole: ("recordsd_split_reads_total", #"outcome="whole""#, "")
             }
         }
     }

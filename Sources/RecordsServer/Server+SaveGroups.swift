@@ -52,4 +52,5 @@ private final class NoLines: LineSink {
     func send(_ lines: [UInt8]) -> Bool { false }
     var stalled: Bool { false }
     var stopping: Bool { false }
+    var left: Bool { false }
 }

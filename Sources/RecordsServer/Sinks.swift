@@ -40,6 +40,12 @@ final class StreamSink: LineSink, @unchecked Sendable {  // `gone`, `didStall`, 
         return didStop
     }
 
+    var left: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return gone
+    }
+
     private var ended: Bool {
         lock.lock()
         defer { lock.unlock() }
@@ -129,6 +135,7 @@ final class BatchSink: LineSink {
 
     var stalled: Bool { sink.stalled }
     var stopping: Bool { sink.stopping }
+    var left: Bool { sink.left }
 
     func send(_ lines: [UInt8]) -> Bool {
         // A stream's batches pass as they are: copying each into `pending` cost a FIND a

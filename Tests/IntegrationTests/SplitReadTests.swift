@@ -237,7 +237,9 @@ import Testing
             #expect(reply.status == "+OK \(Self.rows) records")
             #expect(Set(reply.lines).count == Self.rows)
         }
-        // Every read counted once, the ones whose clients left too.
+        // Every read counted once, the ones whose clients left too, and those under their outcome.
         #expect(try server.metric(Self.twoHalves) + server.metric(Self.readWhole) == 5)
+        #expect(try server.metric(#"recordsd_commands_total{verb="FIND",outcome="client_left"}"#) == 3)
+        #expect(try server.metric(#"recordsd_commands_total{verb="FIND",outcome="ok"}"#) == 2)
     }
 }

@@ -15,6 +15,7 @@ import Testing
         }
         var stalled: Bool { false }
         var stopping: Bool { false }
+        var left: Bool { false }
     }
 
     @Test func theSecondHalfIsClaimedOnce() {

@@ -11,6 +11,8 @@ public protocol LineSink: AnyObject {
     var stalled: Bool { get }
     /// The server is stopping: `send` refused, so that the step ends and is answered.
     var stopping: Bool { get }
+    /// The client left: `send` refused, and the reply reaches nobody.
+    var left: Bool { get }
 }
 
 /// Work for a pool worker. It runs there with a leased connection and a snapshot of what it
@@ -35,8 +37,9 @@ public struct DatabaseWork: Sendable {
     /// What the session takes back when the work could not run at all (the identity could
     /// not be taken): a WATCH registered when it was asked for is withdrawn.
     let undo: (@Sendable (Session) -> Void)?
-    /// Counts the work's outcome (verb, reply, seconds) when it finishes.
-    let counted: (@Sendable (Reply, Double) -> Void)?
+    /// Counts the work's outcome (verb, reply, seconds, whether its client left a stream
+    /// midway) when it finishes.
+    let counted: (@Sendable (Reply, Double, _ clientLeft: Bool) -> Void)?
     /// The same work as one statement and what its result answers, for a read that needs
     /// nothing else (no pending changes to apply first): reads pipelined by a client are sent
     /// to PostgreSQL together (`runPipelined`).
@@ -46,7 +49,7 @@ public struct DatabaseWork: Sendable {
     let save: GroupableSave?
 
     init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil,
-         counted: (@Sendable (Reply, Double) -> Void)? = nil, read: PipelinedRead? = nil, save: GroupableSave? = nil,
+         counted: (@Sendable (Reply, Double, _ clientLeft: Bool) -> Void)? = nil, read: PipelinedRead? = nil, save: GroupableSave? = nil,
          _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
         self.identity = identity
@@ -86,7 +89,7 @@ public struct DatabaseWork: Sendable {
         let seconds = Date().timeIntervalSince(started)
         return zip(works, results).map { work, result in
             let answer = work.save!.finish(result)
-            work.counted?(answer.reply, seconds)
+            work.counted?(answer.reply, seconds, false)  // committed, whether or not its client is still there
             return answer
         }
     }
@@ -94,7 +97,9 @@ public struct DatabaseWork: Sendable {
     public func run(_ context: WorkContext) -> WorkResult {
         let started = Date()
         let result = runUncounted(context)
-        counted?(result.reply, Date().timeIntervalSince(started))
+        // A stream whose client left ended early, whatever its reply says; other work did
+        // what it was asked (a SAVE committed) even if its reply reaches nobody.
+        counted?(result.reply, Date().timeIntervalSince(started), hold == .streams && context.sink.left)
         return result
     }
 
@@ -126,7 +131,7 @@ public struct DatabaseWork: Sendable {
             try context.connection.pipelinePrepared(works.map { ($0.read!.sql, $0.read!.parameters) }) { index, result in
                 let work = works[index]
                 let answer = work.read!.finish(result)
-                work.counted?(answer.reply, Date().timeIntervalSince(started))
+                work.counted?(answer.reply, Date().timeIntervalSince(started), false)
                 started = Date()
                 answered += 1
                 deliver(answer)
@@ -412,11 +417,11 @@ public final class Session {
     }
 
     /// Counts a database work under the verb that started it (SAVE's time too).
-    func counter() -> @Sendable (Reply, Double) -> Void {
+    func counter() -> @Sendable (Reply, Double, Bool) -> Void {
         let metrics = context.metrics, verb = currentVerb, line = lineForLog, session = id
         let slow = context.slowCommandMilliseconds
-        return { reply, seconds in
-            let outcome = Metrics.outcome(reply)
+        return { reply, seconds, clientLeft in
+            let outcome = clientLeft ? Metrics.clientLeft : Metrics.outcome(reply)
             metrics.command(verb, outcome: outcome)
             if verb == "SAVE" { metrics.save(seconds: seconds) }
             Self.logTimed(outcome: outcome, seconds: seconds, verb: verb, line: line, slow: slow, session: session)

@@ -269,4 +269,5 @@ final class SplitSink: LineSink {
     // The leader's sink says these; the helper stops when the leader does.
     var stalled: Bool { false }
     var stopping: Bool { false }
+    var left: Bool { false }
 }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Counters an operator scrapes (`GET /metrics` on the admin listener), in Prometheus's text
-/// format. Every command is counted by verb and outcome (`ok` or the error code); SAVEs by
+/// format. Every command is counted by verb and outcome (`ok`, the error code, or
+/// `client_left` for a stream whose client left before its end); SAVEs by
 /// duration; the rest by the `Counter` table. Cheap: one lock, a few updates a command.
 public final class Metrics: @unchecked Sendable {  // all state guarded by `lock`
     /// SAVE durations' bucket bounds, seconds.
@@ -111,6 +112,9 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     public func watchLag(seconds: Double) {
         lock.withLock { watchLag = max(0, seconds) }
     }
+
+    /// The outcome of a stream (FIND, EXPORT) whose client left before its end.
+    public static let clientLeft = "client_left"
 
     /// The outcome a reply counts under.
     public static func outcome(_ reply: Reply) -> String {

@@ -422,3 +422,39 @@ import Testing
         #expect(try importer.send("COUNT setting").status == "+OK 0")
     }
 }
+
+/// A WATCH answered +OK is registered: every change committed after the reply is told. The
+/// server's own re-registration (its watcher thread, when the watched entities change) read
+/// its list, then deleted what the list lacked: a WATCH registered in between was deleted
+/// again, and a change right after its +OK went untold (found when a full test run lost a
+/// department inserted right after `WATCH department`). Here one session keeps the list
+/// changing while another watches, writes and unwatches, each write expected at once.
+@Suite struct WatchRegistrationTests {
+    @Test func aWatchRegisteredWhileTheServerReregistersStays() throws {
+        let server = try TestServer(schema: try Schema("""
+            CREATE TABLE gadget (id bigint PRIMARY KEY, name text);
+            CREATE TABLE churn (id bigint PRIMARY KEY);
+            """))
+        let db = try server.database()
+        let churner = Handed(try server.client())  // the churning thread's only
+        let stop = Locked(false)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            while !stop.value {
+                _ = try? churner.value.send("WATCH churn")
+                _ = try? churner.value.send("UNWATCH churn")
+            }
+            done.signal()
+        }
+        defer { stop.with { $0 = true }; done.wait() }
+        let watcher = try server.client()
+        for id in 1...300 {
+            #expect(try watcher.send("WATCH gadget").status == "+OK watching gadget")
+            try db.execute("INSERT INTO gadget VALUES (\(id), 'g')")
+            let event = try watcher.readLine()
+            #expect(event == "! gadget \(id) inserted", "write \(id)")
+            guard event == "! gadget \(id) inserted" else { break }
+            #expect(try watcher.send("UNWATCH gadget").status == "+OK stopped watching gadget")
+        }
+    }
+}

@@ -124,8 +124,9 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
             guard let db = connection else { continue }
             // Keep this server's watched entities registered (the triggers announce only those).
             let due = Date().timeIntervalSince(lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3
-            if let watched = context.watchedEntitiesIfChanged(always: due) {
-                if (try? ChangeFeed.register(server: context.serverID, watches: watched, db)) != nil {
+            if context.watchesNeedRegistering(always: due) {
+                // The list as it is once PostgreSQL's clock is read (see `register`).
+                if (try? ChangeFeed.register(server: context.serverID, db) { context.watchedEntities }) != nil {
                     lastRegistration = Date()
                     if due {
                         try? ChangeFeed.prune(db)

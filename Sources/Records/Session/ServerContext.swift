@@ -123,13 +123,14 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         lock.unlock()
     }
 
-    /// The watched entities, when they changed since the last call (or `always`).
-    func watchedEntitiesIfChanged(always: Bool) -> [ChangeFeed.Watch]? {
+    /// Whether the watched entities changed since the last call (or `always`): then they are
+    /// registered again (`ChangeFeed.register` reads them itself, when its clock says).
+    func watchesNeedRegistering(always: Bool) -> Bool {
         lock.lock()
         defer { lock.unlock() }
-        guard watchesChanged || always else { return nil }
+        guard watchesChanged || always else { return false }
         watchesChanged = false
-        return currentWatches
+        return true
     }
 
     private var currentWatches: [ChangeFeed.Watch] {  // under `lock`

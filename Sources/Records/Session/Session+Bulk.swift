@@ -31,7 +31,7 @@ extension Session {
             }
             let reply = Reply.ok("watching \(name)" + (predicate == nil ? "" : " where the predicate matches"))
             do {
-                try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: shared.watchedEntities, context.connection) }
+                try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, context.connection) { shared.watchedEntities } }
                 guard entity.hasRowSecurity else { return WorkResult(reply: reply) }
                 // What this user sees now, read before the reply: a delete right after it is
                 // judged against this (the server's ledger for the user takes it).

@@ -78,13 +78,17 @@ extension Session {
                 var seeds: [String: WatchSeed] = [:]
                 var lines: [String] = []
                 if !watches.isEmpty {
-                    var all = shared.watchedEntities
-                    for watched in watches {
-                        let filtered = watched.predicate != nil
-                        if let i = all.firstIndex(where: { $0.entity == watched.entity }) { all[i].filtered = all[i].filtered || filtered }
-                        else { all.append(ChangeFeed.Watch(entity: watched.entity, filtered: filtered)) }
+                    try context.retryingOnce {
+                        try ChangeFeed.register(server: shared.serverID, context.connection) {
+                            var all = shared.watchedEntities
+                            for watched in watches {
+                                let filtered = watched.predicate != nil
+                                if let i = all.firstIndex(where: { $0.entity == watched.entity }) { all[i].filtered = all[i].filtered || filtered }
+                                else { all.append(ChangeFeed.Watch(entity: watched.entity, filtered: filtered)) }
+                            }
+                            return all
+                        }
                     }
-                    try context.retryingOnce { try ChangeFeed.register(server: shared.serverID, watches: all, context.connection) }
                     let secured = watches.compactMap { model.entity(named: $0.entity) }.filter(\.hasRowSecurity)
                     if !secured.isEmpty {
                         context.identity = userIdentity

@@ -60,15 +60,24 @@ public enum ChangeFeed {
         public var filtered: Bool
     }
 
-    /// Registers (or refreshes) this server's watched entities and forgets the others.
-    public static func register(server: String, watches: [Watch], _ connection: Connection) throws {
+    /// Registers (or refreshes) this server's watched entities, as `watches` lists them when
+    /// asked, and forgets the others registered before it asked.
+    ///
+    /// Registrations of one server race (its watcher thread's, each WATCH's): one that read its
+    /// list just before a WATCH added an entity would delete that WATCH's registration, made
+    /// in between, and changes right after the WATCH's +OK went untold. PostgreSQL's clock is
+    /// read before the list: a registration made since is newer (its `seen`), and stays.
+    public static func register(server: String, _ connection: Connection, watches: () -> [Watch]) throws {
+        let listed = try connection.query("SELECT clock_timestamp()::text").string(0, 0)
+        let watches = watches()
         let entities = SQL.arrayLiteral(watches.map { Optional($0.entity) })
         try connection.query("""
             INSERT INTO records.watched (server, entity, filtered)
             SELECT $1, w.entity, w.filtered FROM unnest($2::text[], $3::boolean[]) AS w(entity, filtered)
             ON CONFLICT (server, entity) DO UPDATE SET seen = now(), filtered = excluded.filtered
             """, [server, entities, SQL.arrayLiteral(watches.map { Optional(String($0.filtered)) })])
-        try connection.query("DELETE FROM records.watched WHERE server = $1 AND NOT entity = ANY($2::text[])", [server, entities])
+        try connection.query("DELETE FROM records.watched WHERE server = $1 AND NOT entity = ANY($2::text[]) AND seen < $3::timestamptz",
+                             [server, entities, listed])
     }
 
     /// Reads the change log. Log rows are numbered when written, not when their transaction

@@ -91,12 +91,13 @@ def recordsd_find():
 
 
 def split_reads():
-    """FINDs read in two halves so far (the server's /metrics), or None without an admin port."""
+    """FINDs read in two halves so far (the server's /metrics); None without an admin port or
+    from a build that does not count them (BENCH_RECORDSD)."""
     if not ADMIN_PORT:
         return None
     with urllib.request.urlopen(f"http://127.0.0.1:{ADMIN_PORT}/metrics", timeout=10) as reply:
         found = re.search(r'^recordsd_split_reads_total\{outcome="two_halves"\} (\d+)$', reply.read().decode(), re.M)
-    return int(found.group(1)) if found else 0
+    return int(found.group(1)) if found else None
 
 
 def copy_out():
@@ -154,7 +155,7 @@ def main():
     print(f"  psql COPY (SELECT ...) TO STDOUT  {copy_rate:10.0f} rows/s ({copy_time:.2f} s)")
     print(f"  recordsd FIND                     {find_rate:10.0f} rows/s ({find_time:.2f} s)   ratio {find_rate / copy_rate:.2f} (target >= 0.9)")
     print("  each round's ratio: " + ", ".join(f"{f[0] / c[0]:.2f}" + ("" if split else " (whole)") for c, f, split in zip(copies, finds, halved)))
-    if ADMIN_PORT:
+    if split_reads() is not None:
         print(f"  read in two halves (SplitRead): {sum(halved)} of {ROUNDS} FINDs; (whole): read on one connection")
     print(f"  recordsd peak resident memory: {after / 1024:.1f} MiB after, {before / 1024:.1f} MiB before the FINDs")
     print(f"  CPU time the virtual machine's host took (steal) during these rounds: {100 * stolen:.0f}%")

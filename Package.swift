@@ -2,7 +2,8 @@
 import PackageDescription
 
 // Dependencies point one way: recordsd -> RecordsServer -> Records -> Postgres -> CLibPQ, and
-// Records -> RecordsProtocol (the verb table, no dependencies). The CLI, records, speaks only
+// Records -> RecordsProtocol (the wire: verbs, framer, replies, error codes, values, notices; no
+// dependencies, re-exported by Records). The CLI, records, speaks only
 // the protocol through the library RecordsClient (RecordsProtocol, TLS, Foundation), and
 // libedit; neither depends on the server's code.
 let package = Package(

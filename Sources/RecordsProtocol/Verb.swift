@@ -132,7 +132,7 @@ public enum Verb: String, CaseIterable, Sendable {
             completes: .nothing, keywords: ["COUNT"]),
         .save: VerbFacts(
             syntax: "SAVE [FORCE|THEIRS|MERGE] [KEY k]",
-            summary: "write every pending change in one transaction; on conflict FORCE: yours win, THEIRS: the database wins for fields both changed, MERGE: combine fields only one side changed; KEY k: a retry with the same key answers what the first save did",
+            summary: "write every pending change in one transaction; on conflict FORCE: yours win, THEIRS: the database wins for fields both changed, MERGE: combine fields only one side changed; KEY k: a retry with the same key answers what the first save did, and a key a save of other changes used answers ALREADY_SAVED (that save is done: never save it again under a new key). A key is \(KeyToken.grammar)",
             example: "SAVE",
             role: .writer, access: .writes, batchable: false, barrier: true,
             completes: .nothing, keywords: ["FORCE", "THEIRS", "MERGE", "KEY"]),

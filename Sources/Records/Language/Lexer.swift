@@ -136,14 +136,19 @@ public struct Lexer {
             guard let first = rest.utf8.first, Lexer.isNameStart(first) else { throw error("expected a variable's name after '$'", at: start) }
             return Token(kind: .word("$" + rest), offset: start)
         case UInt8(ascii: "["):
-            guard let close = bytes[position...].firstIndex(of: UInt8(ascii: "]")),
-                  close - position <= 4 else { throw error("expected a modifier such as [c]", at: start) }
-            let inner = String(decoding: bytes[(position + 1)..<close], as: UTF8.self).lowercased()
-            guard !inner.isEmpty, inner.allSatisfy({ "cdn".contains($0) }) else {
-                throw error("unknown modifier [\(inner)]: use [c], [d] or [cd]", at: start)
+            // A modifier right after a word or an operator (`name[c]`, `==[cd]`), else an
+            // array literal's bracket (`tags=["a", "b"]`).
+            if let close = bytes[position...].firstIndex(of: UInt8(ascii: "]")), close - position <= 4, close > position + 1,
+               bytes[(position + 1)..<close].allSatisfy({ "cdnCDN".utf8.contains($0) }) {
+                let inner = String(decoding: bytes[(position + 1)..<close], as: UTF8.self).lowercased()
+                position = close + 1
+                return Token(kind: .symbol("[" + inner + "]"), offset: start)
             }
-            position = close + 1
-            return Token(kind: .symbol("[" + inner + "]"), offset: start)
+            position += 1
+            return Token(kind: .symbol("["), offset: start)
+        case UInt8(ascii: "]"):
+            position += 1
+            return Token(kind: .symbol("]"), offset: start)
         default:
             if Lexer.isNameStart(c) {
                 return Token(kind: .word(readWhile { Lexer.isNameByte($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "@") }), offset: start)
@@ -222,8 +227,13 @@ public struct Lexer {
         let start = position
         position += 1
         // Most strings hold no escape: taken as they are, without a copy a byte.
-        var end = position
-        while end < bytes.count, bytes[end] != quote, bytes[end] != UInt8(ascii: "\\") { end += 1 }
+        // Scanned through a pointer, unchecked: a photo's megabyte of base64 is read here, on
+        // the event loop.
+        let end = bytes.withUnsafeBufferPointer { b in
+            var end = position
+            while end < b.count, b[end] != quote, b[end] != UInt8(ascii: "\\") { end += 1 }
+            return end
+        }
         if end < bytes.count, bytes[end] == quote {
             defer { position = end + 1 }
             return String(decoding: bytes[position..<end], as: UTF8.self)

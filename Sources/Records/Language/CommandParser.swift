@@ -18,6 +18,8 @@ public enum CommandParser {
     /// `first`: `Verb.of(line)`, which the caller read already.
     public static func parse(_ line: String, verb first: Verb?) throws(CommandError) -> Command {
         if first == .auth || first == .user { return try parseCredentials(line) }
+        if first == .save { return try parseSave(line) }
+        if first == .resume { return try parseResume(line) }
         var tokens = try TokenStream(line: line)
         guard let verbWord = tokens.peek.word else {
             if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }
@@ -91,31 +93,7 @@ public enum CommandParser {
             return .upsert(entity: entity, key: key, values: try assignments(&t, required: true))
         case .changes: return .changes(countOnly: t.consumeWord("COUNT"))
         case .save:
-            var policy = MergePolicy.fail
-            if !t.atEnd, !t.peek.isWord("KEY") {
-                let word = try t.name("FORCE, THEIRS, MERGE or KEY")
-                switch word.asciiUppercased {
-                case "FORCE": policy = .force
-                case "THEIRS": policy = .theirs
-                case "MERGE": policy = .merge
-                default: throw CommandError(.syntax, "SAVE takes FORCE, THEIRS or MERGE, then KEY k, not '\(word)'")
-                }
-            }
-            var key: String?
-            if t.consumeWord("KEY") {
-                // The rest of the line, as typed (a uuid or `order-17`), or one quoted string.
-                var rest = Substring(t.line.utf8.dropFirst(t.peek.offset)).trimmingCharacters(in: .whitespaces)
-                if case .string(let quoted) = t.peek.kind, t.peek(1).kind == .end {
-                    rest = quoted
-                } else if rest.contains(where: { $0 == " " || $0 == "\t" }) {
-                    // `SAVE KEY k FORCE` is not the key "k FORCE": the policy goes first.
-                    throw CommandError(.syntax, "a SAVE KEY is one word or one quoted string, last on the line (SAVE FORCE KEY k)")
-                }
-                while !t.atEnd { t.advance() }
-                guard !rest.isEmpty, rest.utf8.count <= 200 else { throw CommandError(.syntax, "a SAVE KEY is 1 to 200 bytes") }
-                key = rest
-            }
-            return .save(policy, key: key)
+            return try parseSave(t.line)
         case .rollback: return .rollback
         case .nest: return .nest
         case .merge: return .merge
@@ -136,7 +114,7 @@ public enum CommandParser {
         case .auth, .user:
             return try parseCredentials(t.line)
         case .resume:
-            return .resume(token: try t.name("the resume token of a handoff notice"))
+            return try parseResume(t.line)
         case .watch:
             let entity = try t.name("an entity name")
             return .watch(entity: entity, predicate: try whereClause(&t))
@@ -179,25 +157,10 @@ public enum CommandParser {
             if t.consumeWord("ORDER") {
                 guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
                 repeat {
-                    let offset = t.peek.offset
-                    let path = try t.name("a key to order by")
-                    try PredicateParser.checkPath(path, at: t.column(of: offset))
                     guard request.order.count < Self.maxOrderKeys else {
                         throw CommandError(.limit, "ORDER BY takes at most \(Self.maxOrderKeys) keys")
                     }
-                    var caseInsensitive = false
-                    if case .symbol(let options) = t.peek.kind, options.hasPrefix("[") {
-                        guard options == "[c]" else { throw t.error("ORDER BY takes [c] (case-insensitive), not \(options)") }
-                        caseInsensitive = true
-                        t.advance()
-                    }
-                    var collation: String?
-                    if t.consumeWord("COLLATE") { collation = try t.name("a collation's name (\"de-x-icu\")") }
-                    var ascending = true
-                    if t.consumeWord("DESC") { ascending = false } else { _ = t.consumeWord("ASC") }
-                    var key = OrderKey(path: path, ascending: ascending, offset: offset, caseInsensitive: caseInsensitive)
-                    key.collation = collation
-                    request.order.append(key)
+                    request.order.append(try orderKey(&t, "a key to order by"))
                 } while t.consumeSymbol(",")
             }
             if t.consumeWord("LIMIT") { request.limit = try t.integer("a limit") }
@@ -347,18 +310,32 @@ public enum CommandParser {
             var order = IncludeOrder()
             if t.consumeWord("ORDER") {
                 guard t.consumeWord("BY") else { throw t.error("expected BY after ORDER") }
-                order.key = try t.name("an attribute of the included records")
-                if case .symbol(let options) = t.peek.kind, options.hasPrefix("[") {
-                    guard options == "[c]" else { throw t.error("ORDER BY takes [c] (case-insensitive), not \(options)") }
-                    order.caseInsensitive = true
-                    t.advance()
-                }
-                if t.consumeWord("DESC") { order.ascending = false } else { _ = t.consumeWord("ASC") }
+                order.key = try orderKey(&t, "a key of the included records to order by")
             }
             if t.consumeWord("LIMIT") { order.limit = try t.integer("a limit") }
             if order != IncludeOrder() { orders[path] = order }
         } while t.consumeSymbol(",")
         return (paths, orders)
+    }
+
+    /// One sort key, FIND's and an INCLUDE's alike: `path[c] COLLATE "x" ASC|DESC`.
+    private static func orderKey(_ t: inout TokenStream, _ what: String) throws(CommandError) -> OrderKey {
+        let offset = t.peek.offset
+        let path = try t.name(what)
+        try PredicateParser.checkPath(path, at: t.column(of: offset))
+        var caseInsensitive = false
+        if case .symbol(let options) = t.peek.kind, options.hasPrefix("[") {
+            guard options == "[c]" else { throw t.error("ORDER BY takes [c] (case-insensitive), not \(options)") }
+            caseInsensitive = true
+            t.advance()
+        }
+        var collation: String?
+        if t.consumeWord("COLLATE") { collation = try t.name("a collation's name (\"de-x-icu\")") }
+        var ascending = true
+        if t.consumeWord("DESC") { ascending = false } else { _ = t.consumeWord("ASC") }
+        var key = OrderKey(path: path, ascending: ascending, offset: offset, caseInsensitive: caseInsensitive)
+        key.collation = collation
+        return key
     }
 
     /// ` (did you mean FIND?)` for a near miss.

@@ -10,6 +10,9 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     case forbidden = "FORBIDDEN"
     case limit = "LIMIT"
     case unavailable = "UNAVAILABLE"
+    /// `SAVE KEY k` whose key a save of other changes used, and committed: that save is done
+    /// (its reply's lines and counts come with the error); nothing was saved now.
+    case alreadySaved = "ALREADY_SAVED"
     case `internal` = "INTERNAL"
 }
 

@@ -62,12 +62,40 @@ struct TokenStream {
     /// A literal: number, string, true/false, nil/null, or #ref.
     /// `context` is made only for an error (every pair of an INSERT line comes here).
     mutating func value(after context: @autoclosure () -> String) throws(CommandError) -> Value {
+        if peek.isSymbol("[") { return try arrayValue(depth: 0) }
         guard let value = Value(token: peek) else {
             if case .word = peek.kind { throw error("expected a value after \(context()) (strings go in double quotes)") }
             throw error("expected a value after \(context())")
         }
         advance()
         return value
+    }
+
+    /// Elements of one array literal, nested ones counted.
+    static let maxArrayElements = 100_000
+
+    /// `[v, v, ...]`, arrays inside arrays for more dimensions (`[[1, 2], [3, 4]]`).
+    private mutating func arrayValue(depth: Int) throws(CommandError) -> Value {
+        guard depth < 6 else { throw error("arrays nest at most 6 deep") }
+        advance()  // [
+        var elements: [Value] = []
+        if consumeSymbol("]") { return .array([]) }
+        repeat {
+            guard elements.count < Self.maxArrayElements else {
+                throw CommandError(.limit, "an array literal takes at most \(Self.maxArrayElements) elements")
+            }
+            if peek.isSymbol("[") {
+                elements.append(try arrayValue(depth: depth + 1))
+            } else if let value = Value(token: peek) {
+                if case .ref = value { throw error("an array holds values, not #refs") }
+                elements.append(value)
+                advance()
+            } else {
+                throw error("expected a value in the array (strings go in double quotes)")
+            }
+        } while consumeSymbol(",")
+        guard consumeSymbol("]") else { throw error("expected , or ] in the array") }
+        return .array(elements)
     }
 
     mutating func integer(_ what: String) throws(CommandError) -> Int {

@@ -7,6 +7,8 @@ public enum Value: Equatable, Sendable, Codable, CustomStringConvertible {
     case string(String)
     /// `#name`: a pending record of the same unit of work.
     case ref(String)
+    /// `["a", "b"]`, `[1, nil, 3]`, `[[1, 2], [3, 4]]`: an array column's value.
+    indirect case array([Value])
 
     /// How the value reads back in CHANGES and errors.
     public var description: String {
@@ -14,8 +16,9 @@ public enum Value: Equatable, Sendable, Codable, CustomStringConvertible {
         case .null: "nil"
         case .bool(let b): b ? "true" : "false"
         case .number(let n): n
-        case .string(let s): JSON.quote(s)
+        case .string(let s): quotedString(s)
         case .ref(let r): "#" + r
+        case .array(let elements): "[" + elements.map(\.description).joined(separator: ", ") + "]"
         }
     }
 }

@@ -56,9 +56,9 @@ public struct OrderKey: Equatable, Sendable {
 /// How one included to-many relationship's records come: ordered by one of their attributes,
 /// at most `limit` of them.
 public struct IncludeOrder: Equatable, Sendable {
-    public var key: String?
-    public var ascending = true
-    public var caseInsensitive = false
+    /// Any key FIND's own ORDER BY takes: an attribute, a to-one relationship or its column, a
+    /// key path through to-one relationships, `@count`; with `[c]` or COLLATE.
+    public var key: OrderKey?
     public var limit: Int?
 }
 

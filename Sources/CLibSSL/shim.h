@@ -3,6 +3,8 @@
 #include <openssl/ssl.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 
 /* OpenSSL macros Swift cannot import, as functions. */
 static inline long clibssl_ctx_set_partial_writes(SSL_CTX *ctx) {

@@ -21,7 +21,17 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         /// Jobs started since the pool began, and the seconds they waited in the queue, in all.
         public var started: Int = 0
         public var waitSeconds: Double = 0
+        /// How many jobs waited at most each of `waitBuckets` seconds (cumulative, as a
+        /// Prometheus histogram counts).
+        public var waitCounts: [Int] = []
+        /// Workers waiting now for a PostgreSQL that cannot be reached (a failover), and the
+        /// seconds all of them waited so, in all.
+        public var waitingForServer = 0
+        public var serverWaitSeconds: Double = 0
     }
+
+    /// The bounds of the wait histogram, seconds.
+    public static let waitBuckets: [Double] = [0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]
 
     public let size: Int
     private let conninfo: String
@@ -31,8 +41,14 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private var scheduler: PoolScheduler<(job: Job, queued: UInt64)>
     private var started = 0
     private var waitNanoseconds: UInt64 = 0
+    private var waitCounts = [Int](repeating: 0, count: ConnectionPool.waitBuckets.count)
     private var openCount = 0
     private var stopping = false
+    /// Seconds `open` keeps trying a PostgreSQL that cannot be reached.
+    let failoverWait: Double
+    /// Workers waiting for a PostgreSQL that cannot be reached (guarded by `condition`).
+    private var waitingForServer = 0
+    private var serverWaitNanoseconds: UInt64 = 0
     private var workers: [Thread] = []
     private var running = 0
     /// Bumped when every connection's prepared statements must be planned again; each worker
@@ -52,9 +68,12 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
 
     /// - Parameters:
     ///   - setup: statements run once on each new connection (session settings).
-    public init(conninfo: String, size: Int, setup: [String] = []) {
+    ///   - failoverWait: seconds a connection that cannot be made is tried again before the
+    ///     job is told (a formation with no primary for a moment: work pauses instead of failing).
+    public init(conninfo: String, size: Int, setup: [String] = [], failoverWait: Double = 0) {
         precondition(size > 0, "pool size must be positive")
         self.conninfo = conninfo
+        self.failoverWait = failoverWait
         self.size = size
         self.scheduler = PoolScheduler(size: size)
         self.setup = setup
@@ -103,7 +122,8 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.lock()
         defer { condition.unlock() }
         return Statistics(size: size, open: openCount, busy: scheduler.busy, queued: scheduler.queued,
-                          started: started, waitSeconds: Double(waitNanoseconds) / 1e9)
+                          started: started, waitSeconds: Double(waitNanoseconds) / 1e9, waitCounts: waitCounts,
+                          waitingForServer: waitingForServer, serverWaitSeconds: Double(serverWaitNanoseconds) / 1e9)
     }
 
     /// Asks PostgreSQL to cancel the statement every busy worker runs (at the shutdown
@@ -142,7 +162,10 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             let now = DispatchTime.now().uptimeNanoseconds
             if let next = scheduler.next(worker: worker, now: now) {
                 started += 1
-                waitNanoseconds &+= now &- min(now, next.queued)
+                let waited = now &- min(now, next.queued)
+                waitNanoseconds &+= waited
+                let seconds = Double(waited) / 1e9
+                for (index, bound) in Self.waitBuckets.enumerated() where seconds <= bound { waitCounts[index] += 1 }
                 return (next.job, planGeneration)
             }
             if stopping && scheduler.queued == 0 { return nil }
@@ -230,11 +253,28 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.unlock()
     }
 
-    /// A new connection with the pool's session settings.
+    /// A new connection with the pool's session settings; while PostgreSQL cannot be reached,
+    /// tried again for up to `failoverWait` seconds (a primary being promoted), unless the pool
+    /// is stopping.
     private func open() throws(PostgresError) -> Connection {
-        let fresh = try Connection(conninfo)
-        for statement in setup { try fresh.execute(statement) }
-        return fresh
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(failoverWait * 1e9)
+        var pause: UInt32 = 50_000
+        while true {
+            do throws(PostgresError) {
+                let fresh = try Connection(conninfo)
+                for statement in setup { try fresh.execute(statement) }
+                return fresh
+            } catch where error.kind == .connection && DispatchTime.now().uptimeNanoseconds + UInt64(pause) * 1000 < deadline
+                && !condition.withLock({ stopping }) {
+                condition.withLock { waitingForServer += 1 }
+                usleep(pause)
+                condition.withLock {
+                    waitingForServer -= 1
+                    serverWaitNanoseconds += UInt64(pause) * 1000
+                }
+                pause = min(pause * 2, 500_000)
+            }
+        }
     }
 
     private func adjustOpen(_ delta: Int) {

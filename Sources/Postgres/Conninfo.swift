@@ -29,6 +29,14 @@ public enum Conninfo {
         return parts
     }
 
+    /// How many servers the string names (`host=a,b` or `postgresql://a:1,b:2/...`): more than
+    /// one is a replicated formation whose primary may move.
+    public static func hostCount(_ conninfo: String) -> Int {
+        guard let options = given(conninfo) else { return 1 }
+        let hosts = options.filter { $0.key == "host" || $0.key == "hostaddr" }.map { $0.value.split(separator: ",").count }
+        return max(1, hosts.max() ?? 1)
+    }
+
     /// Whether no retry can make the string work: libpq cannot read it, or a port is no port.
     /// (An empty string means libpq's environment variables, and is fine.)
     public static func isMalformed(_ conninfo: String) -> Bool {

@@ -13,6 +13,8 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let uniqueViolation = SQLState(rawValue: "23505")
     public static let checkViolation = SQLState(rawValue: "23514")
     public static let restrictViolation = SQLState(rawValue: "23001")
+    /// DROP ... RESTRICT with objects that still depend on what it drops.
+    public static let dependentObjectsStillExist = SQLState(rawValue: "2BP01")
     public static let serializationFailure = SQLState(rawValue: "40001")
     public static let deadlockDetected = SQLState(rawValue: "40P01")
     public static let invalidTextRepresentation = SQLState(rawValue: "22P02")

@@ -13,10 +13,11 @@ public enum Users {
     public static let channel = "records_users"
 
     /// Creates what authentication needs; run under the migration lock. pgcrypto is a trusted
-    /// extension (PostgreSQL 13+): the database owner may create it.
+    /// extension (PostgreSQL 13+): the database owner may create it. Made in recordsd's own
+    /// schema when missing; one the database has already is used where it is (`pgcrypto`).
     static func ensureSchema(_ connection: Connection) throws {
         try connection.execute("""
-            CREATE EXTENSION IF NOT EXISTS pgcrypto;
+            CREATE EXTENSION IF NOT EXISTS pgcrypto WITH SCHEMA records;
             CREATE TABLE IF NOT EXISTS records.users (
                 name          text PRIMARY KEY CHECK (name ~ '^[A-Za-z0-9_.@-]{1,64}$'),
                 role          text NOT NULL CHECK (role IN ('reader', 'writer', 'admin')),
@@ -59,8 +60,9 @@ public enum Users {
                 throw UserError(description: "PostgreSQL role \(databaseRole) is not granted to the server's login: GRANT \(databaseRole) TO <recordsd's role>")
             }
         }
+        let crypto = try pgcrypto(connection)
         let result = try connection.query("""
-            INSERT INTO records.users (name, role, password_hash, db_role) VALUES ($1, $2, crypt($3, gen_salt('bf', 10)), $4)
+            INSERT INTO records.users (name, role, password_hash, db_role) VALUES ($1, $2, \(crypto).crypt($3, \(crypto).gen_salt('bf', 10)), $4)
             ON CONFLICT (name) DO NOTHING
             """, [name, role.name, password, databaseRole])
         guard result.affectedRows == 1 else { throw UserError(description: "user \(name) already exists") }
@@ -69,7 +71,8 @@ public enum Users {
 
     public static func setPassword(_ name: String, password: String, _ connection: Connection) throws {
         try validate(name: name, password: password)
-        let result = try connection.query("UPDATE records.users SET password_hash = crypt($2, gen_salt('bf', 10)) WHERE name = $1", [name, password])
+        let crypto = try pgcrypto(connection)
+        let result = try connection.query("UPDATE records.users SET password_hash = \(crypto).crypt($2, \(crypto).gen_salt('bf', 10)) WHERE name = $1", [name, password])
         guard result.affectedRows == 1 else { throw UserError(description: "no user \(name)") }
     }
 
@@ -114,16 +117,29 @@ public enum Users {
     /// The user's rights when the password matches, else nil. An unknown name costs the same
     /// bcrypt work as a known one, so timing does not tell whether a user exists.
     public static func verify(_ name: String, password: String, _ connection: Connection) throws -> Grant? {
+        let crypto = try pgcrypto(connection)
         let result = try connection.query("""
-            SELECT u.role, u.password_hash = crypt($2, u.password_hash), to_jsonb(u) ->> 'db_role', u.created_at::text
+            SELECT u.role, u.password_hash = \(crypto).crypt($2, u.password_hash), to_jsonb(u) ->> 'db_role', u.created_at::text
             FROM (SELECT 1) AS one LEFT JOIN records.users u ON u.name = $1
             """, [name, password])
         guard let roleName = result.string(0, 0) else {
-            _ = try connection.query("SELECT crypt($1, $2)", [password, dummyHash])
+            _ = try connection.query("SELECT \(crypto).crypt($1, $2)", [password, dummyHash])
             return nil
         }
         guard result.bool(0, 1) == true, let role = Role(name: roleName) else { return nil }
         return Grant(role: role, databaseRole: result.string(0, 2), since: result.string(0, 3) ?? "")
+    }
+
+    /// The schema pgcrypto lives in, quoted by PostgreSQL (`regnamespace`'s text), to call its
+    /// functions by their full name: the server's login need not have that schema on its
+    /// search_path (an owner named `records` once put it in recordsd's own schema, out of the
+    /// app role's path, and every sign-in failed).
+    static func pgcrypto(_ connection: Connection) throws -> String {
+        let found = try connection.query("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pgcrypto'")
+        guard let schema = found.string(0, 0) else {
+            throw UserError(description: "pgcrypto is not installed: run `recordsd migrate` as the database's owner")
+        }
+        return schema
     }
 
     /// A bcrypt hash of nothing in particular, cost 10, for unknown names.

@@ -172,6 +172,10 @@ public enum Migrator {
             let label = "\(String(format: "%04d", file.version))_\(file.name).sql"
             do {
                 try connection.transaction {
+                    // Unqualified names go to the served schema, whatever the login's
+                    // search_path: an owner named `records` has "$user" = recordsd's own
+                    // schema first, and the sample tables went there, where no one serves them.
+                    try connection.query("SELECT set_config('search_path', quote_ident($1) || ', public', true)", [schema])
                     try connection.execute(file.sql)
                     try connection.query(
                         "INSERT INTO records.schema_migrations (version, name, checksum) VALUES ($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",

@@ -139,9 +139,21 @@ public struct ForeignKey: Sendable, Equatable {
     public var target: String
     public var referencedColumns: [String]
     public var deleteRule: DeleteRule
+    /// What the referencing records do when the referenced key changes (ON UPDATE): follow it
+    /// (cascade), lose it (nullify, set default), or keep the change from happening (deny).
+    public var updateRule: DeleteRule = .deny
     public var isDeferrable: Bool
     /// How a delete preview names the records it reaches: `memo.color`, or the columns.
     public var label: String
+    /// The same key declared on each partition of a partitioned table (the parent's
+    /// relationship): the partitions' constraints, which PostgreSQL's errors name.
+    public var partitionConstraints: [String] = []
+
+    /// Whether an error's constraint is this key's.
+    public func names(_ constraint: String?) -> Bool {
+        guard let constraint else { return false }
+        return constraint == self.constraint || partitionConstraints.contains(constraint)
+    }
 }
 
 /// A served table: one with a primary key, of one column or several.
@@ -163,6 +175,7 @@ public struct Entity: Sendable {
         var keyConstraint: String?
         var uniqueConstraints: [String: [String]] = [:]
         var triggersMayRewriteInserts = false
+        var triggersMayRewriteUpdates = false
         var hasInsertRules = false
         // Derived from key, attributes and relationships (`derive`).
         var names = NameIndex([], [])
@@ -202,6 +215,7 @@ public struct Entity: Sendable {
                                hasRowSecurity: hasRowSecurity, comment: comment, foreignKeys: foreignKeys, keyConstraint: keyConstraint)
             copy.uniqueConstraints = uniqueConstraints
             copy.triggersMayRewriteInserts = triggersMayRewriteInserts
+            copy.triggersMayRewriteUpdates = triggersMayRewriteUpdates
             copy.hasInsertRules = hasInsertRules
             return copy
         }
@@ -288,8 +302,16 @@ public struct Entity: Sendable {
         get { storage.uniqueConstraints }
         set { mutate { $0.uniqueConstraints = newValue } }
     }
+    /// A BEFORE UPDATE row trigger may fill a NOT NULL column an update sets to nil: PostgreSQL
+    /// judges it, not the model.
+    public var triggersMayRewriteUpdates: Bool {
+        get { storage.triggersMayRewriteUpdates }
+        set { mutate { $0.triggersMayRewriteUpdates = newValue } }
+    }
+
     /// A BEFORE INSERT row trigger may write another key than the one SAVE gives (or skip the
-    /// row): inserts read their keys back and SAVE refuses before COMMIT when one changed.
+    /// row): inserts read their keys back and SAVE refuses before COMMIT when one changed. It
+    /// may also fill NOT NULL columns the insert leaves out: none is required up front.
     public var triggersMayRewriteInserts: Bool {
         get { storage.triggersMayRewriteInserts }
         set { mutate { $0.triggersMayRewriteInserts = newValue } }
@@ -401,9 +423,11 @@ public struct Entity: Sendable {
     /// What every insert must have (`Validation`): the required attributes, the key columns
     /// that are foreign keys (a join table's), the required to-one relationships outside the
     /// key.
-    var requiredAttributes: [Attribute] { storage.requiredAttributes }
+    /// None where a BEFORE INSERT trigger may fill them (`film.fulltext` from a tsvector
+    /// trigger): PostgreSQL's NOT NULL, after the trigger, is the judge.
+    var requiredAttributes: [Attribute] { storage.triggersMayRewriteInserts ? storage.requiredAttributes.filter(\.isPrimaryKey) : storage.requiredAttributes }
     var keyReferences: [String] { storage.keyReferences }
-    var requiredToOne: [Relationship] { storage.requiredToOne }
+    var requiredToOne: [Relationship] { storage.triggersMayRewriteInserts ? [] : storage.requiredToOne }
     /// Every column's name, key columns included (`hasColumn`, without a lookup each way).
     var columnSet: Set<String> { storage.columnSet }
 

@@ -19,7 +19,10 @@ public enum ModelReflector {
                    -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
                    EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
                            AND tg.tgenabled <> 'D' AND tg.tgtype::int & 7 = 7),
-                   \(hasInsertRules)
+                   \(hasInsertRules),
+                   -- A BEFORE UPDATE row trigger (ROW 1, BEFORE 2, UPDATE 16) may fill what an update empties.
+                   EXISTS (SELECT 1 FROM pg_trigger tg WHERE tg.tgrelid = c.oid AND NOT tg.tgisinternal
+                           AND tg.tgenabled <> 'D' AND tg.tgtype::int & 19 = 19)
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
@@ -60,22 +63,26 @@ public enum ModelReflector {
             ORDER BY c.relname, NOT i.indisprimary, i.indexrelid
             """, [schema])
         let keys = try connection.query("""
-            SELECT con.conname, src.relname, sa.attname, tgt.relname, tn.nspname, con.confdeltype,
+            SELECT con.conname, coalesce(root.relname, src.relname), sa.attname, tgt.relname, tn.nspname, con.confdeltype,
                    obj_description(con.oid, 'pg_constraint'), cardinality(con.conkey), sa.attnotnull,
                    ta.attname, con.condeferrable,
                    (SELECT json_agg(a.attname ORDER BY k.n) FROM unnest(con.conkey) WITH ORDINALITY AS k(attnum, n)
                     JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.attnum)::text,
                    (SELECT json_agg(a.attname ORDER BY k.n) FROM unnest(con.confkey) WITH ORDINALITY AS k(attnum, n)
-                    JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.attnum)::text
+                    JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.attnum)::text,
+                   con.confupdtype
             FROM pg_constraint con
             JOIN pg_class src ON src.oid = con.conrelid
             JOIN pg_namespace n ON n.oid = src.relnamespace
+            -- A key declared on a partition is its partitioned table's (the table served).
+            LEFT JOIN pg_class root ON src.relispartition AND root.oid = pg_partition_root(src.oid)
             JOIN pg_class tgt ON tgt.oid = con.confrelid
             JOIN pg_namespace tn ON tn.oid = tgt.relnamespace
             JOIN pg_attribute sa ON sa.attrelid = con.conrelid AND sa.attnum = con.conkey[1]
             JOIN pg_attribute ta ON ta.attrelid = con.confrelid AND ta.attnum = con.confkey[1]
-            WHERE con.contype = 'f' AND n.nspname = $1
-            ORDER BY src.relname, sa.attnum, con.conname
+            -- Not the copies PostgreSQL makes on each partition of a key declared on their parent.
+            WHERE con.contype = 'f' AND n.nspname = $1 AND con.conparentid = 0
+            ORDER BY coalesce(root.relname, src.relname), sa.attnum, con.conname
             """, [schema])
 
         var primary: [String: [String]] = [:]
@@ -146,6 +153,7 @@ public enum ModelReflector {
             entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
             entities[name]!.triggersMayRewriteInserts = tables.bool(row, 3) ?? false
             entities[name]!.hasInsertRules = tables.bool(row, 4) ?? false
+            entities[name]!.triggersMayRewriteUpdates = tables.bool(row, 5) ?? false
         }
 
         // Relationships: a to-one on the referencing entity, its to-many inverse on the target.
@@ -164,9 +172,19 @@ public enum ModelReflector {
                   entities[source] != nil, entities[target] != nil else { continue }
             // Every key orders writes and carries delete rules, composite ones included.
             let columns = names(keys.string(row, 11))
+            let referenced = names(keys.string(row, 12))
+            let rule = DeleteRule(code: keys.string(row, 5)!)
+            // The same key on another partition of the table: one key, known by each name.
+            if let same = entities[source]!.foreignKeys.firstIndex(where: {
+                $0.columns == columns && $0.target == target && $0.referencedColumns == referenced && $0.deleteRule == rule
+            }) {
+                entities[source]!.foreignKeys[same].partitionConstraints.append(keys.string(row, 0)!)
+                continue
+            }
             entities[source]!.foreignKeys.append(ForeignKey(
                 constraint: keys.string(row, 0)!, entity: source, columns: columns, target: target,
                 referencedColumns: names(keys.string(row, 12)), deleteRule: DeleteRule(code: keys.string(row, 5)!),
+                updateRule: DeleteRule(code: keys.string(row, 13) ?? "a"),
                 isDeferrable: keys.bool(row, 10) ?? false,
                 label: source + "." + (columns.count == 1 ? toOneName(column: columns[0]) : "(" + columns.joined(separator: ", ") + ")")))
             guard keys.int(row, 7) == 1 else { continue }
@@ -191,6 +209,16 @@ public enum ModelReflector {
             var inverse = inverseName(comment: key.comment) ?? Inflection.plural(key.source)
             let sameName = foreignKeys.filter { $0.source == key.source && $0.target == key.target }
             if sameName.count > 1 && inverseName(comment: key.comment) == nil { inverse += "_by_" + toOne }
+            // A name the target has already (an attribute, or the inverse of another table's key:
+            // `order` and `orders` both pointing at members): this key's relationship follows.
+            let target = entities[key.target]!
+            func taken(_ name: String) -> Bool {
+                target.relationships.contains { $0.name == name } || target.attributes.contains { $0.name == name }
+            }
+            if taken(inverse) && inverseName(comment: key.comment) == nil {
+                inverse = key.source + "_by_" + toOne
+                if taken(inverse) { inverse = key.source + "_by_" + key.column }
+            }
             let rule = DeleteRule(code: key.rule)
             let columnAttribute = attributesByTable[key.source]?.first { $0.name == key.column }
             let columnType = columnAttribute?.sqlType ?? "bigint"
@@ -221,6 +249,25 @@ public enum ModelReflector {
         let collationRows = try connection.query(
             "SELECT collname FROM pg_collation WHERE collencoding IN (-1, (SELECT encoding FROM pg_database WHERE datname = current_database()))")
         let collations = Set((0..<collationRows.rowCount).compactMap { collationRows.string($0, 0) })
+        // The schema's other relations, each with why it is not an entity of its own.
+        let others = try connection.query("""
+            SELECT c.relname, c.relkind::text, c.relispartition, (SELECT r.relname FROM pg_class r WHERE r.oid = pg_partition_root(c.oid))
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND (c.relkind IN ('v', 'm', 'f') OR (c.relkind IN ('r', 'p') AND c.relispartition))
+            ORDER BY c.relname
+            """, [schema])
+        for row in 0..<others.rowCount {
+            let name = others.string(row, 0)!
+            let reason: String
+            switch (others.string(row, 1), others.bool(row, 2) == true) {
+            case (_, true): reason = "a partition of \(others.string(row, 3) ?? "?"): its records are served as that table's"
+            case ("v", _): reason = "a view (views have no key to address a record by)"
+            case ("m", _): reason = "a materialized view (no key to address a record by)"
+            default: reason = "a foreign table"
+            }
+            unserved.append(UnservedTable(name: name, reason: reason))
+        }
+        unserved.sort { $0.name < $1.name }
         return Model(schema: schema, entities: Array(entities.values), unserved: unserved,
                      unicodeCaseFolding: collations.contains("und-x-icu"), collations: collations)
     }

@@ -11,11 +11,19 @@ public enum ValueKind: Equatable, Sendable {
     case binary
     case uuid
     case json
+    /// An array of values of one kind (`text[]`, `integer[]`, an enum's array): JSON arrays in
+    /// replies, `["a", "b"]` on writes, its elements compared with ANY, ALL, NONE, CONTAINS.
+    indirect case array(ValueKind)
     /// Any other type: passed to PostgreSQL as text, which validates it.
     case other
 
     /// Maps a `pg_type.typname` to a kind.
     public init(typeName: String) {
+        // An array type is its element type's name after an underscore (`_text`, `_weekday`).
+        if typeName.hasPrefix("_"), typeName.count > 1 {
+            self = .array(ValueKind(typeName: String(typeName.dropFirst())))
+            return
+        }
         switch typeName {
         case "int2": self = .integer(bits: 16)
         case "int4": self = .integer(bits: 32)
@@ -40,8 +48,14 @@ public enum ValueKind: Equatable, Sendable {
         return false
     }
 
-    /// `a date`, `an integer`: the name as an error message reads it.
-    public var named: String { (name.first == "i" ? "an " : "a ") + name }
+    /// `a date`, `an integer`, `an array of string`: the name as an error message reads it.
+    public var named: String { (name.first == "i" || name.first == "a" ? "an " : "a ") + name }
+
+    /// The kind of an array's elements; nil for other kinds.
+    public var element: ValueKind? {
+        if case .array(let element) = self { return element }
+        return nil
+    }
 
     /// A short name for DESCRIBE and error messages.
     public var name: String {
@@ -57,6 +71,7 @@ public enum ValueKind: Equatable, Sendable {
         case .binary: "binary"
         case .uuid: "uuid"
         case .json: "json"
+        case .array(let element): "array of \(element.name)"
         case .other: "text"
         }
     }

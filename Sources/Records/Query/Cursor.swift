@@ -1,28 +1,36 @@
 import Foundation
 
+/// What seals cursors: the server gives one at start (the keys of `--cursor-secret-file`, or a
+/// random key of its own). A sealed cursor can be neither read nor changed by a client, and
+/// `associated` (the user it was given to) must match for it to open.
+public protocol CursorSealing: AnyObject, Sendable {
+    func seal(_ plain: [UInt8], associated: [UInt8]) -> [UInt8]
+    func open(_ sealed: [UInt8], associated: [UInt8]) -> [UInt8]?
+}
+
+/// No sealing: for a ServerContext made without a server around it (unit tests). `recordsd`
+/// always installs real keys.
+public final class UnsealedCursors: CursorSealing {
+    public init() {}
+    public func seal(_ plain: [UInt8], associated: [UInt8]) -> [UInt8] { plain }
+    public func open(_ sealed: [UInt8], associated: [UInt8]) -> [UInt8]? { sealed }
+}
+
 /// Keyset cursors: the last row's sort-key values and the query's fingerprint, as one opaque
 /// word (`c` + hex of a JSON array) that the client passes back with AFTER. JSON holds any text
-/// a key may hold, so no value can break a cursor.
+/// a key may hold, so no value can break a cursor. What a client sees is that word sealed
+/// (`sealed`/`opened`): the values are the client's own rows, but a cursor made or changed by
+/// hand would page from a position no query gave, and a user's cursor is not another's.
 enum Cursor {
     static func encode(_ values: [String?], fingerprint: String) -> String {
         let array: [Any] = [fingerprint] + values.map { $0.map { $0 as Any } ?? NSNull() }
         let data = (try? JSONSerialization.data(withJSONObject: array)) ?? Data()
-        return "c" + data.map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        return "c" + hex(Array(data))
     }
 
     static func decode(_ token: String, fingerprint: String, count: Int) throws(CommandError) -> [String?] {
         let invalid = CommandError(.validation, "AFTER: this cursor does not belong to this query (pass the one the previous page of the same FIND gave)")
-        guard token.hasPrefix("c"), token.count % 2 == 1, token.count < 1 << 20 else { throw invalid }
-        var bytes: [UInt8] = []
-        var hex = token.dropFirst()
-        while !hex.isEmpty {
-            guard let byte = UInt8(hex.prefix(2), radix: 16) else { throw invalid }
-            bytes.append(byte)
-            hex = hex.dropFirst(2)
-        }
+        guard let bytes = unhex(token) else { throw invalid }
         guard let array = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [Any], array.count == count + 1,
               array[0] as? String == fingerprint else { throw invalid }
         var values: [String?] = []
@@ -30,5 +38,47 @@ enum Cursor {
             if item is NSNull { values.append(nil) } else if let text = item as? String { values.append(text) } else { throw invalid }
         }
         return values
+    }
+
+    /// The word a client is given for `plain` (an `encode`d cursor), for `user`.
+    static func sealed(_ plain: String, by keys: any CursorSealing, user: String?) -> String {
+        guard let bytes = unhex(plain) else { return plain }
+        return "c" + hex(keys.seal(bytes, associated: Array((user ?? "").utf8)))
+    }
+
+    /// The `encode`d cursor a client's word holds, when these keys sealed it for `user`.
+    static func opened(_ token: String, by keys: any CursorSealing, user: String?) throws(CommandError) -> String {
+        guard let bytes = unhex(token), let plain = keys.open(bytes, associated: Array((user ?? "").utf8)) else {
+            throw CommandError(.validation, "AFTER: this cursor was not given to this session's user by this server's keys, or was changed (pass the one the previous page gave)")
+        }
+        return "c" + hex(plain)
+    }
+
+    /// `request` with its AFTER opened.
+    static func opened(_ request: FetchRequest, by keys: any CursorSealing, user: String?) throws(CommandError) -> FetchRequest {
+        guard let token = request.after else { return request }
+        var opened = request
+        opened.after = try Self.opened(token, by: keys, user: user)
+        return opened
+    }
+
+    private static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes { out += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func unhex(_ token: String) -> [UInt8]? {
+        guard token.hasPrefix("c"), token.utf8.count % 2 == 1, token.utf8.count < 1 << 20 else { return nil }
+        var bytes: [UInt8] = []
+        var hex = token.utf8.dropFirst()
+        while !hex.isEmpty {
+            guard let byte = UInt8(String(decoding: hex.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+            hex = hex.dropFirst(2)
+        }
+        return bytes
     }
 }

@@ -26,10 +26,8 @@ struct IncludeTree: Equatable {
         }
         var child = children[relationship.name] ?? IncludeTree()
         if names.count == 1, let order {
+            // The sort key is resolved as FIND's are, where the query is built.
             guard relationship.isToMany else { throw CommandError(.syntax, "INCLUDE \(path): ORDER BY and LIMIT apply to a to-many relationship") }
-            if let key = order.key, target.attribute(named: key) == nil {
-                throw CommandError(.unknown, "INCLUDE \(path) ORDER BY \(key): \(target.name) has no attribute '\(key)'")
-            }
             child.order = order
         }
         try child.add(names.dropFirst(), order: order, entity: target, model: model, path: path)

@@ -142,7 +142,7 @@ struct PredicateParser {
         }
         var caseInsensitive = false
         var diacriticInsensitive = false
-        if case .symbol(let s) = tokens.peek.kind, s.hasPrefix("[") {
+        if case .symbol(let s) = tokens.peek.kind, s.hasPrefix("["), s.hasSuffix("]") {
             caseInsensitive = s.contains("c")
             diacriticInsensitive = s.contains("d")
             tokens.advance()

@@ -71,8 +71,10 @@ extension QueryBuilder {
         case .count: return ("count(\(sql))", "bigint")
         case .sum, .avg:
             switch kind {
-            // avg as float8, as NSExpression answers: numeric would print 35.0000000000000000.
-            case .integer, .decimal, .double: return term.function == .avg ? ("avg(\(sql))::float8", "float8") : ("sum(\(sql))", "numeric")
+            // avg of whole and floating numbers as float8, as NSExpression answers (numeric would
+            // print 35.0000000000000000); of numeric, numeric: exact, every digit PostgreSQL gives.
+            case .integer, .double: return term.function == .avg ? ("avg(\(sql))::float8", "float8") : ("sum(\(sql))", "numeric")
+            case .decimal: return (term.function == .avg ? "avg(\(sql))" : "sum(\(sql))", "numeric")
             default: throw CommandError(.validation, "\(term.function.rawValue)(\(path)) takes a number, and \(path) is not one")
             }
         case .min, .max:
@@ -101,7 +103,7 @@ extension QueryBuilder {
         case .number(let n): text = n
         case .string(let s): text = s
         case .bool(let b): text = b ? "true" : "false"
-        case .null, .ref: throw CommandError(.validation, "HAVING compares with a value other than nil or a #ref")
+        case .null, .ref, .array: throw CommandError(.validation, "HAVING compares with a value other than nil, an array or a #ref")
         }
         switch condition.term.function {
         case .count, .sum, .avg:

@@ -147,6 +147,7 @@ struct QueryBuilder {
             conditions.append(builder.after(keys, values))
         }
         let includes = try IncludeTree.parse(request.include, orders: request.includeOrder, entity: entity, model: model)
+        try builder.checkOrders(of: includes, entity: entity)
         let fields = projection.isEmpty ? builder.fields(entity, alias: "t0", includes: includes) : projection
         let paged = request.limit != nil && !request.distinct
         // A projection is not a record: no versions are tracked from it.
@@ -355,20 +356,24 @@ struct QueryBuilder {
         if relationship.isToMany {
             let match = "\(inner).\(SQL.identifier(relationship.column)) = \(alias).\(SQL.identifier(relationship.referencedColumn))"
             if let order = sub.order {
-                // Ordered by the asked attribute (then the key), at most `limit`: numbered in
-                // that order, aggregated by the numbers.
-                var keys = order.key.flatMap { target.attribute(named: $0) }.map { attribute -> [String] in
-                    let column = "\(inner).\(SQL.identifier(attribute.name))"
-                    return [(order.caseInsensitive && attribute.kind == .string ? lower(column) : column) + (order.ascending ? " ASC" : " DESC")]
-                } ?? []
+                // Ordered by the asked key (then the record's key), at most `limit`: numbered in
+                // that order, aggregated by the numbers. The key is resolved as FIND's are, its
+                // joins (a key path through to-one relationships) inside the subquery; it was
+                // checked before the query was built (`checkOrders`).
+                var inside: [String] = []
+                var keys: [String] = []
+                if let key = order.key, let sql = try? orderExpression(key, entity: target, alias: inner, joinInto: &inside) {
+                    keys.append(sql + (key.ascending ? " ASC" : " DESC"))
+                }
                 keys += target.keyColumns.map { "\(inner).\(SQL.identifier($0)) ASC" }
+                let joined = inside.map { " " + $0 }.joined()
                 let by = keys.joined(separator: ", ")
                 let limit = order.limit.map { " LIMIT " + bind(String($0)) + "::bigint" } ?? ""
                 // Each record's JSON made inside a lateral of its own alias, named through it: a
                 // column of the target called like an alias cannot be taken for the record.
                 let lateral = nextAlias()
                 return "(SELECT coalesce(json_agg(r.j ORDER BY r.n), '[]'::json) FROM "
-                    + "(SELECT \(lateral).j AS j, row_number() OVER (ORDER BY \(by)) AS n FROM \(model.table(target)) AS \(inner) "
+                    + "(SELECT \(lateral).j AS j, row_number() OVER (ORDER BY \(by)) AS n FROM \(model.table(target)) AS \(inner)\(joined) "
                     + "CROSS JOIN LATERAL (SELECT row_to_json(x.*) AS j FROM (SELECT \(fields)) AS x) AS \(lateral) "
                     + "WHERE \(match) ORDER BY \(by)\(limit)) AS r)"
             }
@@ -450,6 +455,10 @@ struct QueryBuilder {
         for (index, component) in components.enumerated() {
             let isLast = index == components.count - 1
             if let attribute = entity.attribute(named: component) {
+                // `tags.@count`: an array's number of elements (0 for nil, as @count of nothing).
+                if index == components.count - 2, components[index + 1].lowercased() == "@count", attribute.kind.element != nil {
+                    return .count(sql: "coalesce(cardinality(\(alias).\(SQL.identifier(attribute.name))), 0)")
+                }
                 guard isLast else { throw unknown(path, "\(component) is an attribute, not a relationship", offset) }
                 return .value(sql: "\(alias).\(SQL.identifier(attribute.name))", kind: attribute.kind, name: attribute.name, type: attribute.sqlType)
             }
@@ -510,9 +519,32 @@ struct QueryBuilder {
 
     private mutating func orderExpression(_ key: OrderKey, entity: Entity) throws(CommandError) -> String {
         var outer = joins
-        let resolved = try resolve(key.path.split(separator: ".").map(String.init), entity: entity, alias: "t0",
-                                   path: key.path, offset: key.offset, joinInto: &outer)
+        let expression = try orderExpression(key, entity: entity, alias: "t0", joinInto: &outer)
         joins = outer
+        return expression
+    }
+
+    /// Every included relationship's sort key resolves (before any SQL is built: `included`
+    /// cannot throw), as FIND's own keys must.
+    mutating func checkOrders(of includes: IncludeTree, entity: Entity) throws(CommandError) {
+        for (name, child) in includes.children {
+            guard let relationship = entity.relationship(named: name), let target = model.entity(named: relationship.target) else { continue }
+            if let key = child.order?.key {
+                var scratch = self
+                var ignored: [String] = []
+                do throws(CommandError) {
+                    _ = try scratch.orderExpression(key, entity: target, alias: "i0", joinInto: &ignored)
+                } catch {
+                    throw CommandError(error.code, "INCLUDE \(name) ORDER BY \(key.path): \(error.message)")
+                }
+            }
+            try checkOrders(of: child, entity: target)
+        }
+    }
+
+    private mutating func orderExpression(_ key: OrderKey, entity: Entity, alias: String, joinInto: inout [String]) throws(CommandError) -> String {
+        let resolved = try resolve(key.path.split(separator: ".").map(String.init), entity: entity, alias: alias,
+                                   path: key.path, offset: key.offset, joinInto: &joinInto)
         switch resolved {
         case .value(let sql, let kind, _, _):
             var expression = key.caseInsensitive && kind == .string ? lower(sql) : sql
@@ -602,8 +634,9 @@ struct QueryBuilder {
     private mutating func compile(_ c: Comparison, entity: Entity, alias: String) throws(CommandError) -> String {
         switch try resolve(c.keyPath, entity: entity, alias: alias, offset: c.keyPathOffset) {
         case .value(let sql, let kind, let name, let type):
+            if case .array(let element) = kind { return try arrayCondition(sql, element: element, name: name, type: type, c, entity: entity, alias: alias) }
             if c.quantifier != nil {
-                throw CommandError(.syntax, "\(c.quantifier!.rawValue) needs a key path through a to-many relationship, not '\(c.keyPath)'")
+                throw CommandError(.syntax, "\(c.quantifier!.rawValue) needs a key path through a to-many relationship or to an array, not '\(c.keyPath)'")
             }
             if c.comparesFields { return try fieldCondition(sql, kind: kind, c, entity: entity, alias: alias) }
             return try condition(sql, kind: kind, name: name, type: type, c)
@@ -635,6 +668,46 @@ struct QueryBuilder {
             case .none: return "NOT EXISTS (\(from) AND (\(test)))"
             case .all: return "NOT EXISTS (\(from) AND (\(test)) IS NOT TRUE)"
             }
+        }
+    }
+
+    /// A comparison with an array attribute: `ANY tags == "x"`, `ALL sizes > 3`, `NONE tags
+    /// BEGINSWITH[c] "tr"` test its elements (one row each of `unnest`), `tags CONTAINS "x"`
+    /// is `ANY tags == "x"`, and `tags == ["a", "b"]` (or nil) compares the whole array.
+    private mutating func arrayCondition(_ sql: String, element: ValueKind, name: String, type: String, _ c: Comparison,
+                                         entity: Entity, alias record: String) throws(CommandError) -> String {
+        var each = c
+        each.quantifier = nil
+        let quantifier: Comparison.Quantifier
+        switch (c.quantifier, c.op) {
+        case (let q?, _): quantifier = q
+        case (nil, .contains):
+            quantifier = .any
+            each.op = .equal
+        case (nil, .equal), (nil, .notEqual):
+            guard !c.comparesFields else { throw CommandError(.validation, "'\(c.keyPath)' is an array: compare it with an array value") }
+            guard c.values.count == 1 else { throw CommandError(.syntax, "'\(c.keyPath)' is an array: compare it with one array") }
+            let whole: String
+            switch c.values[0] {
+            case .null: whole = "\(sql) IS NULL"
+            case .array(let elements):
+                let literal = try ValueCoercion.arrayLiteral(elements, element: element, name: name)
+                whole = "coalesce(\(sql) = \(bind(literal))::\(type), false)"
+            default: throw CommandError(.validation, "'\(c.keyPath)' is an array: compare it with an array ([\"a\", \"b\"]) or nil, or its elements with ANY, ALL, NONE or CONTAINS")
+            }
+            return c.op == .equal ? whole : "NOT (\(whole))"
+        default:
+            throw CommandError(.validation, "'\(c.keyPath)' is an array: compare its elements (ANY, ALL or NONE \(c.keyPath) \(c.op.rawValue) ..., \(c.keyPath) CONTAINS value) or its @count")
+        }
+        let alias = nextAlias()
+        let elementType = type.hasSuffix("[]") ? String(type.dropLast(2)) : "text"
+        let test = c.comparesFields ? try fieldCondition("\(alias).v", kind: element, each, entity: entity, alias: record)
+            : try condition("\(alias).v", kind: element, name: name, type: elementType, each)
+        let from = "SELECT 1 FROM unnest(\(sql)) AS \(alias)(v)"
+        switch quantifier {
+        case .any: return "EXISTS (\(from) WHERE \(test))"
+        case .none: return "NOT EXISTS (\(from) WHERE \(test))"
+        case .all: return "NOT EXISTS (\(from) WHERE (\(test)) IS NOT TRUE)"
         }
     }
 

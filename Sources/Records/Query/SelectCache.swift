@@ -12,7 +12,11 @@ extension ShapeCache where Key == String, Value == QueryBuilder.Select {
         for column in columns { key += "\u{1F}" + column }
         key += "\u{1E}" + request.include.joined(separator: "\u{1F}")
         if !request.includeOrder.isEmpty {
-            key += "\u{1E}" + request.includeOrder.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+            // Not the keys' offsets in the line: the same shape typed elsewhere is the same.
+            key += "\u{1E}" + request.includeOrder.sorted { $0.key < $1.key }.map { path, order in
+                let sort = order.key.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive) \($0.collation ?? "")" } ?? ""
+                return "\(path)=\(sort) \(order.limit ?? -1)"
+            }.joined(separator: "\u{1F}")
         }
         return try value(key) { () throws(CommandError) in
             try QueryBuilder.select(request, model: model, filter: columns.map { ($0, $0) }, versions: .xmin)

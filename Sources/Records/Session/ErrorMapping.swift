@@ -69,14 +69,17 @@ enum ErrorMapping {
             return CommandError(.validation, "\(subject)\(what) (unique constraint \(constraint))")
         case .foreignKeyViolation?:
             // The table is the one whose key points (the referencing side), whichever side failed.
-            let key = model.entities.lazy.flatMap(\.foreignKeys).first { $0.constraint == error.constraint }
+            let key = model.entities.lazy.flatMap(\.foreignKeys).first { $0.names(error.constraint) }
             let pointing = table?.name ?? key?.entity ?? "other"
             switch failed.operation {
             case .delete?:
                 return CommandError(.denied, "\(subject)the delete is denied: \(pointing) records still point at it (constraint \(constraint))")
-            case .update? where key.map({ $0.entity != $0.target }) ?? false && key?.target != nil
-                && failed.values.keys.contains(where: { key!.referencedColumns.contains($0) }):
-                return CommandError(.validation, "\(subject)\(pointing) records still point at the value it had: move them first (constraint \(constraint))")
+            // The update changed what the key references (a key, a unique value), not the
+            // key's own columns: records still point at the old value (a self-reference too).
+            case .update? where key.map({ key in
+                failed.values.keys.contains(where: key.referencedColumns.contains) && !failed.values.keys.contains(where: key.columns.contains)
+            }) ?? false:
+                return CommandError(.denied, "\(subject)\(pointing) records still point at the value it had: move them first, or give the key ON UPDATE CASCADE (constraint \(constraint))")
             default:
                 guard let key, let source = model.entity(named: key.entity) else {
                     return CommandError(.validation, "\(subject)a record it points at does not exist (constraint \(constraint))")

@@ -19,12 +19,19 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
     public let databaseDescription: String
     public let limits: Limits
     /// What `GET /metrics` reports.
-    public let metrics = Metrics()
+    public let metrics = Metrics(version: ServerContext.version)
     /// Timeouts of SAVE, IMPORT and EXPORT, and the metrics database work adds to.
     public var work = WorkSettings() {
         didSet { work.metrics = metrics }  // never replaced by a copy without them
     }
     public let throttle: LoginThrottle
+    /// What seals FIND's cursors (`--cursor-secret-file`'s keys, or the server's own); the keys
+    /// rotate inside it, so it is set once, at start.
+    public var cursors: any CursorSealing {
+        get { lock.lock(); defer { lock.unlock() }; return cursorKeys }
+        set { lock.lock(); cursorKeys = newValue; lock.unlock() }
+    }
+    private var cursorKeys: any CursorSealing = UnsealedCursors()
     /// `--log-slow MS`: database commands at least this long are logged with their text.
     public var slowCommandMilliseconds: Int? {
         get { lock.lock(); defer { lock.unlock() }; return slowMilliseconds }

@@ -17,7 +17,8 @@ extension Session {
             if first { Log.warning("AUTH for \(Log.quoted(name)) from \(peer) locked for \(Int(wait.rounded(.up))) s after repeated failures", session: session) }
             return .reply(.error(.auth, "too many failed attempts for \(name) from this address: try again in \(Int(wait.rounded(.up))) s"))
         case .busy:
-            return .reply(.error(.auth, "other sign-ins as \(name) from this address are being checked: try again when they are answered"))
+            // Not a refusal of the password: UNAVAILABLE tells clients to try again (they do).
+            return .reply(.error(.unavailable, "other sign-ins as \(name) from this address are being checked: try again when they are answered"))
         case .allowed:
             break
         }

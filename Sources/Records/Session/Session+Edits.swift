@@ -78,9 +78,7 @@ extension Session {
         case .pending(let ref):
             return .reply(updatePending(ref, fields))
         case .stored(let key):
-            if fields.contains(where: { entity.keyColumns.contains($0.column) }) {
-                throw CommandError(.validation, "\(entity.name) \(entity.show(key)): the key cannot change")
-            }
+            try checkKeyChange(fields, of: entity)
             if unit.current.deletes[key] != nil {
                 throw CommandError(.validation, "\(entity.name) \(entity.show(key)) is pending deletion in this unit of work")
             }
@@ -92,11 +90,17 @@ extension Session {
             try checkRoom()
             return updateStored(entity, .stored(key), fields, model: model)
         case .unique(let name, let filter):
-            if fields.contains(where: { entity.keyColumns.contains($0.column) }) {
-                throw CommandError(.validation, "\(entity.name): the key cannot change")
-            }
+            try checkKeyChange(fields, of: entity)
             try checkRoom()
             return updateStored(entity, .unique(entity: name, filter: filter), fields, model: model)
+        }
+    }
+
+    /// A key may change where PostgreSQL lets it (its ON UPDATE rules decide what the records
+    /// pointing at it do, as `keyChangePreview` tells), never to nil.
+    private func checkKeyChange(_ fields: [(column: String, value: FieldValue)], of entity: Entity) throws(CommandError) {
+        for field in fields where field.value == .null && entity.keyColumns.contains(field.column) {
+            throw CommandError(.validation, "\(entity.label(field.column)) is part of the key: it cannot be nil")
         }
     }
 
@@ -141,7 +145,8 @@ extension Session {
             let read = reads.version(of: key, current: stored.version, horizon: stored.horizon)
             let isNew = snapshot.changes.updates[key] == nil
             let shown = entity.show(key)
-            var message = "pending update \(entity.name) \(shown) (\(count + (isNew ? 1 : 0)) pending)"
+            let (previewLines, effects) = try context.keyChangePreview(entity, key, fieldList, stored: stored.values, model: model)
+            var message = "pending update \(entity.name) \(shown)\(effects) (\(count + (isNew ? 1 : 0)) pending)"
             if let read, read != stored.version {
                 message += "; note: changed by another session since this unit read it, so SAVE will report a CONFLICT unless FORCE"
             }
@@ -149,7 +154,7 @@ extension Session {
             let baseline = stored.values
             let allocated = assigned
             let stable = key
-            return WorkResult(reply: .ok(message)) { session in
+            return WorkResult(reply: .ok(message, lines: previewLines)) { session in
                 let key = stable
                 session.unit.assign(allocated)
                 var update = session.unit.current.updates[key]
@@ -388,6 +393,8 @@ extension Session {
         }
         switch entity?.attribute(named: column)?.kind {
         case .integer?, .decimal?, .double?, .boolean?: return text
+        case .timestamp?: return JSON.quote(TimestampText.iso(text))
+        case .array(let element)?: return ArrayText.json(text, element: element) ?? JSON.quote(text)
         default: return JSON.quote(text)
         }
     }

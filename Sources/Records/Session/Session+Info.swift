@@ -57,7 +57,7 @@ extension Session {
     }
 
     func entities(_ model: Model) -> Reply {
-        let width = max(6, model.entities.map(\.name.count).max() ?? 0)
+        let width = max(6, (model.entities.map(\.name) + model.unserved.map(\.name)).map(\.count).max() ?? 0)
         var lines = model.entities.map { entity in
             entity.name.padding(toLength: width, withPad: " ", startingAt: 0)
                 + "  " + plural(entity.attributes.count, "attribute") + ", " + plural(entity.relationships.count, "relationship")
@@ -74,7 +74,8 @@ extension Session {
             rows.append([
                 a.name + (a.isPrimaryKey ? " (key)" : ""),
                 "\(a.kind.name) (\(a.declaredType))",
-                a.isRequired ? "yes" : "no",
+                // NOT NULL without a default, where a BEFORE INSERT trigger may fill it.
+                a.isRequired ? (entity.triggersMayRewriteInserts && !a.isPrimaryKey ? "trigger" : "yes") : "no",
                 a.defaultValue ?? "-",
                 a.isUnique ? "yes" : "no",
             ])

@@ -21,7 +21,7 @@ extension Session {
         let attributes: [JSON.Value] = entity.attributes.map { a in
             .object([
                 ("name", .string(a.name)), ("type", .string(a.kind.name)), ("sqlType", .string(a.declaredType)),
-                ("required", .bool(a.isRequired)), ("nullable", .bool(!a.isNotNull)), ("key", .bool(a.isPrimaryKey)), ("unique", .bool(a.isUnique)),
+                ("required", .bool(a.isRequired && (!entity.triggersMayRewriteInserts || a.isPrimaryKey))), ("nullable", .bool(!a.isNotNull)), ("key", .bool(a.isPrimaryKey)), ("unique", .bool(a.isUnique)),
                 ("generated", .bool(a.isGenerated)), ("default", .optional(a.defaultValue)),
             ])
         }
@@ -55,11 +55,7 @@ extension Session {
             return json
         }
         var json = reply
-        json.lines = reply.lines.map { line in
-            let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
-            guard parts.count == 3, parts[0].hasPrefix("#") else { return JSON.Value.object([("note", .string(line))]).text }
-            return JSON.Value.object([("ref", .string(parts[0])), ("entity", .string(parts[1])), ("key", .string(parts[2]))]).text
-        }
+        json.lines = reply.lines.map(SavePlan.savedLineJSON)
         return json
     }
 }

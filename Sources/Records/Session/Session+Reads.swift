@@ -82,6 +82,9 @@ extension Session {
     /// in batches, waiting while the client is slow to read: memory stays flat whatever the size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
         let entity = try entity(request.entity, model)
+        // The cursor as the query reads it, once the keys that sealed it for this user open it.
+        let cursors = context.cursors, user = user?.name
+        let request = try Cursor.opened(request, by: cursors, user: user)
         let rowVersions = try QueryBuilder.select(request, model: model, versions: .xmin)
         let snapshot = self.snapshot
         let stall = context.work.replyStall, bulkTimeout = context.work.bulkTimeout
@@ -153,7 +156,7 @@ extension Session {
                 // LIMIT 0 asks for no page: there is no position to go on from.
                 if rows.more && count > 0 {
                     // A keyset cursor where the query has one; DISTINCT pages by OFFSET.
-                    message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.encode(rows.lastKeys, fingerprint: rowVersions.fingerprint)
+                    message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.sealed(Cursor.encode(rows.lastKeys, fingerprint: rowVersions.fingerprint), by: cursors, user: user)
                         : "; next page: OFFSET \((request.offset ?? 0) + count)"
                 }
                 return (message, rows.versions)

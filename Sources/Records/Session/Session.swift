@@ -225,6 +225,15 @@ public final class WorkContext {
 
 /// Timeouts and limits the server applies to the database work of every session.
 public struct WorkSettings: Sendable {
+    /// Seconds a SAVE that could not reach PostgreSQL (nothing committed) is tried again on a
+    /// new connection, which itself waits this long for a primary (`ConnectionPool`).
+    public var failoverWait = 0
+    /// What every pooled connection is set to when it opens: UTC and ISO dates (values read back
+    /// as the protocol writes them), reads' statement timeout, and no JIT (compiling a large
+    /// predicate ignores cancellation and time limits for minutes; short statements gain little).
+    public var connectionSetup: [String] {
+        ["SET TIME ZONE 'UTC'", "SET DateStyle TO ISO", "SET statement_timeout = \(readTimeout)", "SET jit = off"]
+    }
     /// `statement_timeout` of SAVE's transaction, milliseconds (reads take the connection's own).
     public var saveTimeout = 60_000
     /// `lock_timeout` of SAVE's transaction: how long it waits for a row another one holds.
@@ -383,9 +392,11 @@ public final class Session {
         case .reply(let reply), .skipData(let reply):
             // Answered on the loop: counted and timed here (database work is, where it ends).
             let outcome = Metrics.outcome(reply)
-            context.metrics.command(currentVerb, outcome: outcome)
-            Self.logTimed(outcome: outcome, seconds: Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9,
-                     verb: currentVerb, line: line, slow: context.slowCommandMilliseconds, session: id)
+            let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            context.metrics.command(currentVerb, outcome: outcome, seconds: seconds)
+            Self.logTimed(outcome: outcome, seconds: seconds,
+                          verb: currentVerb, line: line, slow: context.slowCommandMilliseconds, session: id,
+                          who: CommandLogFields(user: user?.name, remoteAddress: peer), reply: reply)
         default: break
         }
         guard case .reply(let reply) = step, case .error(let code, let message) = reply.status,
@@ -420,22 +431,43 @@ public final class Session {
     func counter() -> @Sendable (Reply, Double, Bool) -> Void {
         let metrics = context.metrics, verb = currentVerb, line = lineForLog, session = id
         let slow = context.slowCommandMilliseconds
+        let who = CommandLogFields(user: user?.name, remoteAddress: peer)
         return { reply, seconds, clientLeft in
             let outcome = clientLeft ? Metrics.clientLeft : Metrics.outcome(reply)
-            metrics.command(verb, outcome: outcome)
+            metrics.command(verb, outcome: outcome, seconds: seconds)
             if verb == "SAVE" { metrics.save(seconds: seconds) }
-            Self.logTimed(outcome: outcome, seconds: seconds, verb: verb, line: line, slow: slow, session: session)
+            Self.logTimed(outcome: outcome, seconds: seconds, verb: verb, line: line, slow: slow, session: session, who: who, reply: reply)
         }
     }
 
+    /// Who ran a command, for its log record.
+    struct CommandLogFields: Sendable {
+        var user: String?
+        var remoteAddress: String
+    }
+
     /// A command's debug line with its duration, or a warning with its (redacted) text when it
-    /// took `--log-slow` milliseconds or more.
-    static func logTimed(outcome: String, seconds: Double, verb: String, line: String, slow: Int?, session: Int) {
+    /// took `--log-slow` milliseconds or more. Under `--log-format json` each is a record of
+    /// fields: verb, outcome, duration_ms, user, remote_addr, rows and bytes of its reply.
+    static func logTimed(outcome: String, seconds: Double, verb: String, line: String, slow: Int?, session: Int,
+                         who: @autoclosure () -> CommandLogFields? = nil, reply: Reply? = nil) {
         let milliseconds = Int((seconds * 1000).rounded())
-        if let slow, milliseconds >= slow {
-            Log.warning("slow command, \(milliseconds) ms, \(outcome): \(loggable(line))", session: session)
+        let isSlow = slow.map { milliseconds >= $0 } ?? false
+        guard isSlow || Log.level <= .debug else { return }
+        func fields() -> [(String, JSON.Value)] {
+            var fields: [(String, JSON.Value)] = [("verb", .string(verb)), ("outcome", .string(outcome)), ("duration_ms", .int(milliseconds))]
+            if let who = who() { fields += [("user", who.user.map(JSON.Value.string) ?? .null), ("remote_addr", .string(who.remoteAddress))] }
+            if let reply {
+                fields.append(("rows", .int(reply.lines.count)))
+                fields.append(("bytes", .int(reply.lines.reduce(reply.statusLine.utf8.count + 2) { $0 + $1.utf8.count + 2 })))
+            }
+            if isSlow { fields.append(("command", .string(loggable(line)))) }
+            return fields
+        }
+        if isSlow {
+            Log.event(.warning, "slow command, \(milliseconds) ms, \(outcome): \(loggable(line))", session: session, fields: fields())
         } else {
-            Log.debug("\(verb) \(outcome) in \(milliseconds) ms", session: session)
+            Log.event(.debug, "\(verb) \(outcome) in \(milliseconds) ms", session: session, fields: fields())
         }
     }
 

@@ -29,6 +29,21 @@ public enum Log {
     private static let jsonFormat = Atomic<Bool>(false)
     private static let lock = NSLock()
 
+    /// A structured event: in JSON its fields are keys of the object (`verb`, `outcome`,
+    /// `duration_ms` ...); in text only the message shows, for people.
+    public static func event(_ level: Level, _ message: @autoclosure () -> String, session: Int? = nil, fields: @autoclosure () -> [(String, JSON.Value)]) {
+        write(level, session, message, fields: json ? fields() : [])
+    }
+
+    /// A line for stdout that programs wait for (`recordsd listening on HOST:PORT`): as it is
+    /// in text, one JSON object with the message and its fields under `--log-format json`.
+    public static func announce(_ message: String, fields: [(String, JSON.Value)] = []) {
+        let line = json
+            ? JSON.Value.object([("time", .string(timestamp())), ("level", .string("info"))] + fields + [("message", .string(message))]).text
+            : message
+        print(line)
+    }
+
     public static func debug(_ message: @autoclosure () -> String, session: Int? = nil) { write(.debug, session, message) }
     public static func info(_ message: @autoclosure () -> String, session: Int? = nil) { write(.info, session, message) }
     public static func warning(_ message: @autoclosure () -> String, session: Int? = nil) { write(.warning, session, message) }
@@ -43,7 +58,7 @@ public enum Log {
         return plain ? text : JSON.quote(text)
     }
 
-    private static func write(_ level: Level, _ session: Int?, _ message: () -> String) {
+    private static func write(_ level: Level, _ session: Int?, _ message: () -> String, fields: [(String, JSON.Value)] = []) {
         guard level >= Self.level else { return }
         lock.lock()
         defer { lock.unlock() }
@@ -52,7 +67,7 @@ public enum Log {
         // client's text) is escaped, so nothing can forge a line of its own.
         let line = json
             ? JSON.Value.object([("time", .string(timestamp())), ("level", .string(level.name)),
-                                 ("session", session.map { .string("s\($0)") } ?? .null), ("message", .string(message()))]).text + "\n"
+                                 ("session", session.map { .string("s\($0)") } ?? .null)] + fields + [("message", .string(message()))]).text + "\n"
             : "\(timestamp()) \(level.name.uppercased()) \(who) \(Reply.singleLine(message()))\n"
         FileHandle.standardError.write(line.data(using: .utf8)!)
     }

@@ -7,6 +7,39 @@ import Foundation
 public final class Metrics: @unchecked Sendable {  // all state guarded by `lock`
     /// SAVE durations' bucket bounds, seconds.
     static let saveBuckets: [Double] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    /// Commands' durations (each verb's), seconds: a GET takes tens of microseconds.
+    static let commandBuckets: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
+
+    /// Observations in cumulative buckets, as Prometheus counts a histogram.
+    struct Histogram {
+        var counts: [Int]
+        var total = 0
+        var sum = 0.0
+        init(_ bounds: [Double]) { counts = [Int](repeating: 0, count: bounds.count) }
+
+        mutating func observe(_ value: Double, _ bounds: [Double]) {
+            var index = bounds.count - 1
+            // From the top: most observations are small, and every bucket at or above counts.
+            while index >= 0, value <= bounds[index] { counts[index] += 1; index -= 1 }
+            total += 1
+            sum += value
+        }
+
+        /// `name_bucket{labels,le="..."} n` ... `name_sum`, `name_count`.
+        static func render(_ name: String, labels: String, bounds: [Double], counts: [Int], sum: Double, total: Int) -> String {
+            let prefix = labels.isEmpty ? "" : labels + ","
+            let suffix = labels.isEmpty ? "" : "{\(labels)}"
+            var out = ""
+            for (index, bound) in bounds.enumerated() { out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(counts[index])\n" }
+            out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(total)\n\(name)_sum\(suffix) \(sum)\n\(name)_count\(suffix) \(total)\n"
+            return out
+        }
+    }
+
+    /// What the process is, for `recordsd_build_info`: the version, and the revision the
+    /// deployment names (`RECORDSD_REVISION`, set at build or deploy time; `unknown` without).
+    let version: String
+    let revision = ProcessInfo.processInfo.environment["RECORDSD_REVISION"] ?? "unknown"
 
     /// The counters besides commands and SAVE durations: one table, rendered in order.
     public enum Counter: Int, CaseIterable, Sendable {
@@ -52,18 +85,27 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     private let lock = NSLock()
     private var commands: [String: Int] = [:]  // "verb\u{0}outcome"
     private var counters = [Int](repeating: 0, count: Counter.allCases.count)
-    private var saveCounts = [Int](repeating: 0, count: Metrics.saveBuckets.count)
-    private var saveTotal = 0
-    private var saveSeconds = 0.0
+    private var saves = Histogram(Metrics.saveBuckets)
+    private var commandSeconds: [String: Histogram] = [:]
+    /// The verb last timed and its histogram, kept out of `commandSeconds` until another verb comes.
+    private var timedVerb = ""
+    private var timed = Histogram([])
     private var signedInSessions = 0
     /// The most recent WATCH lag: seconds from a change's commit to its events being queued.
     private var watchLag = 0.0
 
-    public init() {}
+    public init(version: String = "unknown") { self.version = version }
 
-    /// A command answered: its verb and `ok` or the error code.
-    public func command(_ verb: String, outcome: String) {
+    /// A command answered: its verb and `ok` or the error code (lower case), and how long it took.
+    public func command(_ verb: String, outcome: String, seconds: Double) {
         lock.lock()
+        // A run of one verb updates the histogram in hand, not one found by hashing its name.
+        if verb != timedVerb {
+            if !timedVerb.isEmpty { commandSeconds[timedVerb] = timed }
+            timed = commandSeconds[verb] ?? Histogram(Self.commandBuckets)
+            timedVerb = verb
+        }
+        timed.observe(seconds, Self.commandBuckets)
         // Commands come in runs (a client pipelining INSERTs): the same counter as the last
         // one is found by comparing, not by building and hashing its key.
         if let last = lastCommand, last.verb == verb, last.outcome == outcome {
@@ -97,11 +139,7 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     }
 
     public func save(seconds: Double) {
-        lock.lock()
-        for (index, bound) in Self.saveBuckets.enumerated() where seconds <= bound { saveCounts[index] += 1 }
-        saveTotal += 1
-        saveSeconds += seconds
-        lock.unlock()
+        lock.withLock { saves.observe(seconds, Self.saveBuckets) }
     }
 
     /// A session signed in (+1) or ended signed in, or signed out (-1).
@@ -120,7 +158,8 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     public static func outcome(_ reply: Reply) -> String {
         switch reply.status {
         case .ok: "ok"
-        case .error(let code, _): code.rawValue
+        // Lower case, as every label value here (`not_found`, `conflict`, `client_left`).
+        case .error(let code, _): code.rawValue.lowercased()
         }
     }
 
@@ -138,20 +177,33 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
         }
     }
 
-    /// The text format (version 0.0.4): the caller's samples first, then the counters.
-    public func render(samples: [Sample]) -> String {
+    /// The pool's wait for a connection, as a histogram: bounds, cumulative counts, seconds in
+    /// all, jobs.
+    public struct Waits: Sendable {
+        public var bounds: [Double], counts: [Int], sum: Double, total: Int
+        public init(bounds: [Double], counts: [Int], sum: Double, total: Int) {
+            (self.bounds, self.counts, self.sum, self.total) = (bounds, counts, sum, total)
+        }
+    }
+
+    /// The text format (version 0.0.4): the process's and build's, the caller's samples, then
+    /// the counters and histograms.
+    public func render(samples: [Sample], poolWaits: Waits? = nil) -> String {
         lock.lock()
         flushLastCommand()
-        let commands = self.commands, counters = self.counters, saveCounts = self.saveCounts
-        let saveTotal = self.saveTotal, saveSeconds = self.saveSeconds, watchLag = self.watchLag, signedIn = signedInSessions
+        if !timedVerb.isEmpty { commandSeconds[timedVerb] = timed }
+        let commands = self.commands, counters = self.counters, saves = self.saves, commandSeconds = self.commandSeconds
+        let watchLag = self.watchLag, signedIn = signedInSessions
         lock.unlock()
-        var out = ""
+        var out = ProcessMetrics.render()
+        out += "# HELP recordsd_build_info The running build: its version and revision (always 1).\n# TYPE recordsd_build_info gauge\n"
+        out += "recordsd_build_info{version=\"\(Self.escaped(version))\",revision=\"\(Self.escaped(revision))\"} 1\n"
         for sample in samples + [Sample("recordsd_sessions_signed_in", "Sessions signed in as a user.", Double(signedIn))] {
             out += "# HELP \(sample.name) \(sample.help)\n# TYPE \(sample.name) \(sample.type)\n\(sample.name) \(Self.number(sample.value))\n"
         }
         out += "# HELP recordsd_watch_lag_seconds Seconds from the latest change's commit to its events being queued for watching sessions.\n"
         out += "# TYPE recordsd_watch_lag_seconds gauge\nrecordsd_watch_lag_seconds \(Self.number(watchLag))\n"
-        out += "# HELP recordsd_commands_total Commands answered, by verb and outcome (ok or the error code).\n"
+        out += "# HELP recordsd_commands_total Commands answered, by verb and outcome (ok, the error code in lower case, client_left).\n"
         out += "# TYPE recordsd_commands_total counter\n"
         for key in commands.keys.sorted() {
             let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false)
@@ -167,11 +219,24 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
             out += facts.name + (facts.labels.isEmpty ? "" : "{\(facts.labels)}") + " \(counters[counter.rawValue])\n"
         }
         out += "# HELP recordsd_save_seconds Time SAVE held a database connection.\n# TYPE recordsd_save_seconds histogram\n"
-        for (index, bound) in Self.saveBuckets.enumerated() {
-            out += "recordsd_save_seconds_bucket{le=\"\(bound)\"} \(saveCounts[index])\n"
+        out += Histogram.render("recordsd_save_seconds", labels: "", bounds: Self.saveBuckets, counts: saves.counts, sum: saves.sum, total: saves.total)
+        out += "# HELP recordsd_command_seconds Time from a command's line to its reply (a stream's to its end), by verb.\n"
+        out += "# TYPE recordsd_command_seconds histogram\n"
+        for verb in commandSeconds.keys.sorted() {
+            let h = commandSeconds[verb]!
+            out += Histogram.render("recordsd_command_seconds", labels: "verb=\"\(verb)\"", bounds: Self.commandBuckets, counts: h.counts, sum: h.sum, total: h.total)
         }
-        out += "recordsd_save_seconds_bucket{le=\"+Inf\"} \(saveTotal)\nrecordsd_save_seconds_sum \(saveSeconds)\nrecordsd_save_seconds_count \(saveTotal)\n"
+        if let poolWaits {
+            out += "# HELP recordsd_pool_wait_seconds Time jobs waited for a PostgreSQL connection.\n# TYPE recordsd_pool_wait_seconds histogram\n"
+            out += Histogram.render("recordsd_pool_wait_seconds", labels: "", bounds: poolWaits.bounds, counts: poolWaits.counts,
+                                    sum: poolWaits.sum, total: poolWaits.total)
+        }
         return out
+    }
+
+    /// A label's value as the text format writes it.
+    static func escaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
     }
 
     private static func number(_ value: Double) -> String {

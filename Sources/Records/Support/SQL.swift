@@ -94,14 +94,19 @@ public enum SQL {
             guard var element else { out.append(contentsOf: "NULL".utf8); continue }
             out.append(UInt8(ascii: "\""))
             element.withUTF8 { bytes in
-                // Most values need no escape: copied whole, not a byte at a time.
-                guard bytes.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
-                    return out.append(contentsOf: bytes)
+                // Copied a run at a time between the bytes to escape, not a byte at a time: most
+                // values have none, a bytea's hex one (its leading `\x`), in a megabyte.
+                var start = 0, at = 0
+                while at < bytes.count {
+                    let byte = bytes[at]
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<at]))
+                        out.append(UInt8(ascii: "\\"))
+                        start = at
+                    }
+                    at += 1
                 }
-                for byte in bytes {
-                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
-                    out.append(byte)
-                }
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
             }
             out.append(UInt8(ascii: "\""))
         }

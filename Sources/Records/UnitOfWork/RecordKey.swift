@@ -40,10 +40,12 @@ extension Entity {
         key.first { $0.name == column }?.kind ?? .other
     }
 
-    /// A value as a command takes it: a number bare, anything else as a quoted string.
+    /// A value as a command takes it: a number bare, anything else as a quoted string, a
+    /// timestamp in ISO 8601 as GET shows it (the key holds PostgreSQL's text, which compares).
     static func word(_ value: String, kind: ValueKind) -> String {
         switch kind {
         case .integer, .decimal, .double: value
+        case .timestamp: JSON.quote(TimestampText.iso(value))
         default: JSON.quote(value)
         }
     }

@@ -336,8 +336,10 @@ struct SavePlan: Sendable {
         }
         if let saveKey = settings.saveKey {
             round.savedReply = statements.count
-            statements.append(Statement("SELECT message, lines::text, fingerprint FROM records.save_keys WHERE owner = $1 AND key = $2",
-                                        [saveKey.owner, saveKey.key]))
+            statements.append(Statement("""
+                SELECT message, lines::text, fingerprint, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+                FROM records.save_keys WHERE owner = $1 AND key = $2
+                """, [saveKey.owner, saveKey.key]))
         }
         if let deferral = deferral(layout) {
             statements.append(deferral)
@@ -387,8 +389,16 @@ struct SavePlan: Sendable {
             if let index = round.savedReply, let row = results[index].rows.first {
                 state = .finished
                 guard row[2] == changes.fingerprint else {
-                    // Another unit's key: nothing is written, nothing dropped.
-                    throw CommandError(.conflict, "SAVE KEY \(settings.saveKey!.key) was used before by a save of other changes; nothing was saved: give this save a key of its own")
+                    // The key's save committed, with other changes (the client re-applied its
+                    // change after a lost reply, or the unit was resumed as saved): that save is
+                    // done. Not CONFLICT, which means "read again and retry": a retry under a
+                    // new key would write it twice. Nothing is written, nothing dropped.
+                    let stored = Self.storedReply(message: row[0], lines: row[1])
+                    let at = (row.count > 3 ? row[3] : nil) ?? ""
+                    throw CommandError(.alreadySaved, "SAVE KEY \(settings.saveKey!.key) was used by a save that committed at \(at) (\(stored.statusMessage)); it is done: nothing was saved now, the pending changes are kept (ROLLBACK them, or SAVE new work under a new key)",
+                                       details: stored.lines,
+                                       jsonDetails: stored.lines.map(Self.savedLineJSON)
+                                           + [JSON.Value.object([("saved", .string(stored.statusMessage)), ("at", .string(at))]).text])
                 }
                 // This key's SAVE committed before: answer what it answered, write nothing.
                 return .committed(Self.storedReply(message: row[0], lines: row[1]))
@@ -726,6 +736,14 @@ struct SavePlan: Sendable {
             order.append(name)
         }
         return order
+    }
+
+    /// A saved line `#e1 employee 42` as FORMAT JSON gives it,
+    /// `{"ref":"#e1","entity":"employee","key":"42"}`; another line (a note) as `{"note":...}`.
+    static func savedLineJSON(_ line: String) -> String {
+        let parts = line.split(separator: " ", maxSplits: 2).map(String.init)
+        guard parts.count == 3, parts[0].hasPrefix("#") else { return JSON.Value.object([("note", .string(line))]).text }
+        return JSON.Value.object([("ref", .string(parts[0])), ("entity", .string(parts[1])), ("key", .string(parts[2]))]).text
     }
 
     static func storedReply(message: String?, lines: String?) -> Reply {

@@ -80,6 +80,8 @@ enum Validation {
             }
             for column in update.order {
                 switch update.fields[column] {
+                case .null? where entity.triggersMayRewriteUpdates:
+                    break  // a BEFORE UPDATE trigger may fill it: PostgreSQL judges
                 case .null?:
                     if let attribute = entity.attribute(named: column), attribute.isNotNull {
                         problems.append(Problem(change: id, message: "\(label): \(column) is required"))

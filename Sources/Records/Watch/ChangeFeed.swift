@@ -185,6 +185,68 @@ public enum ChangeFeed {
     /// How long a server's registration of a watched entity lasts without a refresh.
     public static let registrationSeconds = 90
 
+    /// A partition's changes are its partitioned table's, the entity served: named by the root
+    /// of its partition tree (writes into a partition itself fire its own triggers only).
+    static let partitionsTable = "(SELECT c.relname FROM pg_class c WHERE c.oid = pg_partition_root(TG_RELID))"
+
+    /// The trigger function that logs a statement's changes of `entity` (an expression:
+    /// `TG_TABLE_NAME`, or `partitionsTable` for a partition's triggers).
+    static func notifyFunction(_ name: String, entity: String) -> String {
+        """
+            CREATE OR REPLACE FUNCTION records.\(name)() RETURNS trigger LANGUAGE plpgsql AS $body$
+            DECLARE
+                operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
+                entity_name text := \(entity);
+            BEGIN
+                -- Static SQL (planned once per table): the key columns, named by the trigger's
+                -- arguments, are read through jsonb; a composite key is written as a JSON array.
+                -- A one-column key is read in place: row_key, a SQL function with a subquery,
+                -- is never inlined, and called a row it cost more than the rest of the trigger.
+                -- Inserts and updates are one statement: whether a server watches the table is
+                -- its one-time filter (the rows are not read when none does), then the keys
+                -- are gathered and logged; three statements cost a watched SAVE a tenth more.
+                -- The servers are woken at commit, by records_wake on the log.
+                IF TG_OP = 'DELETE' THEN
+                    IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name
+                                   AND seen > now() - interval '\(registrationSeconds) seconds') THEN
+                        RETURN NULL;
+                    END IF;
+                    -- A watch with a WHERE decides on deletes from the values the rows had.
+                    IF EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name AND filtered
+                               AND seen > now() - interval '\(registrationSeconds) seconds') THEN
+                        INSERT INTO records.deleted_rows (entity, key, row)
+                        SELECT entity_name, CASE WHEN TG_NARGS = 1 THEN r.j ->> TG_ARGV[0] ELSE records.row_key(r.j, TG_ARGV) END, r.j
+                        FROM (SELECT to_jsonb(o.*) AS j FROM old_rows o) r;
+                    END IF;
+                    -- (Two statements: both aggregates of a CASE would be computed.)
+                    IF TG_NARGS = 1 THEN
+                        INSERT INTO records.change_log (entity, operation, keys)
+                        SELECT entity_name, operation, k.keys
+                        FROM (SELECT array_agg(to_jsonb(o.*) ->> TG_ARGV[0]) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
+                    ELSE
+                        INSERT INTO records.change_log (entity, operation, keys)
+                        SELECT entity_name, operation, k.keys
+                        FROM (SELECT array_agg(records.row_key(to_jsonb(o.*), TG_ARGV)) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
+                    END IF;
+                ELSIF TG_NARGS = 1 THEN
+                    INSERT INTO records.change_log (entity, operation, keys)
+                    SELECT entity_name, operation, k.keys
+                    FROM (SELECT array_agg(to_jsonb(n.*) ->> TG_ARGV[0]) AS keys FROM new_rows n) k
+                    WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name
+                                                         AND seen > now() - interval '\(registrationSeconds) seconds');
+                ELSE
+                    INSERT INTO records.change_log (entity, operation, keys)
+                    SELECT entity_name, operation, k.keys
+                    FROM (SELECT array_agg(records.row_key(to_jsonb(n.*), TG_ARGV)) AS keys FROM new_rows n) k
+                    WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name
+                                                         AND seen > now() - interval '\(registrationSeconds) seconds');
+                END IF;
+                RETURN NULL;
+            END
+            $body$;
+            """
+    }
+
     /// The trigger function and, on every served table, its three triggers (transition tables
     /// allow one event per trigger). Idempotent. Changes are announced only while some server
     /// has a session watching the table (`records.watched`): PostgreSQL serializes the commits
@@ -265,56 +327,8 @@ public enum ChangeFeed {
                 SELECT CASE WHEN cardinality(columns) = 1 THEN j ->> columns[array_lower(columns, 1)]
                             ELSE (SELECT jsonb_agg(j ->> c ORDER BY n) FROM unnest(columns) WITH ORDINALITY AS x(c, n))::text END
             $key$;
-            CREATE OR REPLACE FUNCTION records.notify_changes() RETURNS trigger LANGUAGE plpgsql AS $body$
-            DECLARE
-                operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
-            BEGIN
-                -- Static SQL (planned once per table): the key columns, named by the trigger's
-                -- arguments, are read through jsonb; a composite key is written as a JSON array.
-                -- A one-column key is read in place: row_key, a SQL function with a subquery,
-                -- is never inlined, and called a row it cost more than the rest of the trigger.
-                -- Inserts and updates are one statement: whether a server watches the table is
-                -- its one-time filter (the rows are not read when none does), then the keys
-                -- are gathered and logged; three statements cost a watched SAVE a tenth more.
-                -- The servers are woken at commit, by records_wake on the log.
-                IF TG_OP = 'DELETE' THEN
-                    IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
-                                   AND seen > now() - interval '\(registrationSeconds) seconds') THEN
-                        RETURN NULL;
-                    END IF;
-                    -- A watch with a WHERE decides on deletes from the values the rows had.
-                    IF EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME AND filtered
-                               AND seen > now() - interval '\(registrationSeconds) seconds') THEN
-                        INSERT INTO records.deleted_rows (entity, key, row)
-                        SELECT TG_TABLE_NAME, CASE WHEN TG_NARGS = 1 THEN r.j ->> TG_ARGV[0] ELSE records.row_key(r.j, TG_ARGV) END, r.j
-                        FROM (SELECT to_jsonb(o.*) AS j FROM old_rows o) r;
-                    END IF;
-                    -- (Two statements: both aggregates of a CASE would be computed.)
-                    IF TG_NARGS = 1 THEN
-                        INSERT INTO records.change_log (entity, operation, keys)
-                        SELECT TG_TABLE_NAME, operation, k.keys
-                        FROM (SELECT array_agg(to_jsonb(o.*) ->> TG_ARGV[0]) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
-                    ELSE
-                        INSERT INTO records.change_log (entity, operation, keys)
-                        SELECT TG_TABLE_NAME, operation, k.keys
-                        FROM (SELECT array_agg(records.row_key(to_jsonb(o.*), TG_ARGV)) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
-                    END IF;
-                ELSIF TG_NARGS = 1 THEN
-                    INSERT INTO records.change_log (entity, operation, keys)
-                    SELECT TG_TABLE_NAME, operation, k.keys
-                    FROM (SELECT array_agg(to_jsonb(n.*) ->> TG_ARGV[0]) AS keys FROM new_rows n) k
-                    WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
-                                                         AND seen > now() - interval '\(registrationSeconds) seconds');
-                ELSE
-                    INSERT INTO records.change_log (entity, operation, keys)
-                    SELECT TG_TABLE_NAME, operation, k.keys
-                    FROM (SELECT array_agg(records.row_key(to_jsonb(n.*), TG_ARGV)) AS keys FROM new_rows n) k
-                    WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = TG_TABLE_NAME
-                                                         AND seen > now() - interval '\(registrationSeconds) seconds');
-                END IF;
-                RETURN NULL;
-            END
-            $body$;
+            \(notifyFunction("notify_changes", entity: "TG_TABLE_NAME"))
+            \(notifyFunction("notify_partition_changes", entity: partitionsTable))
             -- At commit (deferred): no wake-up while every server's reader polls (the quiet
             -- lock is free: taken and let go at once). A writer that skips it holds the skip
             -- lock shared until its commit ends, taken before it looks, so that a reader
@@ -345,29 +359,42 @@ public enum ChangeFeed {
             $install$;
             """)
         for entity in model.entities {
-            let table = model.table(entity)
-            // Already in place (the same three triggers, on the same key columns): nothing to
-            // do. CREATE OR REPLACE TRIGGER would lock the table behind its open writers.
-            let arguments = entity.keyColumns.map { $0.utf8.map { String(format: "%02x", $0) }.joined() + "00" }.joined()
-            let current = try connection.query("""
-                SELECT count(*)::text FROM pg_trigger
-                WHERE tgrelid = to_regclass($1) AND NOT tgisinternal AND tgfoid = 'records.notify_changes'::regproc
-                  AND encode(tgargs, 'hex') = $2
-                  AND ((tgname = 'records_notify_insert' AND tgtype = 4 AND tgnewtable IS NOT NULL)
-                    OR (tgname = 'records_notify_update' AND tgtype = 16 AND tgnewtable IS NOT NULL)
-                    OR (tgname = 'records_notify_delete' AND tgtype = 8 AND tgoldtable IS NOT NULL))
-                """, [table, arguments]).string(0, 0)
-            if current == "3" { continue }
-            // Trigger arguments are string literals in the DDL: the key's column names, quoted.
-            let key = entity.keyColumns.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
-            try connection.execute("""
-                CREATE OR REPLACE TRIGGER records_notify_insert AFTER INSERT ON \(table)
-                    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));
-                CREATE OR REPLACE TRIGGER records_notify_update AFTER UPDATE ON \(table)
-                    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));
-                CREATE OR REPLACE TRIGGER records_notify_delete AFTER DELETE ON \(table)
-                    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION records.notify_changes(\(key));
-                """)
+            try installTriggers(on: model.table(entity), keyColumns: entity.keyColumns, function: "notify_changes", connection)
+            // A write into a partition itself fires the partition's triggers, not its table's:
+            // each partition (those attached later at the next install: migrate, SIGHUP) logs
+            // its changes as its partitioned table's.
+            let partitions = try connection.query("""
+                SELECT relid::regclass::text FROM pg_partition_tree(to_regclass($1)) WHERE level > 0 ORDER BY level, relid
+                """, [model.table(entity)]).column(0).compactMap { $0 }
+            for partition in partitions {
+                try installTriggers(on: partition, keyColumns: entity.keyColumns, function: "notify_partition_changes", connection)
+            }
         }
+    }
+
+    /// The three triggers of `function` on `table`, unless they are there already.
+    private static func installTriggers(on table: String, keyColumns: [String], function: String, _ connection: Connection) throws {
+        // Already in place (the same three triggers, on the same key columns): nothing to
+        // do. CREATE OR REPLACE TRIGGER would lock the table behind its open writers.
+        let arguments = keyColumns.map { $0.utf8.map { String(format: "%02x", $0) }.joined() + "00" }.joined()
+        let current = try connection.query("""
+            SELECT count(*)::text FROM pg_trigger
+            WHERE tgrelid = to_regclass($1) AND NOT tgisinternal AND tgfoid = ('records.' || $3)::regproc
+              AND encode(tgargs, 'hex') = $2
+              AND ((tgname = 'records_notify_insert' AND tgtype = 4 AND tgnewtable IS NOT NULL)
+                OR (tgname = 'records_notify_update' AND tgtype = 16 AND tgnewtable IS NOT NULL)
+                OR (tgname = 'records_notify_delete' AND tgtype = 8 AND tgoldtable IS NOT NULL))
+            """, [table, arguments, function]).string(0, 0)
+        if current == "3" { return }
+        // Trigger arguments are string literals in the DDL: the key's column names, quoted.
+        let key = keyColumns.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
+        try connection.execute("""
+            CREATE OR REPLACE TRIGGER records_notify_insert AFTER INSERT ON \(table)
+                REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.\(function)(\(key));
+            CREATE OR REPLACE TRIGGER records_notify_update AFTER UPDATE ON \(table)
+                REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.\(function)(\(key));
+            CREATE OR REPLACE TRIGGER records_notify_delete AFTER DELETE ON \(table)
+                REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION records.\(function)(\(key));
+            """)
     }
 }

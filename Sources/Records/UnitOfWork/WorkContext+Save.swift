@@ -15,7 +15,7 @@ extension WorkContext {
         var first = true
         while case .run(let statements) = action {
             var round = RoundResult.run(statements, on: connection)
-            if first, case .failure(_, let error) = round, error.kind == .connection {
+            if first, case .failure(_, let error) = round, error.isUnavailable {
                 // A connection that died since its last use: once more on a fresh one.
                 try reconnect()
                 round = RoundResult.run(statements, on: connection)
@@ -36,7 +36,9 @@ extension WorkContext {
     func retryingOnce<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
-        } catch let error as PostgresError where error.kind == .connection {
+        } catch let error as PostgresError where error.isUnavailable {
+            // Its backend ended (a restart, a failover's demotion): a fresh connection, which
+            // waits for a primary while `failoverWait` lasts.
             try reconnect()
             return try body()
         }
@@ -45,6 +47,27 @@ extension WorkContext {
     /// A SAVE from start to end. Whatever the outcome, the keys it gave pending inserts come
     /// back: a retry writes the same ids.
     func runSave(_ plan: SavePlan, model: Model) -> SaveResult {
+        againWhileFailingOver(runSaveOnce(plan, model: model), plan: plan, model: model)
+    }
+
+    /// A SAVE that failed only because PostgreSQL could not be reached, with nothing committed
+    /// and no COMMIT in doubt, runs again on a new connection while `failoverWait` lasts: a
+    /// formation promoting a new primary is a pause, not an error. (Not when the server is
+    /// stopping: that cancellation is the answer.)
+    private func againWhileFailingOver(_ first: SaveResult, plan: SavePlan, model: Model) -> SaveResult {
+        guard settings.failoverWait > 0 else { return first }
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(settings.failoverWait) * 1_000_000_000
+        var result = first
+        while !result.saved, result.uncertain == nil, !result.markSpent, !lease.wasCancelled,
+              case .error(.unavailable, _) = result.reply.status, DispatchTime.now().uptimeNanoseconds < deadline {
+            guard (try? reconnect()) != nil else { break }
+            settings.metrics?.add(.saveRetries, 1)
+            result = runSaveOnce(plan, model: model)
+        }
+        return result
+    }
+
+    private func runSaveOnce(_ plan: SavePlan, model: Model) -> SaveResult {
         var plan = plan
         confirmCopy(&plan)
         reserveKeys(&plan)
@@ -93,7 +116,7 @@ extension WorkContext {
             }
         }
         for item in group.alone { finish(item.index, item.plan, item.action) }
-        return results.map { $0! }
+        return zip(plans, results).map { plan, result in againWhileFailingOver(result!, plan: plan, model: model) }
     }
 
     /// Plans of at least this many changes are freed off the worker once the save ends: for
@@ -237,7 +260,13 @@ extension WorkContext {
     /// A transaction id would not do: the reply carrying it may be lost with the rest, and
     /// after a crash PostgreSQL may give the same id to another transaction.
     func transactionStatus(_ commit: UncertainCommit, seconds: Int = 10) -> TransactionStatus? {
-        for attempt in 0..<(seconds * 4) {
+        // Bounded by time, not attempts: each reconnect may itself wait for a new primary
+        // (`failoverWait`), and forty of those waits would hold the client for many minutes.
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds + settings.failoverWait) * 1_000_000_000
+        var attempt = 0
+        while attempt < seconds * 4 || (settings.failoverWait > 0 && DispatchTime.now().uptimeNanoseconds < deadline) {
+            defer { attempt += 1 }
+            if attempt > 0 && DispatchTime.now().uptimeNanoseconds >= deadline { break }
             if attempt > 0 { usleep(250_000) }
             if !connection.isHealthy || attempt > 0 {
                 guard (try? reconnect()) != nil else { continue }

@@ -207,9 +207,10 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         connection?.close()
     }
 
-    /// Each served table with its key columns: what the change triggers are made for.
+    /// Each served table with its key columns, and the other relations (a partition attached
+    /// since): what the change triggers are made for.
     private static func tablesAndKeys(_ model: Model) -> Set<[String]> {
-        Set(model.entities.map { [$0.name] + $0.keyColumns })
+        Set(model.entities.map { [$0.name] + $0.keyColumns } + model.unserved.map { [$0.name] })
     }
 
     /// A table created since the start, or whose key changed (picked up by SIGHUP or another

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
 import Postgres
 import Records
 
@@ -22,6 +23,10 @@ final class ClientConnection {
     var poolUse = PoolUse()
     var lastActivity: UInt64
     let connectedAt: UInt64
+    /// Its line on the operators' board (`SessionBoard`) as the loop keeps it, and as last
+    /// published: only a change takes the board's lock.
+    var boardEntry: SessionBoard.Entry
+    var boardPublished: SessionBoard.Entry?
     /// An IMPORT taking its lines up to `.`.
     var importing: ImportState?
     /// The IMPORT's COPY has not caught up with the data: read no more for now.
@@ -62,6 +67,8 @@ final class ClientConnection {
         self.machine = ConnectionStateMachine(highWater: highWater)
         self.lastActivity = now
         self.connectedAt = now
+        self.boardEntry = SessionBoard.Entry(id: id, user: nil, address: peer, tls: session.secure, connectedAt: Date(), pending: 0,
+                                             verb: nil, running: false, commandStarted: now, bytesIn: 0, bytesOut: 0, watching: 0)
     }
 
     var pendingOutput: Int { output.count - outputStart }

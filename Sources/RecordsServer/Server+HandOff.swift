@@ -1,5 +1,6 @@
 import Postgres
 import Records
+import RecordsProtocol
 
 // MARK: - Sessions kept in PostgreSQL: handed off at shutdown, written as they change (durable)
 
@@ -17,7 +18,7 @@ extension Server {
             let session = connection.session
             guard let state = connection.durableToken != nil ? session.state() : session.handOffState(),
                   let text = try? HandOff.encode(state) else {
-                connection.push("shutdown recordsd is stopping")
+                connection.push(Notice.shutdown(lost: nil).text)
                 connection.machine.closeWhenIdle()
                 service(connection)
                 continue
@@ -53,10 +54,10 @@ extension Server {
             connection.machine.databaseFinished(stopping: true)
             if failure != nil {
                 // PostgreSQL's own message (hosts, database names) goes to the log only.
-                connection.push("shutdown recordsd is stopping; this session could not be handed off (PostgreSQL could not store it): its \(notice.pending) pending change(s) and its watches are lost")
+                connection.push(Notice.shutdown(lost: notice.pending).text)
             } else {
                 connection.push(Self.handOffNotice(notice.token, pending: notice.pending, ttl: configuration.resumeTTL))
-                connection.push("shutdown recordsd is stopping")
+                connection.push(Notice.shutdown(lost: nil).text)
                 connection.owesNotice = true
             }
             service(connection)
@@ -64,7 +65,7 @@ extension Server {
     }
 
     static func handOffNotice(_ token: String, pending: Int, ttl: Int) -> String {
-        "handoff \(token) (\(pending) pending change(s)): RESUME \(token) on any server within \(ttl) s restores this session"
+        Notice.handOff(token: token, pending: pending, ttl: ttl).text
     }
 
     /// --durable-units: the session changed since its state was last written (an edit, a
@@ -123,7 +124,7 @@ extension Server {
         connection.machine.wroteAhead()
         if let failure {
             Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
-            connection.push("durable: this session's state could not be written to PostgreSQL; a server crash now would lose its pending changes")
+            connection.push(Notice.durableFailed.text)
         } else if !connection.announced, let token = connection.durableToken {
             connection.announced = true
             connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
@@ -138,7 +139,7 @@ extension Server {
         if let failure {
             // Answered all the same: the edit is in the session; only a crash would lose it.
             Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
-            connection.push("durable: this session's state could not be written to PostgreSQL; a server crash now would lose its pending changes")
+            connection.push(Notice.durableFailed.text)
             connection.writtenVersion = version
         } else {
             if !connection.announced, let token = connection.durableToken {

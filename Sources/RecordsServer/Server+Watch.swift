@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Postgres
 import Records
+import RecordsProtocol
 
 /// WATCH: committed changes fanned out to the sessions that watch them.
 extension Server {
@@ -44,12 +45,12 @@ extension Server {
         let sessions = watching ?? connections.values.filter { connection in
             guard !connection.session.watches.isEmpty else { return false }
             guard let signedOut = connection.session.followUsersTable() else { return true }
-            connection.push("signed-out " + signedOut.statusMessage)
+            connection.push(Notice.signedOut(signedOut.statusMessage).text)
             if !connection.busy { service(connection) }
             return false
         }
         let end = min(sessions.count, start + Self.deliveriesPerTurn)
-        var filters: [String: (sql: String, parameters: [String?], event: ChangeFeed.Event, identity: Identity, connections: [Int])] = [:]
+        var filters: [String: (filter: WatchFilter, connections: [Int])] = [:]
         var order: [String] = []
         let model = context.model
         let guarded = delivery.events.map { model.entity(named: $0.entity)?.hasRowSecurity == true }
@@ -71,8 +72,8 @@ extension Server {
                         connection.events.dropped += 1
                         continue
                     }
-                    guard let query = Session.matching(event, predicate, model: model) else { continue }
-                    filters[key] = (query.sql, query.parameters, event, identity, [])
+                    guard let filter = WatchFilter(event, predicate: predicate, identity: identity, model: model) else { continue }
+                    filters[key] = (filter, [])
                     order.append(key)
                 }
                 filters[key]!.connections.append(connection.id)
@@ -83,20 +84,16 @@ extension Server {
             loop.nextTurn { [self] in deliver(delivery, from: end, watching: sessions) }
         }
         for key in order {
-            let filter = filters[key]!
-            guard let entity = context.model.entity(named: filter.event.entity) else { continue }
+            let (filter, connections) = filters[key]!
             pool.submit { [inbox] result in
-                let keys: [RecordKey]
+                let lines: [String]
                 do {
-                    let connection = try result.get().connection
-                    try connection.assume(filter.identity)
-                    let rows = try connection.query(filter.sql, filter.parameters)
-                    keys = (0..<rows.rowCount).map { row in RecordKey(entity: entity.name, values: (0..<entity.key.count).map { rows.string(row, $0) ?? "" }) }
+                    lines = try filter.matchingLines(on: try result.get().connection, model: model)
                 } catch {
-                    return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(filter.connections.count) session(s): \(error)")
+                    return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(connections.count) session(s): \(error)")
                 }
-                guard !keys.isEmpty else { return }
-                inbox.post(.filtered(connections: filter.connections, lines: PushLines(Session.lines(entity, filter.event.operation, keys))))
+                guard !lines.isEmpty else { return }
+                inbox.post(.filtered(connections: connections, lines: PushLines(lines)))
             }
         }
     }
@@ -183,12 +180,7 @@ extension Server {
                 Log.warning("WATCH \(ledger.entityName): PostgreSQL is unavailable; events for \(ledger.identity.user) dropped")
                 return ledger.abandon()
             }
-            ledger.drain(model: model, query: { sql, parameters in
-                // Prepared: a drain runs every delivery, and planning under the table's
-                // policies took about 130 µs (EXPLAIN), beside the check's own ~190.
-                let rows = try lease.connection.queryPrepared(sql, parameters)
-                return (0..<rows.rowCount).map { row in (0..<rows.columnCount).map { rows.string(row, $0) ?? "" } }
-            }, emit: { output in
+            ledger.drain(on: lease.connection, model: model, emit: { output in
                 inbox.post(.filtered(connections: output.connections, lines: PushLines(output.lines), unchecked: output.unchecked))
             })
         }
@@ -199,7 +191,7 @@ extension Server {
     func pushEvents(_ connection: ClientConnection) {
         if connection.events.dropped > 0 {
             context.metrics.add(.watchEventsDropped, connection.events.dropped)
-            connection.push("overflow \(connection.events.dropped) events dropped")
+            connection.push(Notice.overflow(dropped: connection.events.dropped).text)
             connection.events.dropped = 0
         }
         var pushed = 0

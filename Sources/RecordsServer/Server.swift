@@ -26,6 +26,8 @@ enum ServerMessage: Sendable {
     /// A session's durable state was written (`version`), or not (`failure`); `ahead`: at the
     /// head of a step's job, whose reply follows.
     case persisted(connection: Int, version: Int, pending: Int, failure: String?, ahead: Bool = false)
+    /// An operator ends a session (`SessionBoard.end`).
+    case end(session: Int)
     case stop
 }
 
@@ -107,6 +109,8 @@ public final class Server {
     var lastWarning: UInt64 = 0
     var finished = false
     let sessionCount = SessionCount()
+    /// Each session's line for operators; other threads read it and ask to end a session.
+    public let board = SessionBoard()
     /// Connections closed gracefully whose client may still be sending, by descriptor, with
     /// when to give up on them: the write side is shut (FIN after the last reply) and what
     /// arrives is dropped until the client closes. Closing a socket with unread input resets
@@ -147,6 +151,7 @@ public final class Server {
             inbox.post(.changes(Self.render(events, model: context.model)))  // rendered on the watcher's thread
         }
         context.setStatusProvider { [sessionCount] in (sessionCount.value, pool.statistics) }
+        board.setEnder { [inbox = loop.inbox] id in inbox.post(.end(session: id)) }
     }
 
     /// Stops the server from any thread (a signal handler): see `stop()`.
@@ -229,9 +234,35 @@ public final class Server {
             guard let connection = byID[id] else { return }
             if ahead { return persistedAhead(connection, version: version, pending: pending, failure: failure) }
             persisted(connection, version: version, pending: pending, failure: failure)
+        case .end(let id):
+            guard let connection = byID[id], !connection.machine.isClosing else { return }
+            // As QUIT: its pending changes are dropped, nothing is kept to resume. A running
+            // command is answered first (a SAVE is all or nothing either way).
+            Log.info("ended by an operator", session: id)
+            connection.push(Notice.ended.text)
+            connection.quit = true
+            connection.machine.closeWhenIdle()
+            service(connection)
         case .stop:
             beginShutdown()
         }
+    }
+
+    /// Publishes the connection's line on the operators' board when it changed since it was
+    /// last published, not at every turn of a command that waits on PostgreSQL.
+    func publish(_ connection: ClientConnection) {
+        let session = connection.session
+        let running = connection.busy
+        if connection.boardEntry.running && !running { connection.boardEntry.commandStarted = now() }  // idle since
+        connection.boardEntry.running = running
+        connection.boardEntry.user = session.user?.name
+        connection.boardEntry.address = session.peer
+        connection.boardEntry.tls = session.secure
+        connection.boardEntry.pending = session.unit.heldCount
+        connection.boardEntry.watching = session.watches.count
+        guard connection.boardEntry != connection.boardPublished else { return }
+        connection.boardPublished = connection.boardEntry
+        board.publish(connection.boardEntry)
     }
 
     // MARK: - Accepting
@@ -293,6 +324,8 @@ public final class Server {
             connections[fd] = connection
             byID[connection.id] = connection
             sessionCount.value = connections.count
+            connection.boardPublished = connection.boardEntry
+            board.publish(connection.boardEntry)
             Log.debug("connected from \(connection.peer)", session: session.id)
             let note = session.mustAuthenticate ? "authentication required: AUTH name password" : configuration.authenticationNote
             connection.append(.ok("recordsd \(ServerContext.version) ready (\(note)); type HELP for commands"))
@@ -357,6 +390,7 @@ public final class Server {
         switch result {
         case .bytes(let count):
             connection.framer.append(readBuffer[0..<count])
+            connection.boardEntry.bytesIn += count
             context.metrics.add(.bytesIn, count)
         case .wouldBlock: break
         case .closed: connection.machine.peerDidClose()
@@ -409,6 +443,7 @@ public final class Server {
             if connection.machine.shouldFlush(pendingOutput: held) {
                 let flushed = connection.flush()
                 context.metrics.add(.bytesOut, held - connection.pendingOutput)
+                connection.boardEntry.bytesOut += held - connection.pendingOutput
                 if connection.pendingOutput < held { connection.streamSink?.taken(at: now()) }
                 if flushed == .failed { return closeConnection(connection) }
             }
@@ -429,6 +464,7 @@ public final class Server {
         if connection.machine.closesNow(pendingOutput: connection.pendingOutput, budgetSpent: spent) {
             return closeConnection(connection, graceful: true)
         }
+        publish(connection)
         // Stopping, and this session's last step (an IMPORT's too) is answered: hand it off.
         if stopping, !connection.farewelled, !connection.busy, connection.importing == nil, !connection.machine.isClosing {
             return farewell([connection])
@@ -457,6 +493,9 @@ public final class Server {
 
     func run(_ line: String, on connection: ClientConnection) {
         let verb = Verb.of(line)  // once a line: the loop's choice, then the session's
+        connection.boardEntry.verb = verb?.rawValue ?? "unknown"
+        connection.boardEntry.commandStarted = now()
+        connection.boardEntry.running = true
         if Self.isRead(verb) { return runReads(line, on: connection) }
         let limit = configuration.maxReplyBytes
         switch connection.session.handle(line, verb: verb) {
@@ -646,6 +685,7 @@ public final class Server {
     /// `lingering`).
     func closeConnection(_ connection: ClientConnection, graceful: Bool = false) {
         guard !connection.closed else { return }
+        board.remove(connection.id)  // before its client can see the close
         if let token = connection.durableToken { durableSessionEnded(token, quit: connection.quit) }
         connection.machine.didClose()
         connection.session.close()
@@ -753,7 +793,7 @@ public final class Server {
             for connection in Array(connections.values)
             where !connection.busy && connection.session.mustAuthenticate && connection.session.user == nil
                 && current - connection.connectedAt > limit && !connection.machine.isClosing {
-                connection.push("sign-in timed out: no AUTH within \(configuration.signInTimeout)s")
+                connection.push(Notice.signInTimeout(seconds: configuration.signInTimeout).text)
                 connection.machine.closeWhenIdle()
                 service(connection)
             }
@@ -761,7 +801,7 @@ public final class Server {
         guard configuration.idleTimeout > 0 else { return }
         let limit = UInt64(configuration.idleTimeout) * 1_000_000_000
         for connection in Array(connections.values) where !connection.busy && current - connection.lastActivity > limit {
-            connection.push("idle session closed after \(configuration.idleTimeout)s without a request")
+            connection.push(Notice.idle(seconds: configuration.idleTimeout).text)
             connection.machine.closeWhenIdle()
             service(connection)
         }

@@ -29,21 +29,7 @@ struct EmbeddedPostgres {
     /// Creates the serving role if needed and grants it the data of `schema` and recordsd's
     /// own schema, now and as migrations add to them (as docker/postgres/app-role.sql does).
     func grantServingRole(_ owner: Connection, schema: String) throws {
-        let role = SQL.identifier(Self.servingRole)
-        let schemas = [schema, "records"].map(SQL.identifier).joined(separator: ", ")
-        try owner.execute("""
-            DO $$ BEGIN
-              IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '\(Self.servingRole)') THEN CREATE ROLE \(role) LOGIN; END IF;
-            END $$;
-            GRANT CONNECT, TEMPORARY ON DATABASE records TO \(role);
-            GRANT USAGE ON SCHEMA \(schemas) TO \(role);
-            GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \(schemas) TO \(role);
-            GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA \(schemas) TO \(role);
-            GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA \(schemas) TO \(role);
-            ALTER DEFAULT PRIVILEGES GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO \(role);
-            ALTER DEFAULT PRIVILEGES GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO \(role);
-            ALTER DEFAULT PRIVILEGES GRANT USAGE ON SCHEMAS TO \(role);
-            """)
+        try ServingRole.grant(owner, role: Self.servingRole, schema: schema, database: "records")
     }
 
     init(directory: String) throws {

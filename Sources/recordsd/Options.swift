@@ -15,7 +15,9 @@ struct Options {
     var listenPort = 7878
     /// nil: the libpq PG* variables if any is set, else the embedded cluster.
     var database: String?
-    var migrations = "./migrations"
+    /// `--migrations DIR`: the application's migrations. Unset: the embedded cluster applies
+    /// the sample domain (./migrations); a given database gets none of ours (`migrationFiles`).
+    var migrations: String?
     var dataDirectory = "./.recordsd"
     var poolSize = 4
     var logLevel = Log.Level.info
@@ -59,12 +61,33 @@ struct Options {
     var role: Role?
     /// `user add`: the PostgreSQL role the user's work runs as (row-level security).
     var databaseRole: String?
+    /// `uninstall --yes`: do it (without, it says what it would drop).
+    var confirmed = false
+    /// Seconds to wait at start for a PostgreSQL that does not answer yet; 0: for ever.
+    var startupTimeout = 60
+    /// Secrets that seal FIND's cursors, shared by replicas (else a random key of this process).
+    var cursorSecretFile: String?
+    /// The token `/sessions` on the admin listener requires (`recordsd sessions` sends it).
+    var adminToken: String?
+    /// Seconds work waits for a PostgreSQL that cannot be reached before UNAVAILABLE; nil: 30
+    /// when the database names several hosts (a formation whose primary moves), else 0.
+    var failoverWait: Int?
+    /// `sessions --json`: the admin listener's JSON as it is.
+    var json = false
 
     static let usage = """
         usage: recordsd [serve] [options]        run the server (applies pending migrations first)
                recordsd migrate [options]        apply pending migrations and exit
                recordsd health [options]         exit 0 when the admin listener says /ready (a health check)
+               recordsd sessions [--json] [options]
+                                                 list the server's open sessions (its admin listener's
+                                                 /sessions; needs the admin token)
+               recordsd sessions kill ID [options]
+                                                 end a session, its pending changes dropped
                recordsd migrate status [options] list migrations and whether each is applied
+               recordsd uninstall [--yes] [options]
+                                                 remove what recordsd installed in the database
+                                                 (schema records, its triggers); the data stays
                recordsd user add NAME --role reader|writer|admin [--db-role R] [options]
                recordsd user passwd NAME | user remove NAME | user list [options]
                                                  manage users; the password is RECORDS_ADMIN_PASSWORD
@@ -85,7 +108,15 @@ struct Options {
           --listen HOST:PORT       address to listen on (RECORDSD_LISTEN; default 127.0.0.1:7878)
           --database URL           PostgreSQL to use (DATABASE_URL; else the libpq PG* variables;
                                    else an embedded cluster started in --data-dir)
-          --migrations DIR         migration files NNNN_name.sql (RECORDSD_MIGRATIONS; default ./migrations)
+          --migrations DIR         migration files NNNN_name.sql to apply (RECORDSD_MIGRATIONS); without
+                                   it the embedded cluster gets the sample domain (./migrations) and
+                                   a database you name gets none: only recordsd's own schema
+          --startup-timeout S      wait this long at start for a PostgreSQL that does not answer yet,
+                                   0 for ever (RECORDSD_STARTUP_TIMEOUT; default 60)
+          --failover-wait S        while PostgreSQL cannot be reached (a formation promoting a new
+                                   primary), work waits this long for it before UNAVAILABLE
+                                   (RECORDSD_FAILOVER_WAIT; default 30 when --database names several
+                                   hosts, else 0)
           --data-dir DIR           where the embedded cluster lives (RECORDSD_DATA_DIR; default ./.recordsd)
           --pool-size N            PostgreSQL connections shared by all sessions (RECORDSD_POOL_SIZE; default 4)
           --schema NAME            the schema served as entities (RECORDSD_SCHEMA; default public)
@@ -131,9 +162,17 @@ struct Options {
           --tls-cert FILE          PEM certificate (with its chain) for STARTTLS and --tls-listen
                                    (RECORDSD_TLS_CERT); re-read with the key on SIGHUP
           --tls-key FILE           its PEM private key (RECORDSD_TLS_KEY)
+          --cursor-secret-file F   secrets that seal FIND's AFTER cursors, one a line, the first seals,
+                                   each opens (RECORDSD_CURSOR_SECRET_FILE); replicas behind one
+                                   balancer share it; re-read on SIGHUP; without it a key of this
+                                   process: its cursors work only on it, until it restarts
           --admin-listen HOST:PORT HTTP for operators (off unless given; keep it on loopback or a
                                    private network): GET /live, /ready (PostgreSQL reachable,
-                                   accepting), /metrics (Prometheus text)
+                                   accepting), /metrics (Prometheus text), and with a token
+                                   GET /sessions, POST /sessions/ID/kill
+          --admin-token-file FILE  the token /sessions requires (Authorization: Bearer), which
+                                   `recordsd sessions` sends (RECORDSD_ADMIN_TOKEN or _FILE); without
+                                   it /sessions is refused
           --tls-listen HOST:PORT   also accept connections that speak TLS from their first byte
                                    (RECORDSD_TLS_LISTEN)
           --proxy-from ADDR[,ADDR] balancers (HAProxy with send-proxy) whose connections to --listen
@@ -154,6 +193,7 @@ struct Options {
         if let value = environment["RECORDSD_LISTEN"] { try setListen(value) }
         database = environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
         if let value = environment["RECORDSD_MIGRATIONS"] { migrations = value }
+        if let value = environment["RECORDSD_STARTUP_TIMEOUT"] { startupTimeout = try nonNegative(value, "RECORDSD_STARTUP_TIMEOUT") }
         if let value = environment["RECORDSD_DATA_DIR"] { dataDirectory = value }
         if let value = environment["RECORDSD_POOL_SIZE"] { poolSize = try positive(value, "RECORDSD_POOL_SIZE") }
         if let value = environment["RECORDSD_SCHEMA"] { schema = value }
@@ -183,6 +223,9 @@ struct Options {
         if let value = environment["RECORDSD_TLS_KEY"], !value.isEmpty { tlsKey = value }
         if let value = environment["RECORDSD_TLS_LISTEN"], !value.isEmpty { tlsListen = try address(value, "RECORDSD_TLS_LISTEN") }
         if let value = environment["RECORDSD_PROXY_FROM"], !value.isEmpty { proxyFrom = try addresses(value, "RECORDSD_PROXY_FROM") }
+        if let value = environment["RECORDSD_CURSOR_SECRET_FILE"], !value.isEmpty { cursorSecretFile = value }
+        if let value = environment["RECORDSD_FAILOVER_WAIT"], !value.isEmpty { failoverWait = try nonNegative(value, "RECORDSD_FAILOVER_WAIT") }
+        if let value = environment["RECORDSD_ADMIN_TOKEN"], !value.isEmpty { adminToken = try token(value, "RECORDSD_ADMIN_TOKEN") }
         if let value = environment["RECORDSD_ADMIN_LISTEN"], !value.isEmpty { adminListen = try address(value, "RECORDSD_ADMIN_LISTEN") }
         if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
         if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
@@ -208,6 +251,7 @@ struct Options {
             case "--listen": try setListen(try value())
             case "--database": database = try value()
             case "--migrations": migrations = try value()
+            case "--startup-timeout": startupTimeout = try nonNegative(try value(), flag)
             case "--data-dir": dataDirectory = try value()
             case "--pool-size": poolSize = try positive(try value(), flag)
             case "--schema": schema = try value()
@@ -231,12 +275,20 @@ struct Options {
             case "--lock-timeout": lockTimeout = try positive(try value(), flag)
             case "--bulk-timeout": bulkTimeout = try positive(try value(), flag)
             case "--reply-stall": replyStall = try positive(try value(), flag)
+            case "--yes": confirmed = true
             case "--insecure-no-auth": insecureNoAuth = true
             case "--insecure-no-tls": insecureNoTLS = true
             case "--tls-cert": tlsCert = try value()
             case "--tls-key": tlsKey = try value()
             case "--tls-listen": tlsListen = try address(try value(), flag)
             case "--proxy-from": proxyFrom = try addresses(try value(), flag)
+            case "--cursor-secret-file": cursorSecretFile = try value()
+            case "--failover-wait": failoverWait = try nonNegative(try value(), flag)
+            case "--json": json = true
+            case "--admin-token-file":
+                let path = try value()
+                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw UsageError(description: "--admin-token-file: cannot read \(path)") }
+                adminToken = try token(text.trimmingCharacters(in: .whitespacesAndNewlines), flag)
             case "--admin-listen": adminListen = try address(try value(), flag)
             case "--auth-delay": throttle.baseDelay = try seconds(try value(), flag)
             case "--auth-lock-after": throttle.lockAfter = try positive(try value(), flag)
@@ -303,6 +355,20 @@ struct Options {
         let limit = (ChangeFeed.saveMarkMinutes - 10) * 60
         let value = try positive(text, name)
         guard value <= limit else { throw UsageError(description: "\(name) is at most \(limit) seconds (SAVE's commit marks, which RESUME checks, are kept an hour), not \(value)") }
+        return value
+    }
+
+    /// An admin token: long enough not to be guessed, one line.
+    private func token(_ text: String, _ name: String) throws -> String {
+        let token = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard token.utf8.count >= 16, !token.contains(where: \.isWhitespace) else {
+            throw UsageError(description: "\(name): an admin token is at least 16 characters with no spaces (openssl rand -hex 32 makes one)")
+        }
+        return token
+    }
+
+    private func nonNegative(_ text: String, _ name: String) throws -> Int {
+        guard let value = Int(text), value >= 0 else { throw UsageError(description: "\(name) takes a whole number, 0 or more, not '\(text)'") }
         return value
     }
 

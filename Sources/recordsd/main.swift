@@ -28,6 +28,12 @@ if arguments.contains("--version") {
     exit(0)
 }
 
+// Known before the options are read: a usage error under --log-format json is JSON too.
+if environment["RECORDSD_LOG_FORMAT"]?.lowercased() == "json" || arguments.contains("--log-format=json")
+    || zip(arguments, arguments.dropFirst()).contains(where: { $0 == "--log-format" && $1.lowercased() == "json" }) {
+    Log.json = true
+}
+
 do {
     var options = Options()
     try options.parse(&arguments, environment: environment)
@@ -43,10 +49,14 @@ do {
     case ["health"]:
         // A container's health check: the admin listener's /ready, exit 0 when ready.
         guard let admin = options.adminListen else { throw UsageError(description: "health needs --admin-listen or RECORDSD_ADMIN_LISTEN") }
-        let host = admin.host == "0.0.0.0" || admin.host == "*" ? "127.0.0.1" : admin.host == "::" ? "::1" : admin.host
+        let host = SessionsCommand.reachable(admin.host)
         let answer = AdminServer.probe(host: host, port: admin.port, path: "/ready")
         print(answer ?? "no answer from \(host):\(admin.port)")
         exit(answer?.hasPrefix("HTTP/1.1 200") == true ? 0 : 1)
+    case let args where args.first == "sessions":
+        try SessionsCommand(options: options, arguments: Array(args.dropFirst())).run()
+    case ["uninstall"]:
+        try UninstallCommand(options: options).run(environment: environment)
     case let args where args.first == "user":
         try UserCommandLine(options: options, arguments: Array(args.dropFirst())).run(environment: environment)
     default:
@@ -54,7 +64,12 @@ do {
     }
     exit(0)
 } catch let error as UsageError {
-    FileHandle.standardError.write("recordsd: \(error)\n\n\(Options.usage)\n".data(using: .utf8)!)
+    // One line and where to look, as usage errors go: the whole usage hid the line that mattered.
+    if Log.json {
+        Log.error("\(error); try `recordsd --help`")
+    } else {
+        FileHandle.standardError.write("recordsd: \(error)\ntry `recordsd --help`\n".data(using: .utf8)!)
+    }
     exit(2)
 } catch {
     Log.error("\(error)")

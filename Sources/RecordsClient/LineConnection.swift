@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import RecordsProtocol
 import TLS
 
 /// How a connection reaches the server's bytes.
@@ -311,16 +312,15 @@ public final class LineConnection {
     /// A pushed line as it arrives: a handoff notice's token is kept, a shutdown noted.
     private func arrived(_ line: String) -> String {
         if let token = Self.handOffToken(line) { handOffToken = token }
-        if line.hasPrefix("shutdown ") { serverStopped = true }
+        if line.hasPrefix(Notice.shutdown(lost: nil).kind + " ") { serverStopped = true }
         return line
     }
 
     /// The token of a pushed `handoff TOKEN (...)` line (the server stopped and handed the
     /// session off: `RESUME TOKEN` takes it back on any server); nil for any other line.
     public static func handOffToken(_ pushed: String) -> String? {
-        let words = pushed.split(separator: " ", maxSplits: 2)
-        guard words.count >= 2, words[0] == "handoff" else { return nil }
-        return String(words[1])
+        guard case .handOff(let token) = Notice.kind(of: pushed) else { return nil }
+        return token
     }
 
     /// The socket, for a caller that waits on it with others (the shell's prompt, stdin).
@@ -388,6 +388,19 @@ public final class LineConnection {
     public func send(_ line: String) throws(RecordsError) -> WireReply {
         try write(line + "\n")
         return try readReply()
+    }
+
+    /// AUTH, waiting its turn: the server checks only a few sign-ins of one user from one
+    /// address at a time and answers the others UNAVAILABLE (try again once those are
+    /// answered), which the many connections of one program, or of one host after a server
+    /// stopped, meet at once. Tries for up to `patience` seconds; returns the last reply.
+    public func signIn(user: String, password: String, patience: Double = 15) throws(RecordsError) -> WireReply {
+        let deadline = Date().addingTimeInterval(patience)
+        while true {
+            let reply = try send("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())")
+            guard reply.code == ErrorCode.unavailable.rawValue, Date() < deadline else { return reply }
+            usleep(useconds_t.random(in: 50_000...200_000))
+        }
     }
 
     /// Unblocks a read in progress on another thread (a watch stream ended); the owner closes.

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 
 // MARK: - Following a session to another server
 
@@ -39,12 +40,12 @@ extension RecordsClient {
             }
             do throws(RecordsError) {
                 if let (user, password) = endpoint.credentials {
-                    try fresh.send("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())").checked()
+                    try fresh.signIn(user: user, password: password).checked()
                 }
                 let resumed = try fresh.send("RESUME " + token)
-                if resumed.code == "UNAVAILABLE" {
+                if resumed.code == ErrorCode.unavailable.rawValue {
                     fresh.close()
-                    last = .server(code: "UNAVAILABLE", message: resumed.message, details: resumed.lines)
+                    last = .server(code: ErrorCode.unavailable.rawValue, message: resumed.message, details: resumed.lines)
                     continue
                 }
                 try resumed.checked()  // spent, expired, another user's: no retry helps

@@ -1,10 +1,37 @@
 import Foundation
+import RecordsProtocol
 
 /// What SAVE did: the ids pending inserts got, by `#ref`, and the server's summary.
 public struct SaveResult: Sendable, Equatable {
     /// `#e1` → `"42"` (a composite key as the server prints it: `project=3 employee=7`).
     public var ids: [RecordRef: String]
     public var summary: String
+
+    public init(ids: [RecordRef: String], summary: String) {
+        self.ids = ids
+        self.summary = summary
+    }
+
+    /// From SAVE's data lines: `{"ref":"#e1","entity":"employee","key":"42"}` under FORMAT
+    /// JSON, `#e1 employee 42` in text; an ALREADY_SAVED error's `{"saved":"saved: ..."}`
+    /// line gives the summary of the save that used the key.
+    init(lines: [String], summary: String?) {
+        var ids: [RecordRef: String] = [:]
+        var summary = summary ?? ""
+        for line in lines {
+            if line.hasPrefix("{") {
+                guard let saved = try? JSONDecoder().decode(SavedLine.self, from: Data(line.utf8)) else { continue }
+                if let ref = saved.ref, let key = saved.key { ids[RecordRef(ref)] = key }
+                if let text = saved.saved { summary = text }
+                continue
+            }
+            let parts = line.split(separator: " ", maxSplits: 2)
+            if parts.count == 3, parts[0].hasPrefix("#") { ids[RecordRef(String(parts[0]))] = String(parts[2]) }
+        }
+        self.init(ids: ids, summary: summary)
+    }
+
+    private struct SavedLine: Decodable { var ref: String?; var key: String?; var saved: String? }
 }
 
 /// How SAVE settles fields someone else changed since this session read them.
@@ -45,26 +72,56 @@ extension RecordsClient {
 
     /// Writes every pending change in one transaction. A conflict with another session's
     /// changes throws `RecordsError.conflict` with each record's read, yours and now values.
+    /// With a `key` (`SAVE KEY`), a key a save of other changes used throws
+    /// `RecordsError.alreadySaved` with what that save did.
     @discardableResult
     public func save(policy: MergePolicy? = nil, key: String? = nil) async throws -> SaveResult {
         var line = "SAVE" + (policy.map { " " + $0.rawValue } ?? "")
-        if let key { line += " KEY \(try Self.name(key))" }
+        if let key { line += " KEY \(KeyToken.literal(key))" }
         let reply = try await request(line)
-        var ids: [RecordRef: String] = [:]
-        for line in reply.lines {
-            if line.hasPrefix("{") {
-                // FORMAT JSON: {"ref":"#e1","entity":"employee","key":"42"}
-                if let saved = try? JSONDecoder().decode(SavedID.self, from: Data(line.utf8)), let ref = saved.ref, let key = saved.key { ids[RecordRef(ref)] = key }
-                continue
-            }
-            // `#e1 employee 42`
-            let parts = line.split(separator: " ", maxSplits: 2)
-            if parts.count == 3, parts[0].hasPrefix("#") { ids[RecordRef(String(parts[0]))] = String(parts[2]) }
-        }
-        return SaveResult(ids: ids, summary: reply.message)
+        return SaveResult(lines: reply.lines, summary: reply.message)
     }
 
-    private struct SavedID: Decodable { var ref: String?; var key: String? }
+    /// SAVE exactly once under `key`, whatever happens on the way: an UNAVAILABLE answer
+    /// (PostgreSQL away, a failover), a connection lost with the SAVE in flight (the session is
+    /// resumed on another server, or was moved there when its server stopped) are met by
+    /// sending the same `SAVE KEY` again, for up to `patience` seconds. The server answers a
+    /// key it saved under with that save's reply, so the work is written once: an
+    /// `alreadySaved` answer after a SAVE whose answer was lost is that save, returned as
+    /// done. Anything else (CONFLICT, VALIDATION ...) is thrown as `save` throws it: fix the
+    /// unit and call again with the same key.
+    @discardableResult
+    public func save(key: String, policy: MergePolicy? = nil, patience: Double = 30) async throws -> SaveResult {
+        let deadline = Date().addingTimeInterval(patience)
+        var inFlightLost = false
+        var lostInARow = 0
+        while true {
+            do {
+                return try await save(policy: policy, key: key)
+            } catch RecordsError.alreadySaved(let message, let saved) {
+                // Our own earlier attempt committed (its unit, resumed, shows as saved): done.
+                guard inFlightLost else { throw RecordsError.alreadySaved(message: message, saved: saved) }
+                return saved
+            } catch let error as RecordsError {
+                switch error {
+                case .server(code: ErrorCode.unavailable.rawValue, _, _):
+                    lostInARow = 0
+                case .connection:
+                    // Once: the session followed its server's handoff (or was resumed after a
+                    // crash) and the SAVE goes again there. Twice in a row: the session is
+                    // gone; its unit with it (the caller applies its changes on a new
+                    // connection and saves them under the same key).
+                    inFlightLost = true
+                    lostInARow += 1
+                    if lostInARow > 1 { throw error }
+                default:
+                    throw error
+                }
+                guard Date() < deadline else { throw error }
+                try await Task.sleep(nanoseconds: UInt64.random(in: 100_000_000...300_000_000))
+            }
+        }
+    }
 
     /// Drops every pending change.
     public func rollback() async throws {
@@ -167,7 +224,7 @@ extension RecordsClient {
                     while let line = try connection.readPushed() {
                         if let event = ChangeEvent(line: line) {
                             continuation.yield(event)
-                        } else if line.hasPrefix("shutdown") || line.hasPrefix("signed-out") {
+                        } else if Notice.kind(of: line) == .sessionEnds {
                             // The feed ends here: said, not a quiet end.
                             throw .connection("the server ended the watch: \(line)")
                         }

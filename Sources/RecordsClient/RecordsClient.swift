@@ -146,7 +146,10 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
 
     public func auth(user: String, password: String) async throws {
         // AUTH takes raw words; a quoted word is unescaped as a string.
-        try await request("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())")
+        try await onQueue { [self] () throws(RecordsError) in
+            guard let connection else { throw .connection("closed") }
+            _ = try connection.signIn(user: user, password: password).checked()
+        }
         _ = try? await onQueue { [self] () throws(RecordsError) in endpoint?.credentials = (user, password) }
         await askForJSON()
     }

@@ -1,3 +1,4 @@
+import RecordsProtocol
 /// What can go wrong talking to recordsd.
 public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-ERR CODE message`, with detail lines before it (a SAVE's conflicts,
@@ -14,6 +15,10 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// SAVE found records another session changed since this one read them: each conflict
     /// with its three values (read, yours, now) where a field is in question.
     case conflict(message: String, conflicts: [Conflict])
+    /// `SAVE KEY k` whose key a save of other changes already used, and committed: that save
+    /// is done (`saved` is what it answered: its ids and counts) and nothing was saved now.
+    /// Never a reason to save again under a new key: that would write the work twice.
+    case alreadySaved(message: String, saved: SaveResult)
 
     public var description: String {
         switch self {
@@ -25,6 +30,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidRequest(let text): "request: \(text)"
         case .conflict(let message, let conflicts):
             "CONFLICT: \(message)" + conflicts.map { "\n\($0.entity) \($0.key)" + ($0.field.map { " \($0)" } ?? "") + ": \($0.reason)" }.joined()
+        case .alreadySaved(let message, _): "ALREADY_SAVED: \(message)"
         }
     }
 
@@ -32,7 +38,8 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     public var code: String? {
         switch self {
         case .server(let code, _, _): code
-        case .conflict: "CONFLICT"
+        case .conflict: ErrorCode.conflict.rawValue
+        case .alreadySaved: ErrorCode.alreadySaved.rawValue
         default: nil
         }
     }

@@ -1,4 +1,5 @@
 import Foundation
+import RecordsProtocol
 
 /// One reply as the protocol frames it: data lines, then one status line.
 public struct WireReply: Sendable, Equatable, CustomStringConvertible {
@@ -41,9 +42,12 @@ public struct WireReply: Sendable, Equatable, CustomStringConvertible {
     /// The reply as a thrown error when it is one.
     public func checked() throws(RecordsError) -> WireReply {
         guard let code else { return self }
-        if code == "CONFLICT", !lines.isEmpty,
+        if code == ErrorCode.conflict.rawValue, !lines.isEmpty,
            let conflicts = try? lines.map({ try JSONDecoder().decode(Conflict.self, from: Data($0.utf8)) }) {
             throw RecordsError.conflict(message: message, conflicts: conflicts)
+        }
+        if code == ErrorCode.alreadySaved.rawValue {
+            throw RecordsError.alreadySaved(message: message, saved: SaveResult(lines: lines, summary: nil))
         }
         throw RecordsError.server(code: code, message: message, details: lines)
     }

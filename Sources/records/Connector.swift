@@ -27,7 +27,7 @@ struct Connector {
             throw ConnectError(description: reason + " — is recordsd running? start it with `scripts/serve` (or `recordsd`)")
         }
         if let user = options.user {
-            let reply = try connection.send("AUTH \(user) \(quotedString(password ?? ""))")
+            let reply = try connection.signIn(user: user, password: password ?? "")
             guard reply.isOK else { throw ConnectError(description: "could not sign in as \(user): \(reply.statusText)") }
         }
         connection.beforeWaiting = { clibedit_flush_stdout() }

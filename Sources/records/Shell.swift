@@ -270,7 +270,7 @@ final class Shell {
             handOffToken = token
             return nil
         }
-        if line.hasPrefix("shutdown ") {
+        if line.hasPrefix(Notice.shutdown(lost: nil).kind + " ") {
             serverStopped = true
             if handOffToken != nil { return nil }
         }

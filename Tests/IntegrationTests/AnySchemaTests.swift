@@ -599,16 +599,26 @@ import Testing
 
     private func scalar(_ db: Connection, _ sql: String) throws -> String? { try db.query(sql).string(0, 0) }
 
+    /// A used key's answer says the save is done, with what it did: not CONFLICT, after which
+    /// a client reads again and retries under a new key, writing the work twice.
     @Test func aSaveKeyNeverAnswersForOtherChanges() throws {
         let server = try TestServer()
         let a = try server.client(), b = try server.client()
         try a.ok(#"INSERT game name="first""#)
-        try a.ok("SAVE KEY order-17")
+        let first = try a.send("SAVE KEY 6f1c0d52-order-17")
+        #expect(first.lines == ["#g1 game 1"])
         try b.ok(#"INSERT game name="other""#)
-        #expect(try b.send("SAVE KEY order-17").status
-                == "-ERR CONFLICT SAVE KEY order-17 was used before by a save of other changes; nothing was saved: give this save a key of its own")
+        let used = try b.send("SAVE KEY 6f1c0d52-order-17")
+        #expect(used.status.hasPrefix("-ERR ALREADY_SAVED SAVE KEY 6f1c0d52-order-17 was used by a save that committed at 20"), "\(used)")
+        #expect(used.status.hasSuffix("Z (saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified); it is done: nothing was saved now, the pending changes are kept (ROLLBACK them, or SAVE new work under a new key)"), "\(used)")
+        #expect(used.lines == first.lines)
+        try b.ok("FORMAT JSON")
+        let json = try b.send("SAVE KEY 6f1c0d52-order-17")
+        #expect(json.lines.first == ##"{"ref":"#g1","entity":"game","key":"1"}"##)
+        #expect(json.lines.count == 2 && json.lines[1].hasPrefix(#"{"saved":"saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified","at":"20"#), "\(json)")
+        try b.ok("FORMAT TEXT")
         #expect(try b.send("CHANGES").lines == [#"insert #g1 game name="other""#])
-        #expect(try b.send("SAVE KEY order-18").ok)
+        #expect(try b.send("SAVE KEY 3de2b81b-a3f1-4c1a-9d2e-0b1c2d3e4f5a").ok)
         #expect(try scalar(try server.database(), "SELECT string_agg(name, ',' ORDER BY name) FROM game") == "first,other")
     }
 

@@ -24,6 +24,21 @@ import Testing
         #expect(try db.query("SELECT version, name, length(checksum) FROM records.schema_migrations").string(0, 2) == "64")
     }
 
+    /// The compose stack's owner is named `records`, like recordsd's own schema, so its
+    /// search_path ("$user", public) began with that schema: the sample tables were created
+    /// there and the replicas served 0 entities. Migrations create in the served schema.
+    @Test func migrationsCreateTheServedSchemasTablesWhateverTheOwnersPath() throws {
+        let url = try TestEnvironment.freshDatabase()
+        var owner = URLComponents(string: url)!
+        owner.queryItems = [URLQueryItem(name: "options", value: "-csearch_path=records,public")]
+        let migrated = try runRecordsd(["migrate", "--database", owner.string!, "--migrations", TestEnvironment.migrations])
+        #expect(migrated.status == 0, "\(migrated.error)")
+        let db = try Connection(url)
+        #expect(try db.query("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").string(0, 0) == "11")
+        let client = try TestServer(databaseURL: url, arguments: ["--no-migrate"]).client()
+        #expect(try client.send("ENTITIES").status == "+OK 11 entities")
+    }
+
     @Test func aChangedAppliedFileStopsStartUp() throws {
         let url = try TestEnvironment.freshDatabase()
         let directory = try migrationsCopy()

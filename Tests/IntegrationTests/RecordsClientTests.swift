@@ -105,6 +105,29 @@ import Testing
         await app.close()
     }
 
+    /// A program opens its connections as one user at once (or all its sessions come back
+    /// at once after a server stopped): the server checks a few sign-ins at a time and tells
+    /// the others to try again; every connection signs in. Found by the compose stack's fault
+    /// round: a resume failed with `AUTH: other sign-ins as admin ... are being checked`.
+    @Test func manyConnectionsOfOneUserSignInAtOnce() async throws {
+        let server = try TestServer()
+        let setup = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+        try await setup.request(#"USER ADD app writer "app-password-1""#)
+        let port = server.port
+        let signedIn = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 {
+                group.addTask {
+                    let client = try await RecordsClient.connect("records://app:app-password-1@127.0.0.1:\(port)")
+                    let pong = try await client.send("PING").isOK
+                    await client.close()
+                    return pong
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(signedIn == 16)
+    }
+
     /// Conflicts come typed with their three values; upsert, scratchpads, typed CHANGES and
     /// the pending count; EXPORT and IMPORT as streams.
     @Test func conflictsScratchpadsAndBulkThroughTheLibrary() async throws {

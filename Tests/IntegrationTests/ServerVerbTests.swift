@@ -179,7 +179,7 @@ import Testing
         let bad = try runRecordsd(["--pool-size", "zero"])
         #expect(bad.status == 2)
         #expect(bad.error.contains("--pool-size takes a whole number above 0, not 'zero'"))
-        #expect(bad.error.contains("usage: recordsd"))
+        #expect(bad.error == "recordsd: --pool-size takes a whole number above 0, not 'zero'\ntry `recordsd --help`\n", "\(bad.error)")
         #expect(try runRecordsd(["--version"]).output == "recordsd 0.1.0\n")
     }
 }

@@ -2,66 +2,28 @@ import Foundation
 import Postgres
 import Testing
 
-/// Two recordsd servers on one PostgreSQL. Under docker compose (`docker compose run --rm
-/// integration`) they are the stack's two replicas, named by RECORDS_URL and
-/// RECORDS_SECOND_URL (records://user@host:port, RECORDS_PASSWORD when they need AUTH);
-/// locally, two recordsd processes are started on a fresh database. Same tests either way.
+/// The stack as deployed: PostgreSQL, the migrations applied once by the database's owner, two
+/// recordsd replicas serving as a least-privileged role over TLS, HAProxy in front. The same
+/// suite runs inside docker-compose (`scripts/compose-test`: the `integration` service) and
+/// against the same shape started as processes on loopback (`scripts/local-stack/run`), both
+/// named by the variables `StackEnvironment` reads. scripts/test runs both.
 @Suite struct StackTests {
-    struct Endpoint {
-        var host: String
-        var port: Int
-        var user: String?
-        var owner: AnyObject?
-        /// `?tls=require`: STARTTLS, trusting RECORDS_TLS_CA.
-        var startTLS = false
-    }
-
-    /// The two replicas and the database they share.
-    static func stack() throws -> (Endpoint, Endpoint, String) {
-        let environment = TestEnvironment.environment
-        if let first = environment["RECORDS_URL"], let second = environment["RECORDS_SECOND_URL"] {
-            func endpoint(_ text: String) throws -> Endpoint {
-                guard let url = URLComponents(string: text), let host = url.host else { throw TestFailure("bad endpoint \(text)") }
-                return Endpoint(host: host, port: url.port ?? 7878, user: url.user,
-                                startTLS: url.queryItems?.contains { $0.name == "tls" && $0.value == "require" } == true)
-            }
-            return (try endpoint(first), try endpoint(second), try TestEnvironment.adminURL())
-        }
-        let url = try TestEnvironment.freshDatabase()
-        let a = try TestServer(databaseURL: url), b = try TestServer(databaseURL: url)
-        return (Endpoint(host: "127.0.0.1", port: a.port, owner: a), Endpoint(host: "127.0.0.1", port: b.port, owner: b), url)
-    }
-
-    static func client(_ endpoint: Endpoint) throws -> LineClient {
-        let client = try LineClient(port: endpoint.port, host: endpoint.host)
-        client.owner = endpoint.owner
-        if endpoint.startTLS {
-            try client.startTLS(ca: TestEnvironment.environment["RECORDS_TLS_CA"] ?? "", serverName: endpoint.host)
-        }
-        if let user = endpoint.user {
-            let password = try TestEnvironment.environment["RECORDS_PASSWORD_FILE"].map { try String(contentsOfFile: $0, encoding: .utf8) }?
-                .trimmingCharacters(in: .newlines) ?? TestEnvironment.environment["RECORDS_PASSWORD"] ?? ""
-            try client.ok("AUTH \(user) \"\(password)\"")
-        }
-        return client
-    }
-
     @Test func bothReplicasServeTheSameModelWithMigrationsAppliedOnce() throws {
-        let (a, b, database) = try Self.stack()
-        for endpoint in [a, b] {
-            let client = try Self.client(endpoint)
+        let stack = try StackEnvironment.current()
+        for endpoint in [stack.first, stack.second, stack.balancer] {
+            let client = try stack.client(endpoint)
             #expect(try client.send("PING").status == "+OK PONG")
             #expect(try client.send("ENTITIES").status == "+OK 11 entities")
         }
-        let applied = try Connection(database).query("SELECT count(*) FROM records.schema_migrations").int(0, 0)
+        let applied = try Connection(stack.databaseURL).query("SELECT count(*) FROM records.schema_migrations").int(0, 0)
         #expect(applied == (try migrationFileCount()))
     }
 
     @Test func aSaveOnOneReplicaIsSeenAndWatchedOnTheOther() throws {
-        let (a, b, _) = try Self.stack()
-        let watcher = try Self.client(b)
+        let stack = try StackEnvironment.current()
+        let watcher = try stack.client(stack.second)
         try watcher.ok("WATCH game")
-        let editor = try Self.client(a)
+        let editor = try stack.client(stack.first)
         let name = "stack-" + UUID().uuidString
         try editor.ok("INSERT game AS #g name=\"\(name)\"")
         let id = try editor.send("SAVE").lines[0].split(separator: " ")[2]
@@ -77,24 +39,43 @@ import Testing
         #expect(try editor.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
     }
 
-    /// Under compose, the stack's balancer serves the replicas (locally BalancerTests start
-    /// HAProxy in front of two servers themselves).
     @Test func theBalancerServesTheReplicas() throws {
-        guard let text = TestEnvironment.environment["RECORDS_BALANCER_URL"] else { return }
-        guard let url = URLComponents(string: text), let host = url.host else { throw TestFailure("bad endpoint \(text)") }
-        let balancer = Endpoint(host: host, port: url.port ?? 7870, user: url.user,
-                                startTLS: url.queryItems?.contains { $0.name == "tls" && $0.value == "require" } == true)
+        let stack = try StackEnvironment.current()
         let name = "balanced-" + UUID().uuidString
-        let client = try Self.client(balancer)
+        let client = try stack.client(stack.balancer)
         try client.ok("INSERT game name=\"\(name)\"")
         #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
         try client.ok("DELETE game WHERE name == \"\(name)\"")
         #expect(try client.send("SAVE").status.hasPrefix("+OK saved: 0 inserted, 0 updated, 1 deleted"))
     }
 
+    /// The replicas connect as the role docker/postgres/app-role.sql made: it reads and writes
+    /// every table, and can change none.
+    @Test func theReplicasServeAsALeastPrivilegedRole() throws {
+        let stack = try StackEnvironment.current()
+        _ = try stack.client(stack.first).send("COUNT game")
+        _ = try stack.client(stack.second).send("COUNT game")
+        let db = try Connection(stack.databaseURL)
+        let roles = try db.query("""
+            SELECT DISTINCT usename::text FROM pg_stat_activity
+            WHERE application_name = 'recordsd' AND datname = current_database() AND pid <> pg_backend_pid()
+            """)
+        #expect(roles.rowCount == 1, "\(roles.column(0))")
+        guard let role = roles.string(0, 0) else { return }
+        let rights = try db.query("""
+            SELECT r.rolsuper, r.rolcreaterole, r.rolcreatedb,
+                   has_schema_privilege(r.oid, 'public', 'CREATE'),
+                   bool_and(has_table_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE, DELETE')),
+                   bool_or(pg_has_role(r.oid, c.relowner, 'USAGE'))
+            FROM pg_roles r, pg_class c
+            WHERE r.rolname = $1 AND c.relnamespace = 'public'::regnamespace AND c.relkind = 'r'
+            GROUP BY r.oid, r.rolsuper, r.rolcreaterole, r.rolcreatedb
+            """, [role])
+        #expect((0..<6).map { rights.string(0, $0) } == ["f", "f", "f", "f", "t", "f"], "\(role)")
+    }
 }
 
-/// The migrations this suite's server applies.
+/// The migrations this suite's stack applied (the repository's, or the image's).
 func migrationFileCount() throws -> Int {
     try FileManager.default.contentsOfDirectory(atPath: TestEnvironment.migrations).filter { $0.hasSuffix(".sql") }.count
 }

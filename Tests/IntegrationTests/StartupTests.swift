@@ -58,4 +58,32 @@ import Testing
         #expect(run.error.contains("bind 127.0.0.1:\(busy.port)"), "\(run.error)")
         #expect(try Connection(url).query("SELECT to_regclass('records.schema_migrations') IS NULL").bool(0, 0) == true)
     }
+
+    /// An unreachable PostgreSQL is waited for `--startup-timeout` seconds, then named; a URL
+    /// of another scheme is said to be one (it read as a malformed address naming a socket
+    /// nobody gave).
+    @Test func startUpWaitsABoundedTimeAndNamesWhatItWaitedFor() throws {
+        let waited = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--startup-timeout", "2", "--database", "postgresql://postgres@127.0.0.1:1/x"])
+        #expect(waited.status == 1)
+        #expect(waited.error.contains("PostgreSQL (user=postgres dbname=x host=127.0.0.1 port=1) did not answer within 2 s"), "\(waited.error)")
+        let scheme = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--database", "postgresq://postgres@127.0.0.1/x"])
+        #expect(scheme.status == 1)
+        #expect(scheme.error.contains("unknown scheme 'postgresq' in the database URL"), "\(scheme.error)")
+        #expect(!scheme.error.contains("socket"))
+        let wrong = try runRecordsd(["--startup-timeout", "-1"])
+        #expect(wrong.status == 2 && wrong.error == "recordsd: --startup-timeout takes a whole number, 0 or more, not '-1'\ntry `recordsd --help`\n", "\(wrong.error)")
+    }
+
+    /// The admin port is bound with the client port, before anything is changed: one in use
+    /// fails start-up at once, not after the migrations.
+    @Test func aBusyAdminPortStopsStartUpBeforeMigrations() throws {
+        let busy = try TestServer(arguments: ["--admin-listen", "127.0.0.1:0"])
+        let admin = try busy.adminPort()
+        let url = try TestEnvironment.freshDatabase()
+        let run = try runRecordsd(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:\(admin)", "--database", url,
+                                   "--migrations", TestEnvironment.migrations])
+        #expect(run.status != 0)
+        #expect(run.error.contains("bind 127.0.0.1:\(admin)"), "\(run.error)")
+        #expect(try Connection(url).query("SELECT to_regclass('records.schema_migrations') IS NULL").bool(0, 0) == true)
+    }
 }

@@ -19,7 +19,7 @@ import Testing
     /// LIMIT is a parameter too, after the filter's).
     @Test func aCachedGetBoundIsTheStatementBuiltForItsValues() throws {
         var request = FetchRequest(entity: "department", include: ["employees"])
-        request.includeOrder = ["employees": IncludeOrder(key: "age", ascending: false, limit: 3)]
+        request.includeOrder = ["employees": IncludeOrder(key: OrderKey(path: "age", ascending: false, offset: 0), limit: 3)]
         let cache = ShapeCache<String, QueryBuilder.Select>(capacity: 512)
         for id in ["7", "8"] {
             let bound = try cache.get(request, model: SampleModel.model, columns: ["id"]).binding([id])

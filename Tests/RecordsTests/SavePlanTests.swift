@@ -601,15 +601,17 @@ import Testing
             let first = statements(plan.start())
             let lookup = first.firstIndex { $0.sql.contains("records.save_keys") }!
             var results = first.map { _ in StatementResult() }
-            results[lookup] = StatementResult(rows: [["saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "{\"#p project 9\"}", fingerprint]])
+            results[lookup] = StatementResult(rows: [["saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified", "{\"#p project 9\"}", fingerprint, "2026-12-04T10:00:00Z"]])
             return plan.received(.success(results))
         }
         guard case .committed(let reply) = replay(fingerprint: changes.fingerprint) else { Issue.record("not answered"); return }
         #expect(reply.lines == ["#p project 9"])
         #expect(reply.statusLine == "+OK saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified")
-        // The key saved other changes: refused, and this unit is kept.
+        // The key saved other changes: that save is done, what it did is told, this unit is kept.
         guard case .failed(let failure) = replay(fingerprint: "other") else { Issue.record("not refused"); return }
-        #expect(failure.command?.code == .conflict)
+        #expect(failure.command?.code == .alreadySaved)
+        #expect(failure.command?.message == "SAVE KEY k1 was used by a save that committed at 2026-12-04T10:00:00Z (saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified); it is done: nothing was saved now, the pending changes are kept (ROLLBACK them, or SAVE new work under a new key)")
+        #expect(failure.command?.details == ["#p project 9"])
         #expect(unit([insert("p", "project", [("name", .text("Y"))])]).fingerprint != changes.fingerprint)
     }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Records
 
@@ -61,5 +62,15 @@ import Testing
         #expect(Inflection.plural("journal_entry") == "journal_entries")
         #expect(Inflection.plural("address") == "addresses")
         #expect(Inflection.plural("day") == "days")
+    }
+
+    /// Every byte value through base64 to bytea's hex, and the array literal that carries it
+    /// (escapes at the start, in the middle and at the end of a value).
+    @Test func binaryBecomesHexAndArraysEscapeWhatTheyMust() throws {
+        let all = Data((0...255).map { UInt8($0) })
+        let hex = try ValueCoercion.coerce(.string(all.base64EncodedString()), to: .binary, name: "photo")
+        #expect(hex == .text("\\x" + (0...255).map { String(format: "%02x", $0) }.joined()))
+        #expect(SQL.arrayLiteral([#"\x00"#, #"a"b"#, #"end\"#, nil, "plain"]) == #"{"\\x00","a\"b","end\\","NULL","plain"}"#.replacingOccurrences(of: #""NULL""#, with: "NULL"))
+        #expect(try ValueCoercion.arrayLiteral([.string("a,b"), .null, .string(#"q"x"#)], element: .string, name: "tags") == #"{"a,b",NULL,"q\"x"}"#)
     }
 }

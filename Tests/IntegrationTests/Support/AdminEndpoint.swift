@@ -4,7 +4,7 @@ import Testing
 /// Status line and body of `GET path` on an admin listener (`--admin-listen`).
 func adminGet(_ port: Int, _ path: String) throws -> (status: String, body: [String]) {
     let http = try LineClient(port: port, readBanner: false)
-    try http.write("GET \(path) HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    try http.write("GET \(path) HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     let lines = try http.readToEnd().map { $0.hasSuffix("\r") ? String($0.dropLast()) : $0 }
     let blank = lines.firstIndex(of: "") ?? lines.count
     return (lines.first ?? "", Array(lines.dropFirst(blank + 1)))

@@ -22,7 +22,9 @@ enum TestEnvironment {
         return url.path
     }()
 
-    static var migrations: String { root + "/migrations" }
+    /// The migrations: the repository's, or those of RECORDS_TEST_ROOT (the test image has the
+    /// runtime image's, under /srv/recordsd).
+    static var migrations: String { (environment["RECORDS_TEST_ROOT"] ?? root) + "/migrations" }
 
     /// The `records` CLI.
     static var recordsBinary: String {

@@ -12,15 +12,19 @@ final class TestServer {
     /// The `--tls-listen` port, when one was asked for.
     private(set) var tlsPort = 0
     let logPath: String
+    /// What the server wrote on stdout until it listened (`recordsd listening on ...`).
+    private(set) var startupOutput = ""
 
     /// Starts `recordsd serve` on 127.0.0.1 with a free port and waits until it listens.
     /// - Parameter fileLimit: the server's limit of open descriptors (`ulimit -n`).
-    init(databaseURL: String? = nil, arguments: [String] = [], environment: [String: String] = [:], fileLimit: Int? = nil) throws {
+    /// - Parameter migrations: the folder `--migrations` names; nil: none given.
+    init(databaseURL: String? = nil, arguments: [String] = [], environment: [String: String] = [:], fileLimit: Int? = nil,
+         migrations: String? = TestEnvironment.migrations) throws {
         self.databaseURL = try databaseURL ?? TestEnvironment.freshDatabase()
         logPath = NSTemporaryDirectory() + "recordsd-test-\(UUID().uuidString).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        let serve = ["serve", "--listen", "127.0.0.1:0", "--database", self.databaseURL,
-                     "--migrations", TestEnvironment.migrations, "--pool-size", "3"] + arguments
+        let serve = ["serve", "--listen", "127.0.0.1:0", "--database", self.databaseURL]
+            + (migrations.map { ["--migrations", $0] } ?? []) + ["--pool-size", "3"] + arguments
         if let fileLimit {
             process.executableURL = URL(fileURLWithPath: "/bin/sh")
             process.arguments = ["-c", "ulimit -n \(fileLimit) && exec \"$0\" \"$@\"", TestEnvironment.recordsdBinary] + serve
@@ -48,13 +52,19 @@ final class TestServer {
             let data = reader.availableData
             if data.isEmpty { break }
             text += String(decoding: data, as: UTF8.self)
-            if let line = text.split(separator: "\n").first(where: { $0.contains("listening on") }),
-               let port = Int(line.split(separator: ":").last ?? "") {
+            // `recordsd listening on HOST:PORT`, as text or inside a JSON line (--log-format json).
+            func portAfter(_ marker: String) -> Int? {
+                guard let line = text.split(separator: "\n").first(where: { $0.contains(marker) }),
+                      let range = line.range(of: marker) else { return nil }
+                let address = line[range.upperBound...].prefix { $0 != "\"" && $0 != " " }
+                return Int(address.split(separator: ":").last ?? "")
+            }
+            if let port = portAfter("listening on ") {
                 self.port = port
+                startupOutput = text
                 guard arguments.contains("--tls-listen") else { return }
                 // With a TLS listener, its line follows.
-                if let tlsLine = text.split(separator: "\n").first(where: { $0.contains("listening for TLS on") }),
-                   let tlsPort = Int(tlsLine.split(separator: ":").last ?? "") {
+                if let tlsPort = portAfter("listening for TLS on ") {
                     self.tlsPort = tlsPort
                     return
                 }

@@ -1,7 +1,12 @@
-# recordsd in containers: build with the official Swift image, run on a slim Debian.
-#   docker build -t recordsd .                 the runtime image (recordsd and records)
-#   docker build --target test -t recordsd-test .   the integration suite (see docker-compose.yml)
+# recordsd in containers: compiled in the official Swift image, run on a slim Debian.
+#   docker build -t recordsd .                       the runtime image (recordsd and records)
+#   docker build --target test -t recordsd-test .    the stack's integration suite (docker-compose.yml)
+# Where no image registry can be reached, scripts/compose-images builds the same two images
+# from binaries compiled on the host: targets runtime-prebuilt and test-prebuilt, with PREBUILT
+# naming an image that holds them under /out, and DEBIAN_IMAGE a Debian made by debootstrap.
 ARG SWIFT_IMAGE=swift:6.3-bookworm
+ARG DEBIAN_IMAGE=debian:bookworm-slim
+ARG PREBUILT=scratch
 
 FROM ${SWIFT_IMAGE} AS build
 RUN apt-get update \
@@ -18,29 +23,26 @@ COPY migrations migrations
 # The Swift runtime and Foundation linked in, so the runtime image needs only libpq, libedit and
 # libssl; symbols stripped (-s) for a small image.
 RUN swift build -c release --static-swift-stdlib -Xlinker -s --product recordsd \
- && swift build -c release --static-swift-stdlib -Xlinker -s --product records
+ && swift build -c release --static-swift-stdlib -Xlinker -s --product records \
+ && mkdir -p /out/bin && cp .build/release/recordsd .build/release/records /out/bin/
 
-# The integration suite, run by `docker compose run --rm integration` against the stack.
-# PostgreSQL's server binaries are here too: some tests start a cluster of their own; HAProxy and
-# PgBouncer for BalancerTests, which run the deployment's shape on loopback.
-FROM build AS test
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql haproxy pgbouncer \
- && rm -rf /var/lib/apt/lists/*
+# The test bundle, with the Swift runtime libraries it links (the runtime image has none).
+FROM build AS test-build
 COPY Tests Tests
-COPY Examples Examples
 RUN rm -f Tests/*/Placeholder.swift \
  && swift build --build-tests \
- && swift build --package-path Examples/DepartmentApp
-ENV RECORDSD_BIN=/build/.build/debug/recordsd RECORDS_BIN=/build/.build/debug/records RECORDS_IN_COMPOSE=1
-CMD ["swift", "test", "--skip-build", "--filter", "IntegrationTests"]
+ && mkdir -p /out/test/lib \
+ && cp .build/debug/recordsdPackageTests.xctest /out/test/ \
+ && cp -P /usr/lib/swift/linux/*.so /out/test/lib/
 
-FROM debian:bookworm-slim AS runtime
+# Binaries compiled elsewhere (scripts/compose-images): /out/bin and /out/test as above.
+FROM ${PREBUILT} AS prebuilt
+
+FROM ${DEBIAN_IMAGE} AS runtime-base
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libpq5 libedit2 libssl3 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 7878 --home-dir /srv/recordsd --create-home recordsd
-COPY --from=build /build/.build/release/recordsd /build/.build/release/records /usr/local/bin/
 COPY --chown=recordsd migrations /srv/recordsd/migrations
 WORKDIR /srv/recordsd
 USER recordsd
@@ -50,3 +52,25 @@ ENV RECORDSD_LISTEN=0.0.0.0:7878 RECORDSD_MIGRATIONS=/srv/recordsd/migrations RE
 EXPOSE 7878
 HEALTHCHECK --interval=5s --timeout=4s --start-period=10s --retries=12 CMD ["recordsd", "health"]
 CMD ["recordsd", "serve"]
+
+# The stack's integration suite (`docker compose run --rm integration`): the stack tests and
+# the fault round, run against the services named by RECORDS_URL, RECORDS_SECOND_URL and
+# RECORDS_BALANCER_URL. No Swift toolchain: the bundle runs with the libraries beside it.
+FROM runtime-base AS test-base
+ENV LD_LIBRARY_PATH=/opt/recordsd-tests/lib RECORDS_TEST_ROOT=/srv/recordsd RECORDS_IN_COMPOSE=1
+HEALTHCHECK NONE
+ENTRYPOINT ["/opt/recordsd-tests/recordsdPackageTests.xctest", "--testing-library", "swift-testing"]
+CMD ["--filter", "StackTests"]
+
+FROM test-base AS test-prebuilt
+COPY --from=prebuilt /out/test /opt/recordsd-tests
+
+FROM test-base AS test
+COPY --from=test-build /out/test /opt/recordsd-tests
+
+FROM runtime-base AS runtime-prebuilt
+COPY --from=prebuilt /out/bin/ /usr/local/bin/
+
+# The default target, last: the runtime image compiled from these sources.
+FROM runtime-base AS runtime
+COPY --from=build /out/bin/ /usr/local/bin/

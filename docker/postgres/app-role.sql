@@ -12,10 +12,12 @@ SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I GRANT USAGE ON SCHEMAS TO %I
 SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %I', :'owner', :'app_role') \gexec
 SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I GRANT USAGE, SELECT, UPDATE ON SEQUENCES TO %I', :'owner', :'app_role') \gexec
 SELECT format('ALTER DEFAULT PRIVILEGES FOR ROLE %I GRANT EXECUTE ON FUNCTIONS TO %I', :'owner', :'app_role') \gexec
--- What exists already (a database migrated before this ran).
+-- What exists already (a database migrated before this ran): the schemas the owner owns or owns
+-- through a role it has; PostgreSQL 15's `public` belongs to pg_database_owner, which is the
+-- database's owner.
 SELECT format('GRANT USAGE ON SCHEMA %I TO %I', nspname, :'app_role') FROM pg_namespace
-WHERE nspowner = (SELECT oid FROM pg_roles WHERE rolname = :'owner') AND nspname NOT LIKE 'pg\_%' \gexec
+WHERE pg_has_role(:'owner', nspowner, 'USAGE') AND nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema' \gexec
 SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %I TO %I', nspname, :'app_role') FROM pg_namespace
-WHERE nspowner = (SELECT oid FROM pg_roles WHERE rolname = :'owner') AND nspname NOT LIKE 'pg\_%' \gexec
+WHERE pg_has_role(:'owner', nspowner, 'USAGE') AND nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema' \gexec
 SELECT format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO %I', nspname, :'app_role') FROM pg_namespace
-WHERE nspowner = (SELECT oid FROM pg_roles WHERE rolname = :'owner') AND nspname NOT LIKE 'pg\_%' \gexec
+WHERE pg_has_role(:'owner', nspowner, 'USAGE') AND nspname NOT LIKE 'pg\_%' AND nspname <> 'information_schema' \gexec

@@ -24,10 +24,14 @@ extension RecordsClient {
     /// again the same way (a balancer sends it to a live server), a few times over some
     /// seconds, signs in as before, and RESUMEs. The requests that got no reply never ran (a
     /// stopping server reads nothing after its handoff notice), so the caller sends them again.
+    /// When no server took the session back in that time (none reachable, or PostgreSQL away)
+    /// the token is kept: the session waits on the servers for `--resume-ttl`, so the next
+    /// request tries again rather than finding the client closed.
     func resume(_ token: String) throws(RecordsError) {
         guard let endpoint else { throw .connection("closed") }
         connection?.close()
         connection = nil
+        strandedToken = token
         var last = RecordsError.connection("the server stopped and handed this session off")
         for attempt in 0..<Self.resumeAttempts {
             if attempt > 0 { usleep(Self.resumeInterval) }
@@ -48,6 +52,7 @@ extension RecordsClient {
                     last = .server(code: ErrorCode.unavailable.rawValue, message: resumed.message, details: resumed.lines)
                     continue
                 }
+                strandedToken = nil
                 try resumed.checked()  // spent, expired, another user's: no retry helps
                 connection = fresh
                 banner = fresh.banner
@@ -61,7 +66,7 @@ extension RecordsClient {
                 throw error
             }
         }
-        throw last
+        throw .connection("no server took this session back yet (\(last)); the next request tries again")
     }
 
     static let resumeAttempts = 40

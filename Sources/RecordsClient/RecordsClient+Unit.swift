@@ -110,9 +110,11 @@ extension RecordsClient {
                     // Once: the session followed its server's handoff (or was resumed after a
                     // crash) and the SAVE goes again there. Twice in a row: the session is
                     // gone; its unit with it (the caller applies its changes on a new
-                    // connection and saves them under the same key).
+                    // connection and saves them under the same key). A session still waiting
+                    // for a server to take it back (a deploy, the balancer's DNS away) is
+                    // not gone: it is tried again until `patience` runs out.
                     inFlightLost = true
-                    lostInARow += 1
+                    lostInARow = await isWaitingForServer ? 0 : lostInARow + 1
                     if lostInARow > 1 { throw error }
                 default:
                     throw error

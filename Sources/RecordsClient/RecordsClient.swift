@@ -22,6 +22,9 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     var endpoint: Endpoint?
     /// Told `resumed: N pending change(s)` when the session followed a handoff (on `queue`).
     var resumeHandler: (@Sendable (String) -> Void)?
+    /// The token of a session whose RESUME found no server yet (on `queue`): the next request
+    /// resumes it first.
+    var strandedToken: String?
 
     private init(label: String) {
         queue = DispatchQueue(label: "RecordsClient " + label)
@@ -80,7 +83,13 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             var replies: [WireReply] = []
             var resumed = false
             while true {
-                guard let connection else { throw .connection("closed") }
+                guard let connection else {
+                    // A session left between servers: resumed before anything is sent.
+                    guard replies.isEmpty, !resumed, let token = strandedToken else { throw .connection("closed") }
+                    try resume(token)
+                    resumed = true
+                    continue
+                }
                 // A session that has a token (--durable-units; its notice may still be unread)
                 // may have lost its server while idle: found closed before anything is sent, it
                 // is resumed first (one poll, no wait).
@@ -139,7 +148,14 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
                 connection.close()
             }
             connection = nil
+            strandedToken = nil
         }
+    }
+
+    /// Whether the session is between servers: its RESUME found none yet, and the next
+    /// request tries again.
+    public var isWaitingForServer: Bool {
+        get async { (try? await onQueue { [self] () throws(RecordsError) in strandedToken != nil }) ?? false }
     }
 
     // MARK: - Sign-in

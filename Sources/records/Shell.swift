@@ -127,11 +127,11 @@ final class Shell {
                 continue
             }
             if case .connectionLost = typed {
-                guard reconnect(pending: pending, during: nil) != nil else {
+                guard let how = reconnect(pending: pending, during: nil) else {
                     write_history(history)
                     return 3
                 }
-                pending = (try? Self.pendingCount(on: connection)) ?? 0
+                if how != .waiting { pending = (try? Self.pendingCount(on: connection)) ?? 0 }
                 continue
             }
             guard case .line(let text) = typed else {
@@ -195,11 +195,11 @@ final class Shell {
                 } catch let error as UsageError {
                     printer.note(error.description)
                 } catch {
-                    guard reconnect(pending: pending, during: line) != nil else {
+                    guard let how = reconnect(pending: pending, during: line) else {
                         write_history(history)
                         return 3
                     }
-                    pending = (try? Self.pendingCount(on: connection)) ?? 0
+                    if how != .waiting { pending = (try? Self.pendingCount(on: connection)) ?? 0 }
                 }
                 continue
             }
@@ -226,11 +226,12 @@ final class Shell {
                 switch how {
                 case .resumed(rerun: true): answered = try? connection.send(request)
                 case .resumed(rerun: false): printer.note("`\(line.prefix(60))` got no reply and may or may not have run: CHANGES shows the unit")
+                case .waiting: printer.note("`\(line.prefix(60))` got no reply\(serverStopped ? " and did not run" : " and may or may not have run")")
                 case .fresh: break
                 }
             }
             guard let reply = answered else {
-                pending = (try? Self.pendingCount(on: connection)) ?? 0
+                pending = (try? Self.pendingCount(on: connection)) ?? (handOffToken == nil ? 0 : pending)
                 continue
             }
             if clibedit_take_sigint() != 0 {
@@ -260,7 +261,7 @@ final class Shell {
     }
 
     /// How a lost connection was replaced.
-    enum Reconnected: Equatable { case fresh, resumed(rerun: Bool) }
+    enum Reconnected: Equatable { case fresh, resumed(rerun: Bool), waiting }
 
     /// A pushed line as printed, nil when it is not: a handoff notice is kept (the reconnect
     /// that follows resumes with it and says so in one line), and the shutdown after it is
@@ -301,10 +302,12 @@ final class Shell {
                 printer.note("reconnected to \(options.host):\(options.port): a new session, with no pending changes and no WATCH")
                 return .fresh
             }
+            // The token is kept until a server answers its RESUME: UNAVAILABLE (PostgreSQL
+            // away, the old server's lock not yet released) is asked again.
+            guard let resumed = try? fresh.send("RESUME " + token), resumed.code != ErrorCode.unavailable.rawValue else { continue }
             let stopped = serverStopped
             handOffToken = nil
             serverStopped = false
-            guard let resumed = try? fresh.send("RESUME " + token) else { continue }
             guard resumed.isOK else {
                 printer.note("the server restarted and this session could not be resumed (\(resumed.statusText)): a new session, with no pending changes and no WATCH")
                 return .fresh
@@ -312,6 +315,12 @@ final class Shell {
             for line in resumed.lines { printer.note(line) }
             printer.note(resumed.message)
             return .resumed(rerun: stopped)
+        }
+        if handOffToken != nil {
+            // The servers keep a handed-off session for --resume-ttl: the shell stays, and its
+            // next line tries again, rather than ending and leaving the unit behind.
+            printer.note("no server at \(options.host):\(options.port) took this session back yet; its pending changes wait there: the next line tries again")
+            return .waiting
         }
         printer.note("could not reconnect to \(options.host):\(options.port)")
         return nil

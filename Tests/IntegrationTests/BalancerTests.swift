@@ -72,6 +72,41 @@ import Testing
         #expect(try stack.client(from: "127.0.0.3").send("AUTH carol carol-password").status == "+OK signed in as carol (writer)")
     }
 
+    /// Both replicas away for longer than the shell's ten seconds of reconnecting: the shell
+    /// stays at its prompt, says the session waits, tries again, and resumes the unit once a
+    /// replica is back. The old shell ended (exit 3) and left its two changes behind.
+    @Test func theShellWaitsForItsSessionWhenEveryReplicaIsAway() throws {
+        let stack = try BalancedStack()
+        let marks = stack.directory + "/marks"
+        try FileManager.default.createDirectory(atPath: marks, withIntermediateDirectories: true)
+        let handed = Handed(stack)
+        let operator_ = Thread {
+            let stack = handed.value
+            while !FileManager.default.fileExists(atPath: marks + "/stop") { usleep(50_000) }
+            stack.stop(0)
+            stack.stop(1)
+            FileManager.default.createFile(atPath: marks + "/stopped", contents: nil)
+            while !FileManager.default.fileExists(atPath: marks + "/start") { usleep(50_000) }
+            try? stack.start(0)
+            try? stack.start(1)
+            FileManager.default.createFile(atPath: marks + "/started", contents: nil)
+        }
+        operator_.start()
+        func await_(_ mark: String) -> String { "for i in $(seq 600); do [ -f \(marks)/\(mark) ] && break; sleep 0.1; done" }
+        let out = try typedShell(port: stack.balancerPort, [
+            (#"INSERT project name="away-1"\#r"#, 1), (#"INSERT project name="away-2"\#r"#, 1),
+            ("run:touch \(marks)/stop; " + await_("stopped"), 13),
+            ("run:touch \(marks)/start; " + await_("started"), 12),
+            (#"INSERT project name="away-3"\#r"#, 1), ("SAVE\r", 1.5), ("QUIT\r", 1),
+        ])
+        #expect(out.contains("no server at localhost:\(stack.balancerPort) took this session back yet; its pending changes wait there: the next line tries again"), "\(out)")
+        #expect(out.contains("resumed: 2 pending change(s)\nlocalhost [2]> "), "\(out)")
+        #expect(out.contains("localhost [3]> SAVE"), "\(out)")
+        #expect(out.hasSuffix("exit 0\n"), "\(out)")
+        let db = try Connection(stack.databaseURL)
+        #expect(try db.query("SELECT string_agg(name, ',' ORDER BY name) FROM project WHERE name LIKE 'away-%'").string(0, 0) == "away-1,away-2,away-3")
+    }
+
     @Test func theShellResumesAfterARestartAndSaysSoInOneLine() throws {
         let stack = try BalancedStack()
         // The shell makes two changes; then both replicas are restarted in turn (the one the

@@ -342,6 +342,36 @@ import Testing
         }
     }
 
+    /// Both replicas away for longer than the client's ten seconds of reconnecting (a deploy
+    /// that stops them together; the compose stack's balancer once lost DNS for 40 s): the
+    /// request in flight fails saying so, the client keeps its session's token, and the next
+    /// request, and `save(key:)` within its patience, resume it once a replica is back. The
+    /// old client answered every later request `connection: closed` and lost the unit.
+    @Test func aSessionOutlivesAnOutageLongerThanTheClientsReconnecting() async throws {
+        let stack = try BalancedStack(arguments: ["--durable-units"])
+        let client = try await RecordsClient.connect(stack.url)
+        for row in 0..<2 { _ = try await client.insert("project", ["name": "outage-\(row)"]) }
+        stack.stop(0)
+        stack.stop(1)
+        do {
+            _ = try await client.pendingCount()
+            Issue.record("a request with no server to take the session answered")
+        } catch RecordsError.connection(let text) {
+            #expect(text.hasPrefix("no server took this session back yet"), "\(text)")
+        }
+        #expect(await client.isWaitingForServer)
+        let restarted = Task.detached {
+            try await Task.sleep(nanoseconds: 12_000_000_000)  // past one round of reconnecting
+            try stack.start(0)
+            try stack.start(1)
+        }
+        let saved = try await client.save(key: "outage-" + UUID().uuidString.lowercased(), patience: 60)
+        try await restarted.value
+        #expect(saved.ids.count == 2)
+        #expect(!(await client.isWaitingForServer))
+        #expect(try Connection(stack.databaseURL).query("SELECT count(DISTINCT name) || '/' || count(*) FROM project WHERE name LIKE 'outage-%'").string(0, 0) == "2/2")
+    }
+
     /// The same over TLS (STARTTLS through the balancer): an idle client learns its server died
     /// before its next request leaves, and that request runs once on the resumed session.
     @Test func libraryClientsOverTLSFollowTheirSessionsThroughACrash() async throws {

@@ -91,8 +91,59 @@ final class Shell {
     static let verbs = Verb.allCases.map(\.rawValue)
         + Set(Verb.allCases.flatMap(\.facts.keywords)).filter { $0 == $0.uppercased() }.sorted()
 
+    /// What the prompt holds between lines: the unit's pending count, whether leaving with it
+    /// was warned of, and the names completion offers.
+    private var pending = 0
+    private var warned = false
+    private var entities: [String] = []
+    private var attributes: [String: [String]] = [:]
+    private let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"
+
+    /// What a step of the loop leaves it to do.
+    private enum Next { case prompt, leave(Int32) }
+
     func run() -> Int32 {
-        let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"
+        startLineEditing()
+        entities = listEntities()
+        follow(connection)
+        print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
+        // Ctrl-C drops the line being typed, or the output of the command running; never the shell.
+        clibedit_catch_sigint()
+        var status: Int32 = 0
+        loop: while true {
+            Completions.shared.set(Self.verbs + entities + attributes.values.flatMap { $0 })
+            let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
+            switch readLine(prompt) {
+            case .interrupted:
+                print("^C")
+            case .connectionLost:
+                guard let how = reconnect(pending: pending, during: nil) else {
+                    status = 3
+                    break loop
+                }
+                if how != .waiting { pending = (try? Self.pendingCount(on: connection)) ?? 0 }
+            case .endOfInput:
+                if pending > 0 && !warned {
+                    printer.note("\n\(pending) unsaved change(s) would be lost: SAVE them, or press Ctrl-D again to leave")
+                    warned = true
+                    continue
+                }
+                print("")
+                break loop
+            case .line(let text):
+                guard let line = continued(text), !line.isEmpty else { continue }
+                if case .leave(let code) = take(line) {
+                    status = code
+                    break loop
+                }
+            }
+        }
+        write_history(history)
+        return status
+    }
+
+    /// libedit: the history file read, and completion from `Completions`.
+    private func startLineEditing() {
         using_history()
         read_history(history)
         clibedit_set_completer { text, start, _ in
@@ -102,157 +153,137 @@ final class Shell {
                 Completions.shared.match(at: Int(state)).flatMap { strdup($0) }
             }
         }
-        var entities: [String] = []
-        if let reply = try? connection.send("ENTITIES"), reply.isOK {
-            // Text (`employee 5 2`) or, under FORMAT JSON, objects with a name.
-            entities = reply.lines.compactMap { line in
-                guard line.hasPrefix("{") else { return line.split(separator: " ").first.map(String.init) }
-                guard case .string(let name)? = JSONObject.parse(line).first(where: { $0.key == "name" })?.value else { return nil }
-                return name
+    }
+
+    /// The entities' names for completion: text (`employee 5 2`) or, under FORMAT JSON,
+    /// objects with a name.
+    private func listEntities() -> [String] {
+        guard let reply = try? connection.send("ENTITIES"), reply.isOK else { return [] }
+        return reply.lines.compactMap { line in
+            guard line.hasPrefix("{") else { return line.split(separator: " ").first.map(String.init) }
+            guard case .string(let name)? = JSONObject.parse(line).first(where: { $0.key == "name" })?.value else { return nil }
+            return name
+        }
+    }
+
+    /// The line typed, with the lines a trailing `\` continued it on (the protocol's line is
+    /// one line), trimmed; nil when Ctrl-C or Ctrl-D abandoned a continuation.
+    private func continued(_ text: String) -> String? {
+        var joined = text
+        while joined.hasSuffix("\\") {
+            guard case .line(let more) = readLine("... ") else { return nil }
+            joined = String(joined.dropLast()) + more
+        }
+        return joined.trimmingCharacters(in: .whitespaces)
+    }
+
+    /// One typed line: kept in the history unless it may hold a password, then QUIT, a
+    /// backslash command of the shell's own, or a request for the server.
+    private func take(_ line: String) -> Next {
+        if Verb.of(line)?.facts.carriesSecret != true {
+            add_history(line)
+            write_history(history)
+        }
+        if line.uppercased() == "QUIT" || line.uppercased() == "EXIT" || line == "\\q" {
+            if pending > 0 && !warned {
+                printer.note("\(pending) unsaved change(s) would be lost: SAVE them, or QUIT again to drop them")
+                warned = true
+                return .prompt
+            }
+            _ = try? connection.send("QUIT")
+            return .leave(0)
+        }
+        warned = false
+        if line == "\\x" || line.hasPrefix("\\x ") {
+            expandedDisplay(line.dropFirst(2).trimmingCharacters(in: .whitespaces))
+            return .prompt
+        }
+        if line.hasPrefix("\\import") { return importFile(line) }
+        return request(line)
+    }
+
+    /// `\x [on|off|auto]`: psql's expanded display.
+    private func expandedDisplay(_ word: String) {
+        if word.isEmpty {
+            printer.expanded = printer.expanded == .on ? .off : .on
+        } else if let mode = Printer.Expanded(rawValue: word.lowercased()) {
+            printer.expanded = mode
+        } else {
+            printer.note("usage: \\x [on|off|auto]")
+            return
+        }
+        printer.note("expanded display is \(printer.expanded.rawValue)")
+    }
+
+    /// `\import entity FILE`: a CSV file, streamed with a progress bar.
+    private func importFile(_ line: String) -> Next {
+        let words = line.split(separator: " ").map(String.init)
+        guard words.count == 3 else {
+            printer.note("usage: \\import ENTITY FILE.csv")
+            return .prompt
+        }
+        do {
+            _ = try Bulk(connection: connection, printer: printer).importFile(entity: words[1], path: words[2])
+        } catch let error as UsageError {
+            printer.note(error.description)
+        } catch {
+            guard let how = reconnect(pending: pending, during: line) else { return .leave(3) }
+            if how != .waiting { pending = (try? Self.pendingCount(on: connection)) ?? 0 }
+        }
+        return .prompt
+    }
+
+    /// A line for the server (IMPORT's data read after it), sent, followed to another
+    /// server when its own went away, and its reply printed.
+    private func request(_ line: String) -> Next {
+        var request = line
+        // IMPORT's data is typed (or pasted) after it, until a line holding only `.`.
+        if Verb.of(line) == .import {
+            guard let data = readData() else {
+                printer.note("IMPORT not sent")
+                return .prompt
+            }
+            // As typed: a line starting with `.` gets the protocol's one more `.` in front.
+            request += "\n" + data.map(CSVRecords.stuffed).joined(separator: "\n") + "\n."
+        }
+        let started = Date()
+        var answered = try? connection.send(request)
+        if answered == nil {
+            guard let how = reconnect(pending: pending, during: line) else { return .leave(3) }
+            // Resumed after the server stopped: the line got no reply, so it never ran (a
+            // stopping server reads nothing after its notices); it runs now. After a crash
+            // it may have run: that is said instead.
+            switch how {
+            case .resumed(rerun: true): answered = try? connection.send(request)
+            case .resumed(rerun: false): printer.note("`\(line.prefix(60))` got no reply and may or may not have run: CHANGES shows the unit")
+            case .waiting: printer.note("`\(line.prefix(60))` got no reply\(serverStopped ? " and did not run" : " and may or may not have run")")
+            case .fresh: break
             }
         }
-        var attributes: [String: [String]] = [:]
-        follow(connection)
-        print(connection.banner.replacingOccurrences(of: "+OK ", with: ""))
-        var pending = 0
-        var warned = false
-        // Ctrl-C drops the line being typed, or the output of the command running; never the shell.
-        clibedit_catch_sigint()
-        while true {
-            Completions.shared.set(Self.verbs + entities + attributes.values.flatMap { $0 })
-            let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
-            let typed = readLine(prompt)
-            if case .interrupted = typed {
-                print("^C")
-                continue
-            }
-            if case .connectionLost = typed {
-                guard let how = reconnect(pending: pending, during: nil) else {
-                    write_history(history)
-                    return 3
-                }
-                if how != .waiting { pending = (try? Self.pendingCount(on: connection)) ?? 0 }
-                continue
-            }
-            guard case .line(let text) = typed else {
-                if pending > 0 && !warned {
-                    printer.note("\n\(pending) unsaved change(s) would be lost: SAVE them, or press Ctrl-D again to leave")
-                    warned = true
-                    continue
-                }
-                print("")
-                break
-            }
-            // A trailing `\` continues the line on the next (the protocol's line is one line).
-            var joined = text
-            while joined.hasSuffix("\\") {
-                guard case .line(let more) = readLine("... ") else {
-                    joined = ""
-                    break
-                }
-                joined = String(joined.dropLast()) + more
-            }
-            let line = joined.trimmingCharacters(in: .whitespaces)
-            if line.isEmpty { continue }
-            // A line that may hold a password is never kept; the rest is written as you go.
-            if Verb.of(line)?.facts.carriesSecret != true {
-                add_history(line)
-                write_history(history)
-            }
-            if line.uppercased() == "QUIT" || line.uppercased() == "EXIT" || line == "\\q" {
-                if pending > 0 && !warned {
-                    printer.note("\(pending) unsaved change(s) would be lost: SAVE them, or QUIT again to drop them")
-                    warned = true
-                    continue
-                }
-                _ = try? connection.send("QUIT")
-                break
-            }
-            warned = false
-            // `\x [on|off|auto]`: psql's expanded display.
-            if line == "\\x" || line.hasPrefix("\\x ") {
-                let word = line.dropFirst(2).trimmingCharacters(in: .whitespaces)
-                if word.isEmpty {
-                    printer.expanded = printer.expanded == .on ? .off : .on
-                } else if let mode = Printer.Expanded(rawValue: word.lowercased()) {
-                    printer.expanded = mode
-                } else {
-                    printer.note("usage: \\x [on|off|auto]")
-                    continue
-                }
-                printer.note("expanded display is \(printer.expanded.rawValue)")
-                continue
-            }
-            // `\import entity FILE`: a CSV file, streamed with a progress bar.
-            if line.hasPrefix("\\import") {
-                let words = line.split(separator: " ").map(String.init)
-                guard words.count == 3 else {
-                    printer.note("usage: \\import ENTITY FILE.csv")
-                    continue
-                }
-                do {
-                    _ = try Bulk(connection: connection, printer: printer).importFile(entity: words[1], path: words[2])
-                } catch let error as UsageError {
-                    printer.note(error.description)
-                } catch {
-                    guard let how = reconnect(pending: pending, during: line) else {
-                        write_history(history)
-                        return 3
-                    }
-                    if how != .waiting { pending = (try? Self.pendingCount(on: connection)) ?? 0 }
-                }
-                continue
-            }
-            var request = line
-            // IMPORT's data is typed (or pasted) after it, until a line holding only `.`.
-            if Verb.of(line) == .import {
-                guard let data = readData() else {
-                    printer.note("IMPORT not sent")
-                    continue
-                }
-                // As typed: a line starting with `.` gets the protocol's one more `.` in front.
-                request += "\n" + data.map(CSVRecords.stuffed).joined(separator: "\n") + "\n."
-            }
-            let started = Date()
-            var answered = try? connection.send(request)
-            if answered == nil {
-                guard let how = reconnect(pending: pending, during: line) else {
-                    write_history(history)
-                    return 3
-                }
-                // Resumed after the server stopped: the line got no reply, so it never ran (a
-                // stopping server reads nothing after its notices); it runs now. After a crash
-                // it may have run: that is said instead.
-                switch how {
-                case .resumed(rerun: true): answered = try? connection.send(request)
-                case .resumed(rerun: false): printer.note("`\(line.prefix(60))` got no reply and may or may not have run: CHANGES shows the unit")
-                case .waiting: printer.note("`\(line.prefix(60))` got no reply\(serverStopped ? " and did not run" : " and may or may not have run")")
-                case .fresh: break
-                }
-            }
-            guard let reply = answered else {
-                pending = (try? Self.pendingCount(on: connection)) ?? (handOffToken == nil ? 0 : pending)
-                continue
-            }
-            if clibedit_take_sigint() != 0 {
-                // The server finished the command (the protocol has no cancel): only its output goes.
-                printer.note("^C: output dropped; the command ran: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
-            } else {
-                printer.reply(reply, elapsed: Date().timeIntervalSince(started))
-            }
-            // `--format json|csv`: FORMAT is refused before sign-in, so asked again after it.
-            if reply.isOK && Verb.of(line) == .auth && options.asksForJSON { _ = try? connection.send("FORMAT JSON") }
-            pending = (try? Self.pendingCount(on: connection)) ?? pending
-            // Learn attribute names for completion from DESCRIBE-able entities mentioned.
-            let words = line.split(separator: " ")
-            if words.count > 1, let entity = entities.first(where: { $0.lowercased() == words[1].lowercased() }), attributes[entity] == nil,
-               let described = try? connection.send("DESCRIBE \(entity)"), described.isOK {
-                attributes[entity] = described.lines.dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
-                    .filter { !["attribute", "relationship"].contains($0) }
-            }
+        guard let reply = answered else {
+            pending = (try? Self.pendingCount(on: connection)) ?? (handOffToken == nil ? 0 : pending)
+            return .prompt
         }
-        write_history(history)
-        return 0
+        if clibedit_take_sigint() != 0 {
+            // The server finished the command (the protocol has no cancel): only its output goes.
+            printer.note("^C: output dropped; the command ran: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
+        } else {
+            printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+        }
+        // `--format json|csv`: FORMAT is refused before sign-in, so asked again after it.
+        if reply.isOK && Verb.of(line) == .auth && options.asksForJSON { _ = try? connection.send("FORMAT JSON") }
+        pending = (try? Self.pendingCount(on: connection)) ?? pending
+        learnAttributes(mentionedIn: line)
+        return .prompt
+    }
+
+    /// Attribute names for completion, from DESCRIBE of an entity a line mentions (once each).
+    private func learnAttributes(mentionedIn line: String) {
+        let words = line.split(separator: " ")
+        guard words.count > 1, let entity = entities.first(where: { $0.lowercased() == words[1].lowercased() }), attributes[entity] == nil,
+              let described = try? connection.send("DESCRIBE \(entity)"), described.isOK else { return }
+        attributes[entity] = described.lines.dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
+            .filter { !["attribute", "relationship"].contains($0) }
     }
 
     /// Prints what `connection` pushes, as `shown(pushed:)` says.

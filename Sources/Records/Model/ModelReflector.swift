@@ -13,7 +13,24 @@ public enum ModelReflector {
     static let hasInsertRules = "EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = c.oid AND r.ev_type = '3')"
 
     public static func reflect(_ connection: Connection, schema: String = "public") throws -> Model {
-        let tables = try connection.query("""
+        let keys = UniqueKeys(try connection.query(Catalog.indexes, [schema]))
+        let attributes = readAttributes(try connection.query(Catalog.columns, [schema]), keys)
+        var (entities, unserved) = readEntities(try connection.query(Catalog.tables, [schema]), attributes, keys)
+        let toOne = readForeignKeys(try connection.query(Catalog.foreignKeys, [schema]), schema: schema, &entities)
+        addRelationships(toOne, attributes, &entities)
+        labelForeignKeys(&entities)
+        // Collations usable with the database's encoding (ICU's where PostgreSQL has ICU).
+        let collationRows = try connection.query(Catalog.collations)
+        let collations = Set((0..<collationRows.rowCount).compactMap { collationRows.string($0, 0) })
+        unserved += otherRelations(try connection.query(Catalog.otherRelations, [schema]))
+        unserved.sort { $0.name < $1.name }
+        return Model(schema: schema, entities: Array(entities.values), unserved: unserved,
+                     unicodeCaseFolding: collations.contains("und-x-icu"), collations: collations)
+    }
+
+    /// What the catalog is asked, one statement a step of `reflect`.
+    enum Catalog {
+        static let tables = """
             SELECT c.relname, obj_description(c.oid, 'pg_class'),
                    c.relrowsecurity,
                    -- A BEFORE INSERT row trigger (bits ROW 1, BEFORE 2, INSERT 4) may change the key.
@@ -26,8 +43,8 @@ public enum ModelReflector {
             FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition
             ORDER BY c.relname
-            """, [schema])
-        let columns = try connection.query("""
+            """
+        static let columns = """
             SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod),
                    CASE WHEN t.typtype = 'd' THEN bt.typname ELSE t.typname END,
                    a.attnotnull, a.attidentity::text,
@@ -47,9 +64,9 @@ public enum ModelReflector {
             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped
             ORDER BY c.relname, a.attnum
-            """, [schema])
-        // Primary and unique keys without predicate or expression, with their columns in order.
-        let indexes = try connection.query("""
+            """
+        /// Primary and unique keys without predicate or expression, with their columns in order.
+        static let indexes = """
             SELECT c.relname, i.indisprimary, (SELECT ic.relname FROM pg_class ic WHERE ic.oid = i.indexrelid),
                    (SELECT json_agg(a.attname ORDER BY k.n)
                     FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
@@ -61,8 +78,8 @@ public enum ModelReflector {
             WHERE n.nspname = $1 AND (i.indisprimary OR i.indisunique) AND i.indpred IS NULL
               AND i.indexprs IS NULL
             ORDER BY c.relname, NOT i.indisprimary, i.indexrelid
-            """, [schema])
-        let keys = try connection.query("""
+            """
+        static let foreignKeys = """
             SELECT con.conname, coalesce(root.relname, src.relname), sa.attname, tgt.relname, tn.nspname, con.confdeltype,
                    obj_description(con.oid, 'pg_constraint'), cardinality(con.conkey), sa.attnotnull,
                    ta.attname, con.condeferrable,
@@ -83,27 +100,46 @@ public enum ModelReflector {
             -- Not the copies PostgreSQL makes on each partition of a key declared on their parent.
             WHERE con.contype = 'f' AND n.nspname = $1 AND con.conparentid = 0
             ORDER BY coalesce(root.relname, src.relname), sa.attnum, con.conname
-            """, [schema])
+            """
+        static let collations =
+            "SELECT collname FROM pg_collation WHERE collencoding IN (-1, (SELECT encoding FROM pg_database WHERE datname = current_database()))"
+        /// The schema's other relations: views, materialized views, foreign tables, partitions.
+        static let otherRelations = """
+            SELECT c.relname, c.relkind::text, c.relispartition, (SELECT r.relname FROM pg_class r WHERE r.oid = pg_partition_root(c.oid))
+            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = $1 AND (c.relkind IN ('v', 'm', 'f') OR (c.relkind IN ('r', 'p') AND c.relispartition))
+            ORDER BY c.relname
+            """
+    }
 
+    /// Each table's primary key and unique keys, by their columns and index names.
+    struct UniqueKeys {
         var primary: [String: [String]] = [:]
         var keyIndex: [String: String] = [:]
         var uniqueNames: [String: [String: [String]]] = [:]
         var uniqueSets: [String: [[String]]] = [:]
-        for row in 0..<indexes.rowCount {
-            let table = indexes.string(row, 0)!
-            guard let json = indexes.string(row, 3), let data = json.data(using: .utf8),
-                  let names = try? JSONSerialization.jsonObject(with: data) as? [String], !names.isEmpty else { continue }
-            if let index = indexes.string(row, 2) { uniqueNames[table, default: [:]][index] = names }
-            if indexes.bool(row, 1) == true {
-                primary[table] = names
-                keyIndex[table] = indexes.string(row, 2)  // as a unique violation names it
+
+        init(_ indexes: QueryResult) {
+            for row in 0..<indexes.rowCount {
+                let table = indexes.string(row, 0)!
+                guard let json = indexes.string(row, 3), let data = json.data(using: .utf8),
+                      let names = try? JSONSerialization.jsonObject(with: data) as? [String], !names.isEmpty else { continue }
+                if let index = indexes.string(row, 2) { uniqueNames[table, default: [:]][index] = names }
+                if indexes.bool(row, 1) == true {
+                    primary[table] = names
+                    keyIndex[table] = indexes.string(row, 2)  // as a unique violation names it
+                }
+                if !(uniqueSets[table] ?? []).contains(names) { uniqueSets[table, default: []].append(names) }
             }
-            if !(uniqueSets[table] ?? []).contains(names) { uniqueSets[table, default: []].append(names) }
         }
+
         func isUnique(_ table: String, _ column: String) -> Bool {
             uniqueSets[table]?.contains([column]) ?? false
         }
+    }
 
+    /// Every table's columns as attributes, in their order.
+    static func readAttributes(_ columns: QueryResult, _ keys: UniqueKeys) -> [String: [Attribute]] {
         var attributesByTable: [String: [Attribute]] = [:]
         for row in 0..<columns.rowCount {
             let table = columns.string(row, 0)!
@@ -122,20 +158,25 @@ public enum ModelReflector {
                 isNotNull: columns.bool(row, 4) ?? false,
                 defaultValue: identity != nil ? "identity" : (generated ? nil : columns.string(row, 6)),
                 identity: identity,
-                isUnique: isUnique(table, name),
-                isPrimaryKey: primary[table]?.contains(name) ?? false,
+                isUnique: keys.isUnique(table, name),
+                isPrimaryKey: keys.primary[table]?.contains(name) ?? false,
                 isGenerated: generated,
                 comment: columns.string(row, 8),
                 sequence: columns.string(row, 9),
                 drawsFrom: columns.string(row, 10)))
         }
+        return attributesByTable
+    }
 
+    /// The tables with a primary key as entities (no relationships yet); the others, with why.
+    static func readEntities(_ tables: QueryResult, _ attributesByTable: [String: [Attribute]],
+                             _ keys: UniqueKeys) -> ([String: Entity], [UnservedTable]) {
         var entities: [String: Entity] = [:]
         var unserved: [UnservedTable] = []
         for row in 0..<tables.rowCount {
             let name = tables.string(row, 0)!
             let attributes = attributesByTable[name] ?? []
-            guard let keyNames = primary[name] else {
+            guard let keyNames = keys.primary[name] else {
                 unserved.append(UnservedTable(name: name, reason: "no primary key"))
                 continue
             }
@@ -147,22 +188,29 @@ public enum ModelReflector {
             entities[name] = Entity(
                 name: name, key: key,
                 attributes: key + attributes.filter { !$0.isPrimaryKey },
-                relationships: [], uniqueKeys: uniqueSets[name] ?? [keyNames],
+                relationships: [], uniqueKeys: keys.uniqueSets[name] ?? [keyNames],
                 hasRowSecurity: tables.bool(row, 2) ?? false, comment: tables.string(row, 1),
-                foreignKeys: [], keyConstraint: keyIndex[name])
-            entities[name]!.uniqueConstraints = uniqueNames[name] ?? [:]
+                foreignKeys: [], keyConstraint: keys.keyIndex[name])
+            entities[name]!.uniqueConstraints = keys.uniqueNames[name] ?? [:]
             entities[name]!.triggersMayRewriteInserts = tables.bool(row, 3) ?? false
             entities[name]!.hasInsertRules = tables.bool(row, 4) ?? false
             entities[name]!.triggersMayRewriteUpdates = tables.bool(row, 5) ?? false
         }
+        return (entities, unserved)
+    }
 
-        // Relationships: a to-one on the referencing entity, its to-many inverse on the target.
-        struct Key {
-            var constraint, source, column, target, referenced, rule: String
-            var comment: String?
-            var required, deferrable: Bool
-        }
-        var foreignKeys: [Key] = []
+    /// A single-column foreign key between served tables: a relationship to be named.
+    struct ToOneKey {
+        var constraint, source, column, target, referenced, rule: String
+        var comment: String?
+        var required, deferrable: Bool
+    }
+
+    /// Every foreign key between served tables onto its entity (composite ones included: each
+    /// orders writes and carries delete rules); returns the single-column ones, one a column,
+    /// which become relationships.
+    static func readForeignKeys(_ keys: QueryResult, schema: String, _ entities: inout [String: Entity]) -> [ToOneKey] {
+        var foreignKeys: [ToOneKey] = []
         func names(_ json: String?) -> [String] {
             guard let data = json?.data(using: .utf8) else { return [] }
             return (try? JSONSerialization.jsonObject(with: data) as? [String]) ?? []
@@ -170,7 +218,6 @@ public enum ModelReflector {
         for row in 0..<keys.rowCount {
             guard keys.string(row, 4) == schema, let source = keys.string(row, 1), let target = keys.string(row, 3),
                   entities[source] != nil, entities[target] != nil else { continue }
-            // Every key orders writes and carries delete rules, composite ones included.
             let columns = names(keys.string(row, 11))
             let referenced = names(keys.string(row, 12))
             let rule = DeleteRule(code: keys.string(row, 5)!)
@@ -188,16 +235,22 @@ public enum ModelReflector {
                 isDeferrable: keys.bool(row, 10) ?? false,
                 label: source + "." + (columns.count == 1 ? toOneName(column: columns[0]) : "(" + columns.joined(separator: ", ") + ")")))
             guard keys.int(row, 7) == 1 else { continue }
-            let key = Key(constraint: keys.string(row, 0)!, source: keys.string(row, 1)!,
-                          column: keys.string(row, 2)!, target: keys.string(row, 3)!,
-                          referenced: keys.string(row, 9)!, rule: keys.string(row, 5)!,
-                          comment: keys.string(row, 6), required: keys.bool(row, 8) ?? false,
-                          deferrable: keys.bool(row, 10) ?? false)
-            guard entities[key.source] != nil, entities[key.target] != nil else { continue }
+            let key = ToOneKey(constraint: keys.string(row, 0)!, source: keys.string(row, 1)!,
+                               column: keys.string(row, 2)!, target: keys.string(row, 3)!,
+                               referenced: keys.string(row, 9)!, rule: keys.string(row, 5)!,
+                               comment: keys.string(row, 6), required: keys.bool(row, 8) ?? false,
+                               deferrable: keys.bool(row, 10) ?? false)
             // One relationship per column: a second key on the same column adds nothing to navigate.
             guard !foreignKeys.contains(where: { $0.source == key.source && $0.column == key.column }) else { continue }
             foreignKeys.append(key)
         }
+        return foreignKeys
+    }
+
+    /// A to-one relationship on the referencing entity and its to-many inverse on the target,
+    /// for each key, named so that no name is taken twice.
+    static func addRelationships(_ foreignKeys: [ToOneKey], _ attributesByTable: [String: [Attribute]],
+                                 _ entities: inout [String: Entity]) {
         for key in foreignKeys {
             var toOne = toOneName(column: key.column)
             // A name an attribute or another relationship already has: the column's own.
@@ -236,7 +289,10 @@ public enum ModelReflector {
             // The foreign-key column is shown as the relationship, not as an attribute.
             entities[key.source]!.attributes.removeAll { $0.name == key.column }
         }
-        // A single-column key's effects are named by its relationship, as DESCRIBE shows it.
+    }
+
+    /// A single-column key's effects are named by its relationship, as DESCRIBE shows it.
+    static func labelForeignKeys(_ entities: inout [String: Entity]) {
         for name in Array(entities.keys) {
             for index in entities[name]!.foreignKeys.indices where entities[name]!.foreignKeys[index].columns.count == 1 {
                 let column = entities[name]!.foreignKeys[index].columns[0]
@@ -245,18 +301,11 @@ public enum ModelReflector {
                 }
             }
         }
-        // Collations usable with the database's encoding (ICU's where PostgreSQL has ICU).
-        let collationRows = try connection.query(
-            "SELECT collname FROM pg_collation WHERE collencoding IN (-1, (SELECT encoding FROM pg_database WHERE datname = current_database()))")
-        let collations = Set((0..<collationRows.rowCount).compactMap { collationRows.string($0, 0) })
-        // The schema's other relations, each with why it is not an entity of its own.
-        let others = try connection.query("""
-            SELECT c.relname, c.relkind::text, c.relispartition, (SELECT r.relname FROM pg_class r WHERE r.oid = pg_partition_root(c.oid))
-            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-            WHERE n.nspname = $1 AND (c.relkind IN ('v', 'm', 'f') OR (c.relkind IN ('r', 'p') AND c.relispartition))
-            ORDER BY c.relname
-            """, [schema])
-        for row in 0..<others.rowCount {
+    }
+
+    /// The schema's other relations, each with why it is not an entity of its own.
+    static func otherRelations(_ others: QueryResult) -> [UnservedTable] {
+        (0..<others.rowCount).map { row in
             let name = others.string(row, 0)!
             let reason: String
             switch (others.string(row, 1), others.bool(row, 2) == true) {
@@ -265,11 +314,8 @@ public enum ModelReflector {
             case ("m", _): reason = "a materialized view (no key to address a record by)"
             default: reason = "a foreign table"
             }
-            unserved.append(UnservedTable(name: name, reason: reason))
+            return UnservedTable(name: name, reason: reason)
         }
-        unserved.sort { $0.name < $1.name }
-        return Model(schema: schema, entities: Array(entities.values), unserved: unserved,
-                     unicodeCaseFolding: collations.contains("und-x-icu"), collations: collations)
     }
 
     /// `department_id` -> `department`.

@@ -31,16 +31,30 @@ serve_faults() {
 # (their /ready answers 503); with it started again, UP. Prints HAProxy's lines about them.
 #   balancer_follows_readiness LOG STOP START    three commands: the balancer's log so far,
 #                                                 stopping PostgreSQL, starting it
+# It first waits for both replicas to be UP: a replica recreated just before (the fault round)
+# may still be DOWN at its old address while the engine's DNS catches up, and a replica already
+# DOWN reports no change when PostgreSQL stops. Each wait is bounded by time (60 s), not by a
+# count of turns: reading the log through the engine's API takes a second or more a turn.
 balancer_follows_readiness() {
-  local log=$1 stop=$2 start=$3 from lines state
-  from=$(eval "$log" 2>&1 | wc -l)
+  local log=$1 stop=$2 start=$3 from lines state n deadline
+  state_of() {  # N: UP or DOWN, as the last of HAProxy's lines about recordsd-N says (UP if none)
+    local last
+    last=$(eval "$log" 2>&1 | grep -E "Server replicas/recordsd-$1 (is UP,|is DOWN|is going DOWN|was DOWN)" | tail -n 1 || true)
+    case "$last" in *"is UP,"*|"") echo UP ;; *) echo DOWN ;; esac
+  }
   seen() {  # STATE: both replicas reported in it since `from`
     lines=$(eval "$log" 2>&1 | tail -n +$((from + 1)) | grep -E 'Server replicas/recordsd-[12] is (DOWN|UP)' || true)
     printf '%s\n' "$lines" | grep -q "recordsd-1 is $1" && printf '%s\n' "$lines" | grep -q "recordsd-2 is $1"
   }
+  deadline=$(( $(date +%s) + 60 ))
+  for n in 1 2; do
+    until [ "$(state_of $n)" = UP ] || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.5; done
+  done
+  from=$(eval "$log" 2>&1 | wc -l)
   for state in DOWN UP; do
     if [ $state = DOWN ]; then eval "$stop" >/dev/null || return 1; else eval "$start" >/dev/null || return 1; fi
-    for _ in $(seq 300); do seen $state && break; sleep 0.2; done
+    deadline=$(( $(date +%s) + 60 ))
+    until seen $state || [ "$(date +%s)" -ge "$deadline" ]; do sleep 0.2; done
     if ! seen $state; then
       echo "the balancer did not mark both replicas $state within 60 s; it said:"
       printf '%s\n' "$lines"

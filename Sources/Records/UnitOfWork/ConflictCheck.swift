@@ -56,12 +56,36 @@ struct ConflictCheck {
     /// Compares the locked rows (`results[i]` answers `locks[i]`) with the versions the unit
     /// read, under the policy.
     func resolve(policy: MergePolicy, locks: [Lock], results: [StatementResult]) throws(CommandError) -> Resolution {
+        let (current, readable) = lockedRows(locks, results)
+        try refuseUnchangeable(current: current, readable: readable)
+        var verdict = Verdict(model: model)
+        for key in changes.updateOrder {
+            guard let update = changes.updates[key] else { continue }
+            judge(update: update, key, now: current[key], policy, &verdict)
+        }
+        for key in changes.deleteOrder {
+            guard let delete = changes.deletes[key] else { continue }
+            judge(delete: delete, key, now: current[key], policy, &verdict)
+        }
+        if !verdict.conflicts.isEmpty {
+            throw CommandError(.conflict,
+                "\(verdict.conflicted) record(s) changed by another session since this unit read them; SAVE FORCE keeps yours, SAVE THEIRS keeps the database's, SAVE MERGE combines fields only one side changed",
+                details: verdict.conflicts, jsonDetails: verdict.conflictJSON)
+        }
+        return verdict.resolution
+    }
+
+    /// What the policy decided so far: the resolution, and the conflicts as people read them
+    /// and as programs do.
+    private struct Verdict {
+        let model: Model
         var resolution = Resolution()
         var conflicts: [String] = []
         var conflictJSON: [String] = []
         var conflicted = 0
-        /// One conflict, as people read it and as programs do.
-        func conflict(_ text: String, _ key: RecordKey, _ reason: String, field: String? = nil, read: String?? = nil, yours: FieldValue? = nil, now: String?? = nil) {
+
+        mutating func conflict(_ text: String, _ key: RecordKey, _ reason: String, field: String? = nil, read: String?? = nil,
+                               yours: FieldValue? = nil, now: String?? = nil) {
             conflicts.append(text)
             var pairs: [(String, JSON.Value)] = [("entity", .string(key.entity)), ("key", .string(model.entity(exactly: key.entity)?.show(key) ?? key.values.joined(separator: ","))),
                                                  ("reason", .string(reason))]
@@ -71,6 +95,11 @@ struct ConflictCheck {
             if let now { pairs.append(("now", .optional(now))) }
             conflictJSON.append(JSON.Value.object(pairs).text)
         }
+    }
+
+    /// The locked rows by key, with their versions and values; and the keys the plain reads of
+    /// tables with row-level security found.
+    private func lockedRows(_ locks: [Lock], _ results: [StatementResult]) -> ([RecordKey: Current], Set<RecordKey>) {
         var current: [RecordKey: Current] = [:]
         var readable: Set<RecordKey> = []
         for (lock, result) in zip(locks, results) {
@@ -86,99 +115,99 @@ struct ConflictCheck {
                 current[entity.recordKey(row, from: 1)] = Current(version: row[0] ?? "", values: values)
             }
         }
+        return (current, readable)
+    }
 
-        // Readable but not lockable: the policies let this user read the record, not change it.
+    /// Readable but not lockable: the policies let this user read the record, not change it.
+    private func refuseUnchangeable(current: [RecordKey: Current], readable: Set<RecordKey>) throws(CommandError) {
         let refused = (changes.updateOrder + changes.deleteOrder).filter { current[$0] == nil && readable.contains($0) }
-        if !refused.isEmpty {
-            let labels = refused.map { key in (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity }
-            throw CommandError(.forbidden, "the row-level security policies let this user read but not change \(labels.joined(separator: ", ")); nothing was saved",
-                               details: labels.map { "\($0): not changeable by this user" })
-        }
+        guard !refused.isEmpty else { return }
+        let labels = refused.map(label)
+        throw CommandError(.forbidden, "the row-level security policies let this user read but not change \(labels.joined(separator: ", ")); nothing was saved",
+                           details: labels.map { "\($0): not changeable by this user" })
+    }
 
-        for key in changes.updateOrder {
-            guard let update = changes.updates[key] else { continue }
-            let label = (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
-            guard let now = current[key] else {
-                switch policy {
-                case .fail, .merge:
-                    conflicted += 1
-                    conflict("\(label): deleted by another session since it was read", key, "deleted")
-                case .force, .theirs:
-                    resolution.droppedFields[key] = Set(update.order)
-                    resolution.notes.append("\(label) was deleted by another session: its update is dropped")
-                }
-                continue
-            }
-            guard now.version != update.version else { continue }
-            let both = update.order.filter { column in
-                let read = update.baseline[column] ?? nil
-                let theirs = now.values[column] ?? nil
-                guard read != theirs else { return false }
-                if case .text(let mine) = update.fields[column], mine == theirs { return false }
-                if update.fields[column] == .null, theirs == nil { return false }
-                return true
-            }
-            func fieldConflicts() {
-                for column in both {
-                    conflict("\(label) \(column): read \(show(update.baseline[column] ?? nil)), yours \(update.fields[column]!), now \(show(now.values[column] ?? nil))",
-                             key, "both changed", field: model.entity(exactly: key.entity)?.label(column) ?? column,
-                             read: .some(update.baseline[column] ?? nil), yours: update.fields[column]!, now: .some(now.values[column] ?? nil))
-                }
-            }
-            if update.changedSinceRead && policy != .force {
-                // What changed between this unit's read and its UPDATE is not known field by field.
-                conflicted += 1
-                conflict("\(label): changed by another session after this unit read it and before its UPDATE", key, "changed before the update")
-                continue
-            }
-            switch policy {
-            case .force:
-                if !both.isEmpty { resolution.notes.append("\(label): yours kept for \(both.joined(separator: ", "))") }
-            case .theirs:
-                resolution.droppedFields[key] = Set(both)
-                if !both.isEmpty { resolution.notes.append("\(label): the database's values kept for \(both.joined(separator: ", "))") }
-            case .merge:
-                if !both.isEmpty {
-                    conflicted += 1
-                    fieldConflicts()
-                }
-            case .fail:
-                conflicted += 1
-                if both.isEmpty {
-                    let others = changedColumns(read: update.baseline, now: now.values)
-                    conflict("\(label): changed by another session in fields this unit did not change (\(others.joined(separator: ", ")))", key, "other fields changed")
-                } else {
-                    fieldConflicts()
-                }
-            }
-        }
+    private func label(_ key: RecordKey) -> String {
+        (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
+    }
 
-        for key in changes.deleteOrder {
-            guard let delete = changes.deletes[key] else { continue }
-            let label = (model.entity(exactly: key.entity).map { "\($0.name) \($0.show(key))" }) ?? key.entity
-            guard let now = current[key] else {
-                resolution.droppedDeletes.insert(key)
-                resolution.notes.append("\(label) was already deleted by another session")
-                continue
-            }
-            guard now.version != delete.version else { continue }
+    /// An update against the record as it is now (nil: deleted since it was read).
+    private func judge(update: PendingUpdate, _ key: RecordKey, now: Current?, _ policy: MergePolicy, _ verdict: inout Verdict) {
+        let label = label(key)
+        guard let now else {
             switch policy {
-            case .force: resolution.notes.append("\(label): deleted although another session changed it")
-            case .theirs:
-                resolution.droppedDeletes.insert(key)
-                resolution.notes.append("\(label): changed by another session, so the database wins and it is kept")
             case .fail, .merge:
-                conflicted += 1
-                conflict("\(label): changed by another session since this unit chose to delete it", key, "changed before the delete")
+                verdict.conflicted += 1
+                verdict.conflict("\(label): deleted by another session since it was read", key, "deleted")
+            case .force, .theirs:
+                verdict.resolution.droppedFields[key] = Set(update.order)
+                verdict.resolution.notes.append("\(label) was deleted by another session: its update is dropped")
+            }
+            return
+        }
+        guard now.version != update.version else { return }
+        // The fields both sides changed, to different values.
+        let both = update.order.filter { column in
+            let read = update.baseline[column] ?? nil
+            let theirs = now.values[column] ?? nil
+            guard read != theirs else { return false }
+            if case .text(let mine) = update.fields[column], mine == theirs { return false }
+            if update.fields[column] == .null, theirs == nil { return false }
+            return true
+        }
+        func fieldConflicts() {
+            for column in both {
+                verdict.conflict("\(label) \(column): read \(show(update.baseline[column] ?? nil)), yours \(update.fields[column]!), now \(show(now.values[column] ?? nil))",
+                                 key, "both changed", field: model.entity(exactly: key.entity)?.label(column) ?? column,
+                                 read: .some(update.baseline[column] ?? nil), yours: update.fields[column]!, now: .some(now.values[column] ?? nil))
             }
         }
-
-        if !conflicts.isEmpty {
-            throw CommandError(.conflict,
-                "\(conflicted) record(s) changed by another session since this unit read them; SAVE FORCE keeps yours, SAVE THEIRS keeps the database's, SAVE MERGE combines fields only one side changed",
-                details: conflicts, jsonDetails: conflictJSON)
+        if update.changedSinceRead && policy != .force {
+            // What changed between this unit's read and its UPDATE is not known field by field.
+            verdict.conflicted += 1
+            verdict.conflict("\(label): changed by another session after this unit read it and before its UPDATE", key, "changed before the update")
+            return
         }
-        return resolution
+        switch policy {
+        case .force:
+            if !both.isEmpty { verdict.resolution.notes.append("\(label): yours kept for \(both.joined(separator: ", "))") }
+        case .theirs:
+            verdict.resolution.droppedFields[key] = Set(both)
+            if !both.isEmpty { verdict.resolution.notes.append("\(label): the database's values kept for \(both.joined(separator: ", "))") }
+        case .merge:
+            if !both.isEmpty {
+                verdict.conflicted += 1
+                fieldConflicts()
+            }
+        case .fail:
+            verdict.conflicted += 1
+            if both.isEmpty {
+                let others = changedColumns(read: update.baseline, now: now.values)
+                verdict.conflict("\(label): changed by another session in fields this unit did not change (\(others.joined(separator: ", ")))", key, "other fields changed")
+            } else {
+                fieldConflicts()
+            }
+        }
+    }
+
+    /// A delete against the record as it is now (nil: deleted already).
+    private func judge(delete: PendingDelete, _ key: RecordKey, now: Current?, _ policy: MergePolicy, _ verdict: inout Verdict) {
+        let label = label(key)
+        guard let now else {
+            verdict.resolution.droppedDeletes.insert(key)
+            verdict.resolution.notes.append("\(label) was already deleted by another session")
+            return
+        }
+        guard now.version != delete.version else { return }
+        switch policy {
+        case .force: verdict.resolution.notes.append("\(label): deleted although another session changed it")
+        case .theirs:
+            verdict.resolution.droppedDeletes.insert(key)
+            verdict.resolution.notes.append("\(label): changed by another session, so the database wins and it is kept")
+        case .fail, .merge:
+            verdict.conflicted += 1
+            verdict.conflict("\(label): changed by another session since this unit chose to delete it", key, "changed before the delete")
+        }
     }
 
     private func changedColumns(read: [String: String?], now: [String: String?]) -> [String] {

@@ -361,24 +361,36 @@ struct InsertLayout {
 
     /// The inserts of `changes` but those `skip` leaves out.
     init(model: Model, changes: ChangeSet, skip: Set<ChangeID> = [], rowsPerStatement: Int) {
-        struct Group {
-            var entity: Entity
-            var columns: [String]
-            var rows: [PendingInsert]
-            var places: [Int]
-            /// To-one relationships by column, and those checked at once (not DEFERRABLE).
-            var relationships: [String: Relationship]
-            var immediate: [String: Relationship]
-        }
-        var groups: [Group] = []
-        var groupIndex: [String: Int] = [:]
+        let (groups, groupOf) = Self.groups(model: model, changes: changes, skip: skip)
         // By place in the unit, the group a written row is in (-1: left out); a reference's
         // target is found through the unit's index, once a run of rows pointing at it.
-        var groupOf = [Int](repeating: -1, count: changes.inserts.count)
         func writtenGroup(of target: String) -> Int? {
             guard let place = changes.place(of: target), groupOf[place] >= 0 else { return nil }
             return groupOf[place]
         }
+        let order = Self.order(groups, writtenGroup: writtenGroup(of:))
+        let (statementOf, relationshipsOf) = cut(groups, in: order, rowsPerStatement: rowsPerStatement, places: changes.inserts.count,
+                                                 writtenGroup: writtenGroup(of:))
+        settleLaterReferences(changes: changes, statementOf: statementOf, relationshipsOf: relationshipsOf)
+    }
+
+    /// One entity's rows to insert.
+    private struct Group {
+        var entity: Entity
+        var columns: [String]
+        var rows: [PendingInsert]
+        var places: [Int]
+        /// To-one relationships by column, and those checked at once (not DEFERRABLE).
+        var relationships: [String: Relationship]
+        var immediate: [String: Relationship]
+    }
+
+    /// The rows to write grouped by entity, groups in the order their first rows come, with
+    /// their columns; and by place in the unit, the group of each row (-1: left out).
+    private static func groups(model: Model, changes: ChangeSet, skip: Set<ChangeID>) -> ([Group], [Int]) {
+        var groups: [Group] = []
+        var groupIndex: [String: Int] = [:]
+        var groupOf = [Int](repeating: -1, count: changes.inserts.count)
         var last: (entity: String, index: Int)?  // rows of one entity come in runs
         for (place, row) in changes.inserts.enumerated() where skip.isEmpty || !skip.contains(.insert(row.ref)) {
             let index: Int
@@ -407,22 +419,29 @@ struct InsertLayout {
             groups[index].places.append(place)
         }
         for index in groups.indices { groups[index].columns = KeyAllocation.columns(of: groups[index].entity, rows: groups[index].rows) }
-        // Which groups each group must follow: those of the records its records point at
-        // through keys checked at once (a DEFERRABLE key is checked at COMMIT).
-        func pointsAt(_ row: PendingInsert, through immediate: [String: Relationship]) -> [String] {
-            var targets: [String] = []
-            for field in row.fields {
-                if case .ref(let target) = field.value, immediate.index(forKey: field.column) != nil { targets.append(target) }
-            }
-            return targets
+        return (groups, groupOf)
+    }
+
+    /// The pending records `row` points at through the keys in `immediate`, by `#ref`.
+    private static func pointsAt(_ row: PendingInsert, through immediate: [String: Relationship]) -> [String] {
+        var targets: [String] = []
+        for field in row.fields {
+            if case .ref(let target) = field.value, immediate.index(forKey: field.column) != nil { targets.append(target) }
         }
+        return targets
+    }
+
+    /// The groups in the order they are written: each after the groups of the records its
+    /// records point at through keys checked at once (a DEFERRABLE key is checked at COMMIT),
+    /// by Kahn's algorithm; where records point at each other, the first group left goes next.
+    private static func order(_ groups: [Group], writtenGroup: (String) -> Int?) -> [Int] {
         var after: [Set<Int>] = Array(repeating: [], count: groups.count)
         for (index, group) in groups.enumerated() {
             var groupOfTarget = RunMemo<Int?>(keeps: false)
             for row in group.rows {
                 for field in row.fields {
                     guard case .ref(let target) = field.value, group.immediate.index(forKey: field.column) != nil else { continue }
-                    if let other = groupOfTarget.value(target, writtenGroup(of:)), other != index { after[index].insert(other) }
+                    if let other = groupOfTarget.value(target, writtenGroup), other != index { after[index].insert(other) }
                 }
             }
             // A row may also point at a pending record by its values (a composite foreign key,
@@ -431,7 +450,6 @@ struct InsertLayout {
                 for (other, candidate) in groups.enumerated() where candidate.entity.name == key.target { after[index].insert(other) }
             }
         }
-        // Kahn's algorithm; where records point at each other, the first group left goes next.
         var placed: [Bool] = Array(repeating: false, count: groups.count)
         var order: [Int] = []
         while order.count < groups.count {
@@ -440,15 +458,22 @@ struct InsertLayout {
             placed[next] = true
             order.append(next)
         }
-        // By place, the statement each written row is in.
-        var statementOf = [Int](repeating: -1, count: changes.inserts.count)
+        return order
+    }
+
+    /// The groups, in `order`, cut into statements of at most `rowsPerStatement` rows, rows of
+    /// a tree of one table parents first. Returns by place the statement each written row is
+    /// in, and each statement's to-one relationships by column.
+    private mutating func cut(_ groups: [Group], in order: [Int], rowsPerStatement: Int, places: Int,
+                              writtenGroup: (String) -> Int?) -> ([Int], [[String: Relationship]]) {
+        var statementOf = [Int](repeating: -1, count: places)
         var relationshipsOf: [[String: Relationship]] = []
         for index in order {
             var group = groups[index]
             let immediate = group.immediate
             // Only rows that point at their own group need ordering (a tree of one table).
             if immediate.values.contains(where: { $0.target == group.entity.name }) {
-                let order = Self.parentsFirst(group.rows) { pointsAt($0, through: immediate).filter { writtenGroup(of: $0) == index } }
+                let order = Self.parentsFirst(group.rows) { Self.pointsAt($0, through: immediate).filter { writtenGroup($0) == index } }
                 group.rows = order.map { group.rows[$0] }
                 group.places = order.map { group.places[$0] }
             }
@@ -462,8 +487,12 @@ struct InsertLayout {
                 start = end
             }
         }
-        // A reference to a record written by a later statement: deferred through a DEFERRABLE
-        // key, else written as nil and set afterwards, else impossible.
+        return (statementOf, relationshipsOf)
+    }
+
+    /// A reference to a record written by a later statement: deferred through a DEFERRABLE
+    /// key, else written as nil and set afterwards, else impossible.
+    private mutating func settleLaterReferences(changes: ChangeSet, statementOf: [Int], relationshipsOf: [[String: Relationship]]) {
         var deferred: Set<String> = []
         for (index, statement) in statements.enumerated() {
             let entity = statement.entity

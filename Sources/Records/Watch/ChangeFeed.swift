@@ -252,7 +252,13 @@ public enum ChangeFeed {
     /// has a session watching the table (`records.watched`): PostgreSQL serializes the commits
     /// of transactions that NOTIFY, which measured here cut single-insert throughput by four.
     static func install(_ connection: Connection, model: Model) throws {
-        try connection.execute("""
+        try connection.execute(logTables + "\n" + functions)  // one simple query, so one transaction
+        try installTriggers(model, connection)
+    }
+
+    /// Where changes are logged: the watched tables' registrations, deleted rows kept for
+    /// filtered watches, and the change log itself.
+    static let logTables = """
             CREATE TABLE IF NOT EXISTS records.watched (
                 server text NOT NULL,
                 entity text NOT NULL,
@@ -321,6 +327,12 @@ public enum ChangeFeed {
                 END IF;
             END
             $indexes$;
+            """
+
+    /// The triggers' functions: a row's key, the notify functions of tables and partitions,
+    /// and the wake-up at commit.
+    static var functions: String {
+        """
             CREATE OR REPLACE FUNCTION records.row_key(j jsonb, columns text[]) RETURNS text
                 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $key$
                 -- A trigger's TG_ARGV counts from 0: the first element is at the lower bound.
@@ -357,7 +369,11 @@ public enum ChangeFeed {
                 END IF;
             END
             $install$;
-            """)
+            """
+    }
+
+    /// On every served table and each of its partitions, the three triggers.
+    private static func installTriggers(_ model: Model, _ connection: Connection) throws {
         for entity in model.entities {
             try installTriggers(on: model.table(entity), keyColumns: entity.keyColumns, function: "notify_changes", connection)
             // A write into a partition itself fires the partition's triggers, not its table's:

@@ -411,7 +411,7 @@ public final class Server {
     func service(_ connection: ClientConnection) {
         var budget = TurnBudget(start: now())
         while true {
-            var progressed = false
+            var progressed = false, ranCommand = false
             while !budget.spent, !stopping || connection.importing != nil,
                   connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: connection.importPaused),
                   let event = connection.nextEvent() {
@@ -423,6 +423,7 @@ public final class Server {
                 }
                 switch connection.machine.route(event) {
                 case .run(let line):
+                    ranCommand = true
                     run(line, on: connection)
                 case .gather(let event):
                     gather(event, for: connection)
@@ -438,6 +439,12 @@ public final class Server {
                 }
             }
             if progressed { connection.lastActivity = now() }  // once per turn, not per line
+            if ranCommand {
+                // The board shows the turn's last command, from when the turn ran it.
+                connection.boardEntry.verb = connection.session.currentVerb
+                connection.boardEntry.commandStarted = connection.lastActivity
+                connection.boardEntry.running = true
+            }
             if configuration.durableUnits { persistIfChanged(connection) }
             let held = connection.pendingOutput
             if connection.machine.shouldFlush(pendingOutput: held) {
@@ -493,9 +500,6 @@ public final class Server {
 
     func run(_ line: String, on connection: ClientConnection) {
         let verb = Verb.of(line)  // once a line: the loop's choice, then the session's
-        connection.boardEntry.verb = verb?.rawValue ?? "unknown"
-        connection.boardEntry.commandStarted = now()
-        connection.boardEntry.running = true
         if Self.isRead(verb) { return runReads(line, on: connection) }
         let limit = configuration.maxReplyBytes
         switch connection.session.handle(line, verb: verb) {

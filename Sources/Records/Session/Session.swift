@@ -479,8 +479,8 @@ public final class Session {
         return Log.quoted(line.count > 500 ? String(line.prefix(500)) + "..." : line)
     }
 
-    /// The verb of the line being run, for the metrics of the work it starts.
-    var currentVerb = "unknown"
+    /// The verb of the line being run, for the metrics of the work it starts and the operators' board.
+    public internal(set) var currentVerb = "unknown"
     /// The line being run, for a slow command's log line (`currentText` redacts it).
     var lineForLog = ""
 

@@ -17,15 +17,15 @@ public final class UnsealedCursors: CursorSealing {
 }
 
 /// Keyset cursors: the last row's sort-key values and the query's fingerprint, as one opaque
-/// word (`c` + hex of a JSON array) that the client passes back with AFTER. JSON holds any text
+/// word (`c` + hex of a JSON array, sealed) that the client passes back with AFTER. JSON holds any text
 /// a key may hold, so no value can break a cursor. What a client sees is that word sealed
 /// (`sealed`/`opened`): the values are the client's own rows, but a cursor made or changed by
 /// hand would page from a position no query gave, and a user's cursor is not another's.
 enum Cursor {
-    static func encode(_ values: [String?], fingerprint: String) -> String {
+    /// The cursor's bytes before sealing: a JSON array of the fingerprint and the values.
+    static func plain(_ values: [String?], fingerprint: String) -> [UInt8] {
         let array: [Any] = [fingerprint] + values.map { $0.map { $0 as Any } ?? NSNull() }
-        let data = (try? JSONSerialization.data(withJSONObject: array)) ?? Data()
-        return "c" + hex(Array(data))
+        return Array((try? JSONSerialization.data(withJSONObject: array)) ?? Data())
     }
 
     static func decode(_ token: String, fingerprint: String, count: Int) throws(CommandError) -> [String?] {
@@ -40,18 +40,18 @@ enum Cursor {
         return values
     }
 
-    /// The word a client is given for `plain` (an `encode`d cursor), for `user`.
-    static func sealed(_ plain: String, by keys: any CursorSealing, user: String?) -> String {
-        guard let bytes = unhex(plain) else { return plain }
-        return "c" + hex(keys.seal(bytes, associated: Array((user ?? "").utf8)))
+    /// The word a client is given for the page that ended at `values`, for `user`.
+    static func sealed(_ values: [String?], fingerprint: String, by keys: any CursorSealing, user: String?) -> String {
+        "c" + Hex.lowercase(keys.seal(plain(values, fingerprint: fingerprint), associated: Array((user ?? "").utf8)))
     }
 
-    /// The `encode`d cursor a client's word holds, when these keys sealed it for `user`.
+    /// The plain cursor (`c` and the hex of `plain`'s bytes, as `decode` reads it) a client's
+    /// word holds, when these keys sealed it for `user`.
     static func opened(_ token: String, by keys: any CursorSealing, user: String?) throws(CommandError) -> String {
         guard let bytes = unhex(token), let plain = keys.open(bytes, associated: Array((user ?? "").utf8)) else {
             throw CommandError(.validation, "AFTER: this cursor was not given to this session's user by this server's keys, or was changed (pass the one the previous page gave)")
         }
-        return "c" + hex(plain)
+        return "c" + Hex.lowercase(plain)
     }
 
     /// `request` with its AFTER opened.
@@ -60,14 +60,6 @@ enum Cursor {
         var opened = request
         opened.after = try Self.opened(token, by: keys, user: user)
         return opened
-    }
-
-    private static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes { out += [digits[Int(byte >> 4)], digits[Int(byte & 15)]] }
-        return String(decoding: out, as: UTF8.self)
     }
 
     private static func unhex(_ token: String) -> [UInt8]? {

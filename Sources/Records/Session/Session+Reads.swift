@@ -156,7 +156,7 @@ extension Session {
                 // LIMIT 0 asks for no page: there is no position to go on from.
                 if rows.more && count > 0 {
                     // A keyset cursor where the query has one; DISTINCT pages by OFFSET.
-                    message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.sealed(Cursor.encode(rows.lastKeys, fingerprint: rowVersions.fingerprint), by: cursors, user: user)
+                    message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.sealed(rows.lastKeys, fingerprint: rowVersions.fingerprint, by: cursors, user: user)
                         : "; next page: OFFSET \((request.offset ?? 0) + count)"
                 }
                 return (message, rows.versions)

@@ -52,8 +52,8 @@ struct AdminRequest: Equatable {
                         consumed: end + 4 - bytes.startIndex)
     }
 
-    /// Where `\r\n\r\n` begins.
-    private static func headEnd(_ bytes: ArraySlice<UInt8>) -> Int? {
+    /// Where `\r\n\r\n` begins: the end of a request's or a response's head.
+    static func headEnd(_ bytes: ArraySlice<UInt8>) -> Int? {
         guard bytes.count >= 4 else { return nil }
         var index = bytes.startIndex
         while index <= bytes.endIndex - 4 {

@@ -84,10 +84,7 @@ public final class AdminServer: @unchecked Sendable {  // `stopping`, `reachable
         }
         let line = String(decoding: response.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self)
         guard !line.isEmpty else { return nil }
-        let bodyStart = response.count < 4 ? nil : (0...(response.count - 4)).first {
-            response[$0] == 13 && response[$0 + 1] == 10 && response[$0 + 2] == 13 && response[$0 + 3] == 10
-        }.map { $0 + 4 }
-        return (line, bodyStart.map { String(decoding: response[$0...], as: UTF8.self) } ?? "")
+        return (line, AdminRequest.headEnd(response[...]).map { String(decoding: response[($0 + 4)...], as: UTF8.self) } ?? "")
     }
 
     /// From now on /ready fails: the server is draining (a balancer stops sending clients).

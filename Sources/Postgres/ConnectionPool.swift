@@ -18,12 +18,9 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         public var open: Int
         public var busy: Int
         public var queued: Int
-        /// Jobs started since the pool began, and the seconds they waited in the queue, in all.
-        public var started: Int = 0
-        public var waitSeconds: Double = 0
-        /// How many jobs waited at most each of `waitBuckets` seconds (cumulative, as a
-        /// Prometheus histogram counts).
-        public var waitCounts: [Int] = []
+        /// The waits in the queue of the jobs started since the pool began, by `waitBuckets`
+        /// (their count is the jobs started, their sum the seconds waited in all).
+        public var waits = Histogram(ConnectionPool.waitBuckets)
         /// Workers waiting now for a PostgreSQL that cannot be reached (a failover), and the
         /// seconds all of them waited so, in all.
         public var waitingForServer = 0
@@ -39,9 +36,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private let condition = NSCondition()
     /// Each job with when it was queued (uptime nanoseconds), for the wait it had.
     private var scheduler: PoolScheduler<(job: Job, queued: UInt64)>
-    private var started = 0
-    private var waitNanoseconds: UInt64 = 0
-    private var waitCounts = [Int](repeating: 0, count: ConnectionPool.waitBuckets.count)
+    private var waits = Histogram(ConnectionPool.waitBuckets)
     private var openCount = 0
     private var stopping = false
     /// Seconds `open` keeps trying a PostgreSQL that cannot be reached.
@@ -122,8 +117,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.lock()
         defer { condition.unlock() }
         return Statistics(size: size, open: openCount, busy: scheduler.busy, queued: scheduler.queued,
-                          started: started, waitSeconds: Double(waitNanoseconds) / 1e9, waitCounts: waitCounts,
-                          waitingForServer: waitingForServer, serverWaitSeconds: Double(serverWaitNanoseconds) / 1e9)
+                          waits: waits, waitingForServer: waitingForServer, serverWaitSeconds: Double(serverWaitNanoseconds) / 1e9)
     }
 
     /// Asks PostgreSQL to cancel the statement every busy worker runs (at the shutdown
@@ -161,11 +155,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         while true {
             let now = DispatchTime.now().uptimeNanoseconds
             if let next = scheduler.next(worker: worker, now: now) {
-                started += 1
-                let waited = now &- min(now, next.queued)
-                waitNanoseconds &+= waited
-                let seconds = Double(waited) / 1e9
-                for (index, bound) in Self.waitBuckets.enumerated() where seconds <= bound { waitCounts[index] += 1 }
+                waits.observe(Double(now &- min(now, next.queued)) / 1e9, Self.waitBuckets)
                 return (next.job, planGeneration)
             }
             if stopping && scheduler.queued == 0 { return nil }

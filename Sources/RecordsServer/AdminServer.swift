@@ -172,14 +172,14 @@ public final class AdminServer: @unchecked Sendable {  // `stopping`, `reachable
                             Metrics.Sample("recordsd_pool_open", "PostgreSQL connections open.", Double(pool.open)),
                             Metrics.Sample("recordsd_pool_busy", "PostgreSQL connections running a job.", Double(pool.busy)),
                             Metrics.Sample("recordsd_pool_waiting", "Jobs waiting for a connection.", Double(pool.queued)),
-                            Metrics.Sample("recordsd_pool_jobs_total", "Jobs the pool started.", type: "counter", Double(pool.started)),
+                            Metrics.Sample("recordsd_pool_jobs_total", "Jobs the pool started.", type: "counter", Double(pool.waits.total)),
                             Metrics.Sample("recordsd_pool_waiting_for_server", "Pool workers waiting for a PostgreSQL that cannot be reached (a failover).",
                                            Double(pool.waitingForServer)),
                             Metrics.Sample("recordsd_pool_server_wait_seconds_total", "Seconds pool workers waited for a PostgreSQL that could not be reached (--failover-wait).",
                                            type: "counter", pool.serverWaitSeconds)]
             }
             let waits = status.pool.map { pool in
-                Metrics.Waits(bounds: ConnectionPool.waitBuckets, counts: pool.waitCounts, sum: pool.waitSeconds, total: pool.started)
+                Metrics.Waits(bounds: ConnectionPool.waitBuckets, histogram: pool.waits)
             }
             return ("200 OK", context.metrics.render(samples: samples, poolWaits: waits), "text/plain; version=0.0.4")
         default:

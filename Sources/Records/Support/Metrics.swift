@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 
 /// Counters an operator scrapes (`GET /metrics` on the admin listener), in Prometheus's text
 /// format. Every command is counted by verb and outcome (`ok`, the error code, or
@@ -11,29 +12,14 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
     static let commandBuckets: [Double] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5]
 
     /// Observations in cumulative buckets, as Prometheus counts a histogram.
-    struct Histogram {
-        var counts: [Int]
-        var total = 0
-        var sum = 0.0
-        init(_ bounds: [Double]) { counts = [Int](repeating: 0, count: bounds.count) }
-
-        mutating func observe(_ value: Double, _ bounds: [Double]) {
-            var index = bounds.count - 1
-            // From the top: most observations are small, and every bucket at or above counts.
-            while index >= 0, value <= bounds[index] { counts[index] += 1; index -= 1 }
-            total += 1
-            sum += value
-        }
-
-        /// `name_bucket{labels,le="..."} n` ... `name_sum`, `name_count`.
-        static func render(_ name: String, labels: String, bounds: [Double], counts: [Int], sum: Double, total: Int) -> String {
-            let prefix = labels.isEmpty ? "" : labels + ","
-            let suffix = labels.isEmpty ? "" : "{\(labels)}"
-            var out = ""
-            for (index, bound) in bounds.enumerated() { out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(counts[index])\n" }
-            out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(total)\n\(name)_sum\(suffix) \(sum)\n\(name)_count\(suffix) \(total)\n"
-            return out
-        }
+    /// `name_bucket{labels,le="..."} n` ... `name_sum`, `name_count`.
+    static func render(_ name: String, labels: String, bounds: [Double], _ histogram: Histogram) -> String {
+        let prefix = labels.isEmpty ? "" : labels + ","
+        let suffix = labels.isEmpty ? "" : "{\(labels)}"
+        var out = ""
+        for (index, bound) in bounds.enumerated() { out += "\(name)_bucket{\(prefix)le=\"\(bound)\"} \(histogram.counts[index])\n" }
+        out += "\(name)_bucket{\(prefix)le=\"+Inf\"} \(histogram.total)\n\(name)_sum\(suffix) \(histogram.sum)\n\(name)_count\(suffix) \(histogram.total)\n"
+        return out
     }
 
     /// What the process is, for `recordsd_build_info`: the version, and the revision the
@@ -179,11 +165,10 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
 
     /// The pool's wait for a connection, as a histogram: bounds, cumulative counts, seconds in
     /// all, jobs.
+    /// The pool's waits for a connection, with their buckets' bounds.
     public struct Waits: Sendable {
-        public var bounds: [Double], counts: [Int], sum: Double, total: Int
-        public init(bounds: [Double], counts: [Int], sum: Double, total: Int) {
-            (self.bounds, self.counts, self.sum, self.total) = (bounds, counts, sum, total)
-        }
+        public var bounds: [Double], histogram: Histogram
+        public init(bounds: [Double], histogram: Histogram) { (self.bounds, self.histogram) = (bounds, histogram) }
     }
 
     /// The text format (version 0.0.4): the process's and build's, the caller's samples, then
@@ -219,17 +204,16 @@ public final class Metrics: @unchecked Sendable {  // all state guarded by `lock
             out += facts.name + (facts.labels.isEmpty ? "" : "{\(facts.labels)}") + " \(counters[counter.rawValue])\n"
         }
         out += "# HELP recordsd_save_seconds Time SAVE held a database connection.\n# TYPE recordsd_save_seconds histogram\n"
-        out += Histogram.render("recordsd_save_seconds", labels: "", bounds: Self.saveBuckets, counts: saves.counts, sum: saves.sum, total: saves.total)
+        out += Self.render("recordsd_save_seconds", labels: "", bounds: Self.saveBuckets, saves)
         out += "# HELP recordsd_command_seconds Time from a command's line to its reply (a stream's to its end), by verb.\n"
         out += "# TYPE recordsd_command_seconds histogram\n"
         for verb in commandSeconds.keys.sorted() {
             let h = commandSeconds[verb]!
-            out += Histogram.render("recordsd_command_seconds", labels: "verb=\"\(verb)\"", bounds: Self.commandBuckets, counts: h.counts, sum: h.sum, total: h.total)
+            out += Self.render("recordsd_command_seconds", labels: "verb=\"\(verb)\"", bounds: Self.commandBuckets, h)
         }
         if let poolWaits {
             out += "# HELP recordsd_pool_wait_seconds Time jobs waited for a PostgreSQL connection.\n# TYPE recordsd_pool_wait_seconds histogram\n"
-            out += Histogram.render("recordsd_pool_wait_seconds", labels: "", bounds: poolWaits.bounds, counts: poolWaits.counts,
-                                    sum: poolWaits.sum, total: poolWaits.total)
+            out += Self.render("recordsd_pool_wait_seconds", labels: "", bounds: poolWaits.bounds, poolWaits.histogram)
         }
         return out
     }

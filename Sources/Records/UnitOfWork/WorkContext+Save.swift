@@ -263,12 +263,11 @@ extension WorkContext {
         // Bounded by time, not attempts: each reconnect may itself wait for a new primary
         // (`failoverWait`), and forty of those waits would hold the client for many minutes.
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(seconds + settings.failoverWait) * 1_000_000_000
-        var attempt = 0
-        while attempt < seconds * 4 || (settings.failoverWait > 0 && DispatchTime.now().uptimeNanoseconds < deadline) {
-            defer { attempt += 1 }
-            if attempt > 0 && DispatchTime.now().uptimeNanoseconds >= deadline { break }
-            if attempt > 0 { usleep(250_000) }
-            if !connection.isHealthy || attempt > 0 {
+        var first = true
+        while first || DispatchTime.now().uptimeNanoseconds < deadline {
+            defer { first = false }
+            if !first { usleep(250_000) }
+            if !connection.isHealthy || !first {
                 guard (try? reconnect()) != nil else { continue }
             }
             // A SAVE still running holds its mark: waited for a while, then asked again.

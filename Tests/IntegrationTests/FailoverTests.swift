@@ -121,7 +121,7 @@ import Testing
         let server = try TestServer(databaseURL: formation.url)
         let run = "planned\(UInt16.random(in: 0...UInt16.max))"
         let load = try Self.underLoad(server, run: run) { try formation.run("failover") }
-        print("failover, planned: \(load.acknowledged.count) saves acknowledged, \(load.reads) reads, failures: \(load.failures)")
+        print("failover, planned: \(load.acknowledged.count) saves acknowledged, \(load.reads) reads, failures: \(load.failures), UNAVAILABLE \(load.unavailable): \(load.unavailableAnswers.sorted()); COMMITs cut off: \(server.log.components(separatedBy: "COMMIT got no answer").count - 1)")
         #expect(load.failures == [] && load.unavailable == 0)
         #expect(load.acknowledged.count > 0 && load.reads > 0)
         #expect(try Self.stored(formation.url, run: run) == load.acknowledged.sorted())

@@ -106,7 +106,8 @@ struct SavePlan: Sendable {
     let model: Model
     let changes: ChangeSet
     let policy: MergePolicy
-    let settings: Settings
+    /// Set when planned; only the mark changes after, for a save run again (`WorkContext`).
+    var settings: Settings
     /// Keys assigned before this SAVE and the ones it allocates: the unit keeps them whatever
     /// the outcome, so a retry writes the same ids.
     private(set) var assigned: [String: AssignedKey]

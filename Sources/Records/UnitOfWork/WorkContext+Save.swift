@@ -53,17 +53,24 @@ extension WorkContext {
     /// A SAVE that failed only because PostgreSQL could not be reached, with nothing committed
     /// and no COMMIT in doubt, runs again on a new connection while `failoverWait` lasts: a
     /// formation promoting a new primary is a pause, not an error. (Not when the server is
-    /// stopping: that cancellation is the answer.)
+    /// stopping: that cancellation is the answer.) A COMMIT cut off by the old primary's
+    /// shutdown and found not done spent its mark (the fence wrote it): the save runs again
+    /// under a new one, unless the session is durable, whose stored state names the spent mark
+    /// and must be written again first (it is, after the reply, and its next SAVE goes on).
     private func againWhileFailingOver(_ first: SaveResult, plan: SavePlan, model: Model) -> SaveResult {
         guard settings.failoverWait > 0 else { return first }
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(settings.failoverWait) * 1_000_000_000
-        var result = first
-        while !result.saved, result.uncertain == nil, !result.markSpent, !lease.wasCancelled,
+        var result = first, plan = plan, spent = first.markSpent
+        while !result.saved, result.uncertain == nil, !(result.markSpent && settings.durableTTL != nil), !lease.wasCancelled,
               case .error(.unavailable, _) = result.reply.status, DispatchTime.now().uptimeNanoseconds < deadline {
             guard (try? reconnect()) != nil else { break }
+            if result.markSpent { plan.settings.mark = Int64.random(in: 1...Int64.max) }
             settings.metrics?.add(.saveRetries, 1)
             result = runSaveOnce(plan, model: model)
+            spent = spent || result.markSpent
         }
+        // The session draws a new mark for its next SAVE when any attempt spent one.
+        result.markSpent = spent
         return result
     }
 

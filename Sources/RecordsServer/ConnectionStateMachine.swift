@@ -205,7 +205,11 @@ struct ConnectionStateMachine: Equatable {
             || (interest & Readiness.readable != 0 && bufferedBytes == 0))
         var wanted: UInt32 = 0
         if reading || transportWantsRead { wanted |= Readiness.readable }
-        if (pendingOutput > 0 && shouldFlush(pendingOutput: pendingOutput)) || transportWantsWrite { wanted |= Readiness.writable }
+        // Output waits for writability, unless the transport's write waits for the peer (a TLS
+        // handshake the client has not begun): a socket is writable all the time, and asking
+        // for it then woke the loop at every turn, spinning a core on idle TLS connections.
+        let writeCanProceed = !transportWantsRead
+        if (pendingOutput > 0 && shouldFlush(pendingOutput: pendingOutput) && writeCanProceed) || transportWantsWrite { wanted |= Readiness.writable }
         guard wanted != interest else { return nil }
         interest = wanted
         return wanted

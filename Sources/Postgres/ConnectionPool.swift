@@ -34,8 +34,10 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private let conninfo: String
     private let setup: [String]
     private let condition = NSCondition()
-    /// Each job with when it was queued (uptime nanoseconds), for the wait it had.
-    private var scheduler: PoolScheduler<(job: Job, queued: UInt64)>
+    /// Each job with when it was queued (uptime nanoseconds), for the wait it had, and its
+    /// lane, for a job given back (`giveBack`).
+    private var scheduler: PoolScheduler<Entry>
+    private typealias Entry = (job: Job, queued: UInt64, standing: PoolStanding, streams: Bool)
     private var waits = Histogram(ConnectionPool.waitBuckets)
     private var openCount = 0
     private var stopping = false
@@ -93,7 +95,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        scheduler.enqueue((job, DispatchTime.now().uptimeNanoseconds), standing, streams: streams)
+        scheduler.enqueue((job, DispatchTime.now().uptimeNanoseconds, standing, streams), standing, streams: streams)
         if let worker = idle.popLast() { wakers[worker].signal() }
         condition.unlock()
     }
@@ -108,7 +110,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         let now = DispatchTime.now().uptimeNanoseconds
         guard !stopping, scheduler.queued == 0, scheduler.slowRunning(now: now) + 1 < size - scheduler.reserve,
               let worker = idle.popLast() else { return false }
-        scheduler.enqueue((job, now), .proven, streams: true)
+        scheduler.enqueue((job, now, .proven, true), .proven, streams: true)
         wakers[worker].signal()
         return true
     }
@@ -142,7 +144,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     /// The next job for a worker, as the scheduler decides, with the plan generation it runs
     /// under; `finished` says the worker's previous job is done (one lock round per job
     /// instead of two).
-    private func nextJob(worker: Int, finished: Bool) -> (job: Job, plans: Int)? {
+    private func nextJob(worker: Int, finished: Bool) -> (entry: Entry, plans: Int)? {
         condition.lock()
         defer { condition.unlock() }
         if finished {
@@ -156,7 +158,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             let now = DispatchTime.now().uptimeNanoseconds
             if let next = scheduler.next(worker: worker, now: now) {
                 waits.observe(Double(now &- min(now, next.queued)) / 1e9, Self.waitBuckets)
-                return (next.job, planGeneration)
+                return (next, planGeneration)
             }
             if stopping && scheduler.queued == 0 { return nil }
             // Nothing queued, or held back for the reserve until a running job finishes.
@@ -203,7 +205,8 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         var lastUsed: UInt64 = 0
         var finished = false
         var plans = 0
-        while let (job, generation) = nextJob(worker: index, finished: finished) {
+        while let (entry, generation) = nextJob(worker: index, finished: finished) {
+            let job = entry.job
             finished = true
             if generation != plans {
                 connection?.forgetPreparedStatements()
@@ -217,14 +220,26 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             }
             if connection == nil {
                 do {
-                    connection = try open()
-                    adjustOpen(+1)
+                    connection = try open(patience: 0)
                 } catch {
-                    job(.failure(error))
-                    continue
+                    if error.kind == .connection && giveBack(entry, worker: index) {
+                        // Others have connections: they serve the job while this one keeps trying.
+                        finished = false
+                        connection = connectWhileOthersServe()
+                        if connection != nil { adjustOpen(+1) }
+                        continue
+                    }
+                    do throws(PostgresError) {
+                        guard error.kind == .connection, failoverWait > 0 else { throw error }
+                        connection = try open(patience: failoverWait)
+                    } catch {
+                        job(.failure(error))
+                        continue
+                    }
                 }
+                adjustOpen(+1)
             }
-            let lease = Lease(connection: connection!, open: open,
+            let lease = Lease(connection: connection!, open: { [unowned self] () throws(PostgresError) in try open(patience: failoverWait) },
                               replaced: { [weak self] canceller in self?.register(index, canceller) },
                               cancelled: { [weak self] in self?.wasCancelled(index) ?? false })
             register(index, connection!.canceller())
@@ -244,10 +259,10 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     }
 
     /// A new connection with the pool's session settings; while PostgreSQL cannot be reached,
-    /// tried again for up to `failoverWait` seconds (a primary being promoted), unless the pool
-    /// is stopping.
-    private func open() throws(PostgresError) -> Connection {
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(failoverWait * 1e9)
+    /// tried again for up to `patience` seconds (a primary being promoted), unless the pool is
+    /// stopping.
+    private func open(patience: Double) throws(PostgresError) -> Connection {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(patience * 1e9)
         var pause: UInt32 = 50_000
         while true {
             do throws(PostgresError) {
@@ -256,14 +271,46 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
                 return fresh
             } catch where error.kind == .connection && DispatchTime.now().uptimeNanoseconds + UInt64(pause) * 1000 < deadline
                 && !condition.withLock({ stopping }) {
-                condition.withLock { waitingForServer += 1 }
-                usleep(pause)
-                condition.withLock {
-                    waitingForServer -= 1
-                    serverWaitNanoseconds += UInt64(pause) * 1000
-                }
+                pauseForServer(pause)
                 pause = min(pause * 2, 500_000)
             }
+        }
+    }
+
+    /// Puts `entry` back at the head of its lane when another worker has a connection to run
+    /// it on: a pool that cannot open one more connection (the server's name does not resolve
+    /// for a while, its connection slots are full) serves on those it has, instead of failing
+    /// the job after `failoverWait`. False: no other connection, the job stays with the caller.
+    private func giveBack(_ entry: Entry, worker: Int) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        guard openCount > 0, !stopping else { return false }
+        scheduler.giveBack(entry, entry.standing, streams: entry.streams, worker: worker)
+        cancellers[worker] = nil
+        if let other = idle.popLast() { wakers[other].signal() }
+        return true
+    }
+
+    /// A worker that gave its job back tries to connect, with growing pauses, while another
+    /// worker has a connection; nil once none has (the next job then waits `failoverWait` for
+    /// the server) or the pool is stopping.
+    private func connectWhileOthersServe() -> Connection? {
+        var pause: UInt32 = 100_000
+        while true {
+            pauseForServer(pause)
+            guard condition.withLock({ openCount > 0 && !stopping }) else { return nil }
+            if let fresh = try? open(patience: 0) { return fresh }
+            pause = min(pause * 2, 1_000_000)
+        }
+    }
+
+    /// Sleeps `microseconds`, counted as waiting for the server.
+    private func pauseForServer(_ microseconds: UInt32) {
+        condition.withLock { waitingForServer += 1 }
+        usleep(microseconds)
+        condition.withLock {
+            waitingForServer -= 1
+            serverWaitNanoseconds += UInt64(microseconds) * 1000
         }
     }
 

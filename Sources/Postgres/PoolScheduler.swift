@@ -62,6 +62,17 @@ public struct PoolScheduler<Job> {
         running[worker] = nil
     }
 
+    /// `worker` could not run `job` (it has no connection and cannot open one while others
+    /// have theirs): the job goes back to the head of its lane, first for the next free worker.
+    public mutating func giveBack(_ job: Job, _ standing: Standing, streams: Bool = false, worker: Int) {
+        running[worker] = nil
+        switch standing {
+        case .proven: if streams { self.streams.prepend(job) } else { proven.prepend(job) }
+        case .new: new.prepend(job)
+        case .unproven: unproven.prepend(job)
+        }
+    }
+
     /// Busy workers whose job streams, is not proven, or has run past `slowAfter`.
     public func slowRunning(now: UInt64) -> Int {
         running.values.reduce(0) { count, job in
@@ -85,6 +96,14 @@ public struct PoolScheduler<Job> {
         private var head = 0
         var count: Int { items.count - head }
         mutating func append(_ item: Job) { items.append(item) }
+        mutating func prepend(_ item: Job) {
+            if head > 0 {
+                head -= 1
+                items[head] = item
+            } else {
+                items.insert(item, at: 0)
+            }
+        }
         mutating func removeFirst() -> Job? {
             guard head < items.count else { return nil }
             let item = items[head]

@@ -65,6 +65,23 @@ import Postgres
         #expect(scheduler.next(worker: 0, now: 0) == "slow again")
     }
 
+    @Test func aJobGivenBackIsTheNextOfItsLane() {
+        var scheduler = PoolScheduler<String>(size: 4)
+        scheduler.enqueue("p1", .proven)
+        scheduler.enqueue("p2", .proven)
+        scheduler.enqueue("n1", .new)
+        #expect(scheduler.next(worker: 0, now: 0) == "p1")
+        // Worker 0 has no connection and cannot open one: p1 goes first again, to another.
+        scheduler.giveBack("p1", .proven, worker: 0)
+        #expect(scheduler.busy == 0 && scheduler.queued == 3)
+        #expect(scheduler.next(worker: 1, now: 0) == "p1")
+        #expect(scheduler.next(worker: 2, now: 0) == "p2")
+        #expect(scheduler.next(worker: 3, now: 0) == "n1")
+        scheduler.giveBack("n1", .new, worker: 3)
+        scheduler.enqueue("n2", .new)
+        #expect(scheduler.next(worker: 3, now: 0) == "n1")
+    }
+
     @Test func aPoolOfOneHasNoReserve() {
         var scheduler = PoolScheduler<String>(size: 1)
         scheduler.enqueue("only", .unproven)

@@ -398,7 +398,7 @@ public final class LineConnection {
         let deadline = Date().addingTimeInterval(patience)
         while true {
             let reply = try send("AUTH \(try user.recordsLiteral()) \(try password.recordsLiteral())")
-            guard reply.code == ErrorCode.unavailable.rawValue, Date() < deadline else { return reply }
+            guard reply.code == .unavailable, Date() < deadline else { return reply }
             usleep(useconds_t.random(in: 50_000...200_000))
         }
     }

@@ -17,7 +17,7 @@ extension RecordsClient {
     /// One record by key (nil when there is none, or the user may not see it).
     public func get<T: RecordsEntity>(_ type: T.Type, _ key: some RecordsLiteral, include: [String] = []) async throws -> T? {
         let reply = try await send("GET \(T.entityName) \(try key.recordsLiteral())" + (try Self.includeClause(include)))
-        if reply.code == ErrorCode.notFound.rawValue { return nil }
+        if reply.code == .notFound { return nil }
         guard let line = try reply.checked().lines.first else { return nil }
         return try RecordDecoding.decode(T.self, line)
     }

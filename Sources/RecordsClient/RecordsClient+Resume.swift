@@ -47,9 +47,9 @@ extension RecordsClient {
                     try fresh.signIn(user: user, password: password).checked()
                 }
                 let resumed = try fresh.send("RESUME " + token)
-                if resumed.code == ErrorCode.unavailable.rawValue {
+                if resumed.code == .unavailable {
                     fresh.close()
-                    last = .server(code: ErrorCode.unavailable.rawValue, message: resumed.message, details: resumed.lines)
+                    last = .server(code: .unavailable, message: resumed.message, details: resumed.lines)
                     continue
                 }
                 strandedToken = nil

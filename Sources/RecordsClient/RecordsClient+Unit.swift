@@ -104,7 +104,7 @@ extension RecordsClient {
                 return saved
             } catch let error as RecordsError {
                 switch error {
-                case .server(code: ErrorCode.unavailable.rawValue, _, _):
+                case .server(code: .unavailable, _, _):
                     lostInARow = 0
                 case .connection:
                     // Once: the session followed its server's handoff (or was resumed after a

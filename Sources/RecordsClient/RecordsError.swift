@@ -3,7 +3,7 @@ import RecordsProtocol
 public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The server answered `-ERR CODE message`, with detail lines before it (a SAVE's conflicts,
     /// validation problems).
-    case server(code: String, message: String, details: [String])
+    case server(code: ErrorCode, message: String, details: [String])
     /// No connection could be made (refused, unknown host, timed out).
     case unreachable(String)
     /// The connection broke, or its TLS failed.
@@ -23,7 +23,7 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .server(let code, let message, let details):
-            "\(code): \(message)" + (details.isEmpty ? "" : "\n" + details.joined(separator: "\n"))
+            "\(code.rawValue): \(message)" + (details.isEmpty ? "" : "\n" + details.joined(separator: "\n"))
         case .unreachable(let text): text
         case .connection(let text): "connection: \(text)"
         case .protocolViolation(let text): "protocol: \(text)"
@@ -34,12 +34,12 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The protocol's error code (`NOT_FOUND`, `CONFLICT`, `VALIDATION`, ...) of a server error.
-    public var code: String? {
+    /// The protocol's error code (`.notFound`, `.conflict`, `.validation`, ...) of a server error.
+    public var code: ErrorCode? {
         switch self {
         case .server(let code, _, _): code
-        case .conflict: ErrorCode.conflict.rawValue
-        case .alreadySaved: ErrorCode.alreadySaved.rawValue
+        case .conflict: .conflict
+        case .alreadySaved: .alreadySaved
         default: nil
         }
     }

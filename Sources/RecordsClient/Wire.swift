@@ -33,20 +33,26 @@ public struct WireReply: Sendable, Equatable, CustomStringConvertible {
         return status == "+OK" ? "" : status
     }
 
-    /// The error code of an `-ERR` status (`NOT_FOUND`, `CONFLICT`, ...).
-    public var code: String? {
+    /// The error code of an `-ERR` status (`.notFound`, `.conflict`, ...), from the protocol's
+    /// table; nil for `+OK` and for a word the table does not have (`codeWord` gives it).
+    public var code: ErrorCode? { codeWord.flatMap(ErrorCode.init(rawValue:)) }
+
+    /// The word after `-ERR`, as sent.
+    public var codeWord: String? {
         guard status.hasPrefix("-ERR ") else { return nil }
         return String(status.dropFirst(5).prefix { $0 != " " })
     }
 
     /// The reply as a thrown error when it is one.
     public func checked() throws(RecordsError) -> WireReply {
-        guard let code else { return self }
-        if code == ErrorCode.conflict.rawValue, !lines.isEmpty,
+        guard let word = codeWord else { return self }
+        // Server and client share the table: a word outside it is not this protocol.
+        guard let code = ErrorCode(rawValue: word) else { throw .protocolViolation("unknown error code in \(status)") }
+        if code == .conflict, !lines.isEmpty,
            let conflicts = try? lines.map({ try JSONDecoder().decode(Conflict.self, from: Data($0.utf8)) }) {
             throw RecordsError.conflict(message: message, conflicts: conflicts)
         }
-        if code == ErrorCode.alreadySaved.rawValue {
+        if code == .alreadySaved {
             throw RecordsError.alreadySaved(message: message, saved: SaveResult(lines: lines, summary: nil))
         }
         throw RecordsError.server(code: code, message: message, details: lines)

@@ -335,7 +335,7 @@ final class Shell {
             }
             // The token is kept until a server answers its RESUME: UNAVAILABLE (PostgreSQL
             // away, the old server's lock not yet released) is asked again.
-            guard let resumed = try? fresh.send("RESUME " + token), resumed.code != ErrorCode.unavailable.rawValue else { continue }
+            guard let resumed = try? fresh.send("RESUME " + token), resumed.code != .unavailable else { continue }
             let stopped = serverStopped
             handOffToken = nil
             serverStopped = false

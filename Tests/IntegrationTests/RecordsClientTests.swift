@@ -67,14 +67,14 @@ import Testing
             try await app.save()
             Issue.record("SAVE of an incomplete employee succeeded")
         } catch let error as RecordsError {
-            #expect(error.code == "VALIDATION", "\(error)")
+            #expect(error.code == .validation, "\(error)")
         }
         try await app.rollback()
         do {
             _ = try await app.find(Employee.self, where: "salary > %@", 1)
             Issue.record("an unknown attribute was accepted")
         } catch let error as RecordsError {
-            #expect(error.code == "UNKNOWN")
+            #expect(error.code == .unknown)
         }
         // The watcher heard every committed change, in order.
         var heard: [String] = []
@@ -94,7 +94,7 @@ import Testing
             _ = try await RecordsClient.connect("records://app:wrong-password@127.0.0.1:\(server.port)")
             Issue.record("a wrong password was accepted")
         } catch let error as RecordsError {
-            #expect(error.code == "AUTH")
+            #expect(error.code == .auth)
         }
         let app = try await RecordsClient.connect("records://app:app%20password%201@127.0.0.1:\(server.port)")
         let before = Date()

@@ -206,7 +206,7 @@ final class TransferWorker {
                 return
             } catch RecordsError.conflict {
                 tally.conflicts += 1
-            } catch RecordsError.server(code: "UNAVAILABLE", _, _) {
+            } catch RecordsError.server(code: .unavailable, _, _) {
                 tally.unavailable += 1
                 try await Task.sleep(nanoseconds: 200_000_000)
             } catch let error as RecordsError {

@@ -119,7 +119,7 @@ final class FaultWorker {
             } catch let error as RecordsError {
                 guard Date() < deadline else { throw error }
                 switch error {
-                case .server(code: "UNAVAILABLE", _, _):
+                case .server(code: .unavailable, _, _):
                     tally.unavailable += 1
                 case .connection:
                     // The session moved and the line may or may not have run.
@@ -143,7 +143,7 @@ final class FaultWorker {
                 return try await settle()
             } catch let error as RecordsError {
                 guard Date() < deadline else { throw error }
-                if case .server(code: "UNAVAILABLE", _, _) = error { tally.unavailable += 1 }
+                if case .server(code: .unavailable, _, _) = error { tally.unavailable += 1 }
                 try await Task.sleep(nanoseconds: 200_000_000)
             }
         }

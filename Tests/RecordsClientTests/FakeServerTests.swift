@@ -82,7 +82,7 @@ final class FakeScript: @unchecked Sendable {  // fields set before the thread s
                 try await client.save()
                 Issue.record("an -ERR reply was taken for success")
             } catch let error as RecordsError {
-                #expect(error == .server(code: "VALIDATION", message: "2 problems; nothing was saved", details: ["#e1 employee: last_name is required", "-a detail that began with a dash"]))
+                #expect(error == .server(code: .validation, message: "2 problems; nothing was saved", details: ["#e1 employee: last_name is required", "-a detail that began with a dash"]))
             }
             #expect(try await client.insert("employee", ["last_name": "O\"Neil"]) == RecordRef("#e1"))
             await client.close()

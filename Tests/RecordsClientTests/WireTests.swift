@@ -19,7 +19,12 @@ import Testing
 
     @Test func errorsCarryTheirCodeAndDetailLines() throws {
         let reply = WireReply(lines: ["#e1 employee: last_name is required", "#e2 employee: age must be a number"], status: "-ERR VALIDATION 2 problems; nothing was saved")
-        #expect(throws: RecordsError.server(code: "VALIDATION", message: "2 problems; nothing was saved", details: reply.lines)) { try reply.checked() }
+        #expect(throws: RecordsError.server(code: .validation, message: "2 problems; nothing was saved", details: reply.lines)) { try reply.checked() }
+        #expect(WireReply(lines: [], status: "-ERR UNAVAILABLE PostgreSQL is away").code == .unavailable)
+        // Codes come from the protocol's one table; a word outside it is not this protocol.
+        let strange = WireReply(lines: [], status: "-ERR TEAPOT short and stout")
+        #expect(strange.code == nil && strange.codeWord == "TEAPOT")
+        #expect(throws: RecordsError.protocolViolation("unknown error code in -ERR TEAPOT short and stout")) { try strange.checked() }
         #expect(WireReply(lines: [], status: "+OK saved").message == "saved")
         #expect(ReplyReader.unstuffed("..dot") == ".dot" && ReplyReader.unstuffed(".-dash") == "-dash" && ReplyReader.unstuffed("plain") == "plain")
         #expect(ReplyReader.unescaped(" +plus") == "+plus" && ReplyReader.unescaped(" plain") == " plain")

@@ -116,6 +116,13 @@ public final class Connection {
         handle.map { Int(PQbackendPID($0)) } ?? 0
     }
 
+    /// The server this connection reached, `host:port` as libpq chose it from the URL's hosts
+    /// (the primary, under `target_session_attrs=read-write`).
+    public var serverAddress: String {
+        guard let handle else { return "" }
+        return (PQhost(handle).map { String(cString: $0) } ?? "") + ":" + (PQport(handle).map { String(cString: $0) } ?? "")
+    }
+
     public var socket: Int32 {
         handle.map { PQsocket($0) } ?? -1
     }

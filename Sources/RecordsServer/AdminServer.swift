@@ -163,7 +163,7 @@ public final class AdminServer: @unchecked Sendable {  // `stopping`, `reachable
             let draining = stopping
             lock.unlock()
             if draining { return ("503 Service Unavailable", "stopping\n", "text/plain") }
-            return lock.withLock({ reachable }) ? ("200 OK", "ready\n", "text/plain") : ("503 Service Unavailable", "PostgreSQL unreachable\n", "text/plain")
+            return lock.withLock({ reachable }) ? ("200 OK", "ready\n" + context.topology.summary + "\n", "text/plain") : ("503 Service Unavailable", "PostgreSQL unreachable\n", "text/plain")
         case "/metrics":
             let status = context.status
             var samples = [Metrics.Sample("recordsd_sessions", "Open client sessions.", Double(status.sessions))]
@@ -177,6 +177,16 @@ public final class AdminServer: @unchecked Sendable {  // `stopping`, `reachable
                                            Double(pool.waitingForServer)),
                             Metrics.Sample("recordsd_pool_server_wait_seconds_total", "Seconds pool workers waited for a PostgreSQL that could not be reached (--failover-wait).",
                                            type: "counter", pool.serverWaitSeconds)]
+            }
+            let topology = context.topology
+            if let look = topology.last {
+                samples += [Metrics.Sample("recordsd_database_primary_changes_total", "Times PostgreSQL's primary changed address since start (failovers and switch-overs seen).",
+                                           type: "counter", Double(topology.primaryChanges)),
+                            Metrics.Sample("recordsd_database_standbys", "Standbys replicating from PostgreSQL's primary (0: a lone primary).", Double(look.standbys)),
+                            Metrics.Sample("recordsd_database_synchronous_standbys", "Synchronous standbys of PostgreSQL's primary.", Double(look.synchronousStandbys))]
+                if let lag = look.lagBytes {
+                    samples.append(Metrics.Sample("recordsd_database_standby_replay_lag_bytes", "WAL bytes the slowest standby has yet to replay.", lag))
+                }
             }
             let waits = status.pool.map { pool in
                 Metrics.Waits(bounds: ConnectionPool.waitBuckets, histogram: pool.waits)

@@ -116,18 +116,32 @@ import Testing
         return try primary.query("SELECT name FROM game WHERE name LIKE $1 ORDER BY name", [run + "-%"]).column(0).compactMap { $0 }
     }
 
+    /// The address in INFO's `primary: HOST:PORT, ...` line.
+    static func address(_ line: String) -> String {
+        String(line.dropFirst("primary: ".count).prefix { $0 != "," })
+    }
+
     @Test func aPlannedFailoverIsAPauseAndLosesNothing() throws {
         let formation = try Formation()
         let server = try TestServer(databaseURL: formation.url)
         let run = "planned\(UInt16.random(in: 0...UInt16.max))"
+        // Operators see the formation: INFO names the primary and its synchronous standby.
+        let observer = try server.client()
+        let primaryLine = { try observer.send("INFO").lines.first { $0.hasPrefix("primary: ") } ?? "" }
+        let before = eventually(tries: 100, { (try? primaryLine()) ?? "" }, until: { $0.contains("1 standby (1 synchronous)") })
+        #expect(before.contains("1 standby (1 synchronous)") && before.hasSuffix("; primary changes seen: 0"), "\(before)")
         let load = try Self.underLoad(server, run: run) { try formation.run("failover") }
         print("failover, planned: \(load.acknowledged.count) saves acknowledged, \(load.reads) reads, failures: \(load.failures), UNAVAILABLE \(load.unavailable): \(load.unavailableAnswers.sorted()); COMMITs cut off: \(server.log.components(separatedBy: "COMMIT got no answer").count - 1)")
         #expect(load.failures == [] && load.unavailable == 0)
         #expect(load.acknowledged.count > 0 && load.reads > 0)
         #expect(try Self.stored(formation.url, run: run) == load.acknowledged.sorted())
+        // The switch is seen: the primary is the other node now, once.
+        let after = eventually(tries: 100, { (try? primaryLine()) ?? "" }, until: { $0.hasSuffix("primary changes seen: 1") })
+        #expect(after.hasSuffix("; primary changes seen: 1") && Self.address(after) != Self.address(before), "\(before) -> \(after)")
+        #expect(server.log.contains("PostgreSQL's primary is now \(Self.address(after)) (was \(Self.address(before)))"), "\(server.log.suffix(2000))")
         // The server follows the new primary: a fresh session saves there.
-        let after = try server.client()
-        try after.ok(#"INSERT game name="\#(run)-after""#)
-        #expect(try after.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+        let fresh = try server.client()
+        try fresh.ok(#"INSERT game name="\#(run)-after""#)
+        #expect(try fresh.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
     }
 }

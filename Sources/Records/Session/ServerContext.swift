@@ -104,6 +104,27 @@ public final class ServerContext: @unchecked Sendable {  // mutable state guarde
         }
     }
 
+    private var currentTopology = Topology()
+    /// The PostgreSQL written to, as the model watcher last saw it.
+    public var topology: Topology { lock.withLock { currentTopology } }
+
+    /// Folds in the watcher's look; a new primary, or the last standby gone, is logged.
+    func observe(_ look: Topology.Look) {
+        let (before, after) = lock.withLock {
+            let before = currentTopology.last
+            currentTopology.observe(look)
+            return (before, currentTopology)
+        }
+        guard let before else { return }
+        if before.primary != look.primary {
+            Log.warning("PostgreSQL's primary is now \(look.primary) (was \(before.primary)); primary changes seen: \(after.primaryChanges)")
+        } else if before.standbys > 0 && look.standbys == 0 {
+            Log.warning("PostgreSQL's primary \(look.primary) has no standby left: acknowledged saves are on one server until one is back")
+        } else if before.standbys == 0 && look.standbys > 0 {
+            Log.info("PostgreSQL's primary \(look.primary) has \(look.standbys) standby(s) again")
+        }
+    }
+
     private var changeHandler: (@Sendable ([ChangeFeed.Event]) -> Void)?
     /// Entity -> sessions of this server watching it (all, and those with a WHERE); an
     /// entity leaves at zero.

@@ -46,6 +46,7 @@ extension Session {
             "uptime: \(uptime)s",
             "sessions: \(status.sessions)",
             "database: \(context.databaseDescription)",
+            context.topology.summary,
         ]
         if let pool = status.pool {
             lines.append("pool: size \(pool.size), open \(pool.open), busy \(pool.busy), queued \(pool.queued)")

@@ -147,6 +147,8 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
                 }
                 bypassing = now
                 nextBypassCheck = Date().addingTimeInterval(Self.bypassCheckSeconds)
+                // The primary and its standbys, at the same pace (INFO, /ready, /metrics).
+                if let look = try? Topology.look(db) { context.observe(look) }
             }
             let wait = ReadSchedule.pollMilliseconds(min(nextRead.timeIntervalSinceNow, nextBypassCheck.timeIntervalSinceNow))
             do {

@@ -116,6 +116,26 @@ import Testing
         return try primary.query("SELECT name FROM game WHERE name LIKE $1 ORDER BY name", [run + "-%"]).column(0).compactMap { $0 }
     }
 
+    /// A session watching `game` from before the fault: each row the run stored must be pushed
+    /// to it as inserted, across the switch, or the session told of a gap in one line. Asks
+    /// (PING) until every row was pushed, up to 10 s after the load; returns the rows never
+    /// pushed and the lines that were not events.
+    static func watched(_ watcher: LineClient, _ url: String, run: String) throws -> (missed: [String], others: [String]) {
+        let primary = try Connection(url)
+        defer { primary.close() }
+        let stored = Set(try primary.query("SELECT id::text FROM game WHERE name LIKE $1", [run + "-%"]).column(0).compactMap { $0 })
+        var pushedIDs = Set<String>(), others: [String] = []
+        _ = eventually(tries: 100, {
+            _ = try? watcher.send("PING")
+            for line in watcher.pushed.dropFirst(pushedIDs.count + others.count) {
+                let words = line.split(separator: " ")
+                if words.count == 4, words[1] == "game", words[3] == "inserted" { pushedIDs.insert(String(words[2])) } else { others.append(line) }
+            }
+            return stored.subtracting(pushedIDs)
+        }, until: { $0.isEmpty })
+        return (stored.subtracting(pushedIDs).sorted(), others)
+    }
+
     /// The address in INFO's `primary: HOST:PORT, ...` line.
     static func address(_ line: String) -> String {
         String(line.dropFirst("primary: ".count).prefix { $0 != "," })
@@ -130,11 +150,15 @@ import Testing
         let primaryLine = { try observer.send("INFO").lines.first { $0.hasPrefix("primary: ") } ?? "" }
         let before = eventually(tries: 100, { (try? primaryLine()) ?? "" }, until: { $0.contains("1 standby (1 synchronous)") })
         #expect(before.contains("1 standby (1 synchronous)") && before.hasSuffix("; primary changes seen: 0"), "\(before)")
+        let watcher = try server.client()
+        try watcher.ok("WATCH game")
         let load = try Self.underLoad(server, run: run) { try formation.run("failover") }
         print("failover, planned: \(load.acknowledged.count) saves acknowledged, \(load.reads) reads, failures: \(load.failures), UNAVAILABLE \(load.unavailable): \(load.unavailableAnswers.sorted()); COMMITs cut off: \(server.log.components(separatedBy: "COMMIT got no answer").count - 1)")
         #expect(load.failures == [] && load.unavailable == 0)
         #expect(load.acknowledged.count > 0 && load.reads > 0)
         #expect(try Self.stored(formation.url, run: run) == load.acknowledged.sorted())
+        let watch = try Self.watched(watcher, formation.url, run: run)
+        #expect(watch.missed.isEmpty && watch.others.isEmpty, "WATCH missed \(watch.missed.count) rows; other lines: \(watch.others.prefix(5))")
         // The switch is seen: the primary is the other node now, once.
         let after = eventually(tries: 100, { (try? primaryLine()) ?? "" }, until: { $0.hasSuffix("primary changes seen: 1") })
         #expect(after.hasSuffix("; primary changes seen: 1") && Self.address(after) != Self.address(before), "\(before) -> \(after)")
@@ -143,5 +167,36 @@ import Testing
         let fresh = try server.client()
         try fresh.ok(#"INSERT game name="\#(run)-after""#)
         #expect(try fresh.send("SAVE").status.hasPrefix("+OK saved: 1 inserted"))
+    }
+
+    /// The primary's machine dies (its keeper and PostgreSQL killed with -9, left down): work
+    /// waits while the monitor promotes the standby (about 15 s here), a SAVE whose COMMIT
+    /// got no answer is settled by its mark on the new primary (synchronous replication had
+    /// it), and every acknowledged row is there once. The formation then serves as a lone
+    /// primary, and says so.
+    @Test func aCrashedPrimaryIsAPauseAndLosesNothingAcknowledged() throws {
+        let formation = try Formation()
+        let server = try TestServer(databaseURL: formation.url)
+        let run = "crash\(UInt16.random(in: 0...UInt16.max))"
+        let observer = try server.client()
+        let primaryLine = { try observer.send("INFO").lines.first { $0.hasPrefix("primary: ") } ?? "" }
+        _ = eventually(tries: 100, { (try? primaryLine()) ?? "" }, until: { $0.contains("1 standby (1 synchronous)") })
+        let watcher = try server.client()
+        try watcher.ok("WATCH game")
+        let load = try Self.underLoad(server, run: run, settle: 3_000_000) {
+            try formation.run("crash")
+            // Until the new primary takes writes: the load goes on meanwhile.
+            let promoted = eventually(tries: 600, { (try? primaryLine()) ?? "" }, until: { $0.hasSuffix("primary changes seen: 1") })
+            #expect(promoted.hasSuffix("primary changes seen: 1"), "\(promoted)")
+        }
+        print("failover, crash: \(load.acknowledged.count) saves acknowledged, \(load.reads) reads, failures: \(load.failures), UNAVAILABLE \(load.unavailable): \(load.unavailableAnswers.sorted()); COMMITs cut off: \(server.log.components(separatedBy: "COMMIT got no answer").count - 1)")
+        #expect(load.failures == [] && load.unavailable == 0)
+        #expect(load.acknowledged.count > 0 && load.reads > 0)
+        let stored = try Self.stored(formation.url, run: run)
+        #expect(stored == load.acknowledged.sorted(), "lost: \(Set(load.acknowledged).subtracting(stored).sorted()), not acknowledged: \(Set(stored).subtracting(load.acknowledged).sorted())")
+        let watch = try Self.watched(watcher, formation.url, run: run)
+        #expect(watch.missed.isEmpty && watch.others.isEmpty, "WATCH missed \(watch.missed.count) rows; other lines: \(watch.others.prefix(5))")
+        let lone = try primaryLine()
+        #expect(lone.contains(", no standby (a lone primary"), "\(lone)")
     }
 }

@@ -4,6 +4,13 @@ import Foundation
 /// (`first_name` becomes `firstName`; to-one relationships are the target's id).
 public protocol RecordsEntity: Decodable, Sendable {
     static var entityName: String { get }
+    /// The property holding the record's key, by which `update(_:)` and `delete(_:)` name a
+    /// stored record; `id` unless the type says otherwise.
+    static var keyAttribute: String { get }
+}
+
+extension RecordsEntity {
+    public static var keyAttribute: String { "id" }
 }
 
 enum RecordDecoding {

@@ -32,6 +32,23 @@ extension Double: RecordsLiteral {
     }
 }
 
+extension Float: RecordsLiteral {
+    public func recordsLiteral() throws(RecordsError) -> String { try Double(self).recordsLiteral() }
+}
+
+/// Exact, as numeric columns keep it (`12.30`).
+extension Decimal: RecordsLiteral {
+    public func recordsLiteral() throws(RecordsError) -> String {
+        guard !isNaN else { throw .invalidRequest("NaN is not a number the protocol carries") }
+        return description
+    }
+}
+
+/// Binary, as the protocol carries it: base64 text.
+extension Data: RecordsLiteral {
+    public func recordsLiteral() throws(RecordsError) -> String { try base64EncodedString().recordsLiteral() }
+}
+
 extension Bool: RecordsLiteral { public func recordsLiteral() -> String { self ? "true" : "false" } }
 
 extension UUID: RecordsLiteral {

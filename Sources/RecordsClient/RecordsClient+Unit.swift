@@ -155,7 +155,8 @@ extension RecordsClient {
         var text = ""
         for (name, value) in values {
             guard RequestFormat.isKeyPath(name), !name.contains(".") else { throw .invalidRequest("'\(name)' is not an attribute name") }
-            text += " \(name)=\(try value.recordsLiteral())"
+            // An array is an array attribute's value here (`["a", "b"]`), not an IN list.
+            text += " \(name)=\(try ModelEncoding.assignment(value))"
         }
         return text
     }
@@ -188,10 +189,9 @@ public struct ChangeEvent: Sendable, Equatable {
     public var entity: String
     /// The record's key as the server prints it (`42`, `"a-uuid"`, `project=3 employee=7`).
     public var key: String
-    /// `inserted`, `updated` or `deleted`.
-    public var operation: String
+    public var operation: ChangeOperation
 
-    public init(entity: String, key: String, operation: String) {
+    public init(entity: String, key: String, operation: ChangeOperation) {
         self.entity = entity
         self.key = key
         self.operation = operation
@@ -200,8 +200,7 @@ public struct ChangeEvent: Sendable, Equatable {
     /// `memo 14 inserted`; nil for other pushed lines (`overflow ...`, `shutdown ...`).
     public init?(line: String) {
         guard let firstSpace = line.firstIndex(of: " "), let lastSpace = line.lastIndex(of: " "), firstSpace < lastSpace else { return nil }
-        let operation = String(line[line.index(after: lastSpace)...])
-        guard ["inserted", "updated", "deleted"].contains(operation) else { return nil }
+        guard let operation = ChangeOperation(rawValue: String(line[line.index(after: lastSpace)...])) else { return nil }
         entity = String(line[..<firstSpace])
         key = String(line[line.index(after: firstSpace)..<lastSpace])
         self.operation = operation

@@ -90,7 +90,7 @@ extension Server {
                 do {
                     lines = try filter.matchingLines(on: try result.get().connection, model: model)
                 } catch {
-                    return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation) event(s) not checked for \(connections.count) session(s): \(error)")
+                    return Log.warning("WATCH \(filter.event.entity) WHERE: \(filter.event.ids.count) \(filter.event.operation.rawValue) event(s) not checked for \(connections.count) session(s): \(error)")
                 }
                 guard !lines.isEmpty else { return }
                 inbox.post(.filtered(connections: connections, lines: PushLines(lines)))

@@ -105,7 +105,7 @@ final class Printer {
     func event(_ line: String) {
         guard format == .json else { return print("! " + line) }
         if let event = ChangeEvent(line: line) {
-            print("{\"entity\":\(quotedString(event.entity)),\"key\":\(quotedString(event.key)),\"operation\":\(quotedString(event.operation))}")
+            print("{\"entity\":\(quotedString(event.entity)),\"key\":\(quotedString(event.key)),\"operation\":\(quotedString(event.operation.rawValue))}")
         } else {
             print("{\"notice\":\(quotedString(line))}")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Postgres
 import RecordsClient
 import Testing
 
@@ -28,6 +29,88 @@ import Testing
         var uid: String
         var body: String?
         var lastmodified: Date
+    }
+
+    struct Friend: RecordsEntity, Encodable, Equatable {
+        static let entityName = "friend"
+        var id: Int?
+        var firstName: String?
+        var lastName: String?
+        var status: String?
+        var photo: Data?
+    }
+
+    struct Game: RecordsEntity, Encodable, Equatable {
+        static let entityName = "game"
+        var id: Int?
+        var name: String
+    }
+
+    /// A model of the shapes existing databases have: uuid key without a default, arrays,
+    /// numeric, timestamps, jsonb.
+    struct Sensor: RecordsEntity, Encodable, Equatable {
+        struct Calibration: Codable, Equatable, Sendable { var offset: Double; var steps: [Int] }
+        static let entityName = "sensor"
+        static let keyAttribute = "serial"
+        var serial: UUID
+        var label: String
+        var tags: [String]
+        var readings: [Int?]
+        var gain: Decimal
+        var installedAt: Date
+        var calibration: Calibration
+    }
+
+    /// Writes from the same Codable models reads decode into: insert, update of only what
+    /// changed against the value read, upsert, delete; Data, Date, UUID, Decimal, arrays and
+    /// nested values as literals the library writes.
+    @Test func typedWritesFromModels() async throws {
+        let url = try TestEnvironment.freshDatabase()
+        let db = try Connection(url)
+        try db.execute("""
+            CREATE TABLE sensor (serial uuid PRIMARY KEY, label text NOT NULL, tags text[] NOT NULL, readings integer[],
+                                 gain numeric(8,3) NOT NULL, installed_at timestamptz NOT NULL, calibration jsonb NOT NULL)
+            """)
+        let server = try TestServer(databaseURL: url)
+        let app = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+        let photo = Data((0..<300).map { UInt8($0 % 256) })
+        let ann = try await app.insert(Friend(firstName: "Ann", lastName: "O'Neil", status: "in", photo: photo))
+        let saved = try await app.save()
+        #expect(saved.ids[ann] == "1")
+        let read = try #require(try await app.get(Friend.self, 1))
+        #expect(read == Friend(id: 1, firstName: "Ann", lastName: "O'Neil", status: "in", photo: photo))
+        // Only the fields that differ from the value read are sent; one now nil is set to nil.
+        var edited = read
+        edited.status = "away"
+        edited.photo = nil
+        #expect(try await app.update(edited, from: read) == 2)
+        let pending = try await app.changes()
+        #expect(pending.count == 1 && pending[0].op == "update" && Set(pending[0].changes?.keys.map { $0 } ?? []) == ["status", "photo"], "\(pending)")
+        #expect(try await app.update(edited, from: edited) == 0)
+        try await app.save()
+        #expect(try await app.get(Friend.self, 1) == Friend(id: 1, firstName: "Ann", lastName: "O'Neil", status: "away", photo: nil))
+        // Upsert by a unique attribute, twice: one record.
+        try await app.upsert(Game(name: "Chess"), on: ["name"])
+        try await app.save()
+        try await app.upsert(Game(name: "Chess"), on: ["name"])
+        try await app.save()
+        #expect(try await app.count("game") == 1)
+        // A key of the model's own (uuid), arrays, numeric, a timestamp, jsonb.
+        let sensor = Sensor(serial: UUID(), label: "north \"wall\"", tags: ["a", "b c"], readings: [3, nil, 5], gain: Decimal(string: "1.125")!,
+                            installedAt: Date(timeIntervalSince1970: 1_750_000_000.5), calibration: .init(offset: -0.5, steps: [1, 2]))
+        try await app.insert(sensor)
+        try await app.save()
+        #expect(try await app.get(Sensor.self, sensor.serial) == sensor)
+        var moved = sensor
+        moved.tags.append("moved")
+        #expect(try await app.update(moved, from: sensor) == 1)
+        try await app.save()
+        #expect(try await app.get(Sensor.self, sensor.serial)?.tags == ["a", "b c", "moved"])
+        try await app.delete(moved)
+        try await app.delete(edited)
+        #expect(try await app.save().summary == "saved: 0 inserted, 0 updated, 2 deleted, 0 cascaded, 0 nullified")
+        #expect(try await app.count("sensor") == 0)
+        #expect(try await app.count("friend") == 0)
     }
 
     @Test func theDepartmentAppThroughTheLibrary() async throws {
@@ -79,7 +162,7 @@ import Testing
         // The watcher heard every committed change, in order.
         var heard: [String] = []
         for try await event in changes {
-            heard.append("\(event.entity) \(event.key) \(event.operation)")
+            heard.append("\(event.entity) \(event.key) \(event.operation.rawValue)")
             if heard.count == 4 { break }
         }
         #expect(heard == ["employee 1 inserted", "employee 2 inserted", "employee 2 updated", "employee 1 deleted"])

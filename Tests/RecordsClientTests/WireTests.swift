@@ -44,7 +44,7 @@ import Testing
         #expect(RecordDecoding.parseTimestamp("2024-06-01T12:00:00+00:00") == Date(timeIntervalSince1970: 1_717_243_200))
         let precise = RecordDecoding.parseTimestamp("2024-06-01T12:00:00.250000+00:00")!.timeIntervalSince1970
         #expect(abs(precise - 1_717_243_200.25) < 1e-6)
-        #expect(ChangeEvent(line: "assignment project=3 employee=7 deleted") == ChangeEvent(entity: "assignment", key: "project=3 employee=7", operation: "deleted"))
+        #expect(ChangeEvent(line: "assignment project=3 employee=7 deleted") == ChangeEvent(entity: "assignment", key: "project=3 employee=7", operation: .deleted))
         #expect(ChangeEvent(line: "overflow 3 events dropped") == nil)
         #expect(RecordsClient.nextCursor("2 records; next page: AFTER c6264") == "c6264")
         #expect(RecordsClient.nextCursor("2 records") == nil)

@@ -10,7 +10,7 @@ import Testing
     /// question fails). `lookups` counts the visibility queries.
     private func deliver(_ ledger: VisibilityLedger, _ events: [(String, String)], visible: Set<String>,
                          bound: Bool? = true, lookups: UnsafeMutablePointer<Int>? = nil) -> [String] {
-        let batch = VisibilityLedger.Batch(events: events.map { ChangeFeed.Event(entity: "employee", operation: $0.0, ids: [$0.1]) },
+        let batch = VisibilityLedger.Batch(events: events.map { ChangeFeed.Event(entity: "employee", operation: ChangeOperation(rawValue: $0.0)!, ids: [$0.1]) },
                                            all: [1], filtered: [])
         _ = ledger.enqueue(batch)
         var lines: [String] = []

@@ -66,13 +66,13 @@ extension Session {
         guard let entity = model.entity(named: event.entity) else { return nil }
         let keys = event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }
         return try? QueryBuilder.matching(event.entity, predicate: predicate, keys: keys, logKeys: event.ids,
-                                          deleted: event.operation == "deleted", model: model)
+                                          deleted: event.operation == .deleted, model: model)
     }
 
     /// `employee 42 updated`: each record's key as commands take it (a string quoted, a
     /// composite key as `project=3 employee=7`).
-    public static func lines(_ entity: Entity, _ operation: String, _ keys: [RecordKey]) -> [String] {
-        keys.map { "\(entity.name) \(entity.show($0)) \(operation)" }
+    public static func lines(_ entity: Entity, _ operation: ChangeOperation, _ keys: [RecordKey]) -> [String] {
+        keys.map { "\(entity.name) \(entity.show($0)) \(operation.rawValue)" }
     }
 
     func unwatch(_ entityName: String?, model: Model) throws(CommandError) -> Reply {

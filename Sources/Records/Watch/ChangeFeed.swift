@@ -48,8 +48,7 @@ public enum ChangeFeed {
 
     public struct Event: Sendable, Equatable {
         public var entity: String
-        /// inserted, updated or deleted.
-        public var operation: String
+        public var operation: ChangeOperation
         public var ids: [String]
     }
 
@@ -118,7 +117,8 @@ public enum ChangeFeed {
             lag = nil
             for row in 0..<result.rowCount {
                 if let seconds = result.string(row, 4).flatMap(Double.init) { lag = max(lag ?? 0, seconds) }
-                guard let entity = result.string(row, 1), let operation = result.string(row, 2),
+                // The triggers write the operation's word (see `install`).
+                guard let entity = result.string(row, 1), let operation = result.string(row, 2).flatMap({ ChangeOperation(rawValue: $0) }),
                       let keys = result.string(row, 3) else { continue }
                 for case let key? in SQL.parseArray(keys) {
                     let last = events.count - 1  // by index: a copy of the event would copy its keys on every append

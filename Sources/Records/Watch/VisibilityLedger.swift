@@ -169,7 +169,7 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
         var outputs: [Output] = []
         let told: [RecordKey]
         var unchecked = 0
-        if event.operation == "deleted" {
+        if event.operation == .deleted {
             told = bound ? changed.filter { known.contains($0) } : changed
             if !complete && bound { unchecked = changed.count - told.count }
             for key in changed { known.remove(key) }
@@ -187,13 +187,13 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
                 // told, or the session would keep a record that no longer exists.
                 for key in changed where visible.contains(key) { remember(key) }
             } catch {
-                Log.warning("WATCH \(entityName): \(changed.count) \(event.operation) event(s) not checked for \(identity.user): \(error)")
+                Log.warning("WATCH \(entityName): \(changed.count) \(event.operation.rawValue) event(s) not checked for \(identity.user): \(error)")
                 return [Output(connections: batch.all + batch.filtered.flatMap(\.connections), lines: [], unchecked: changed.count)]
             }
         }
         // A deleted row the identity could see: among the keys it is told of (never a copy of
         // everything it sees, which a change would then copy whole).
-        let couldSee = event.operation == "deleted" ? Set(told) : []
+        let couldSee = event.operation == .deleted ? Set(told) : []
         if !batch.all.isEmpty && (!told.isEmpty || unchecked > 0) {
             outputs.append(Output(connections: batch.all, lines: Session.lines(entity, event.operation, told), unchecked: unchecked))
         }
@@ -203,7 +203,7 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
             guard let match = Session.matching(event, predicate, model: model) else { continue }
             do {
                 var matched = keys(try query(match.sql, match.parameters), entity)
-                if event.operation == "deleted" { matched = matched.filter { couldSee.contains($0) } }
+                if event.operation == .deleted { matched = matched.filter { couldSee.contains($0) } }
                 if !matched.isEmpty || unchecked > 0 {
                     outputs.append(Output(connections: connections, lines: Session.lines(entity, event.operation, matched), unchecked: unchecked))
                 }

@@ -1,0 +1,74 @@
+import Foundation
+import RecordsProtocol
+
+extension RecordsClient {
+    /// A pending insert of `model`, its stored properties as the attributes reads decode them
+    /// from (`firstName` → `first_name`). A nil optional is left out, so the column's default
+    /// or a generated key applies; `omitting` leaves out more (a key of 0 the database should
+    /// generate: `omitting: ["id"]`). Returns its `#ref`; SAVE gives its key (`saved.ids[ref]`).
+    @discardableResult
+    public func insert<T: RecordsEntity & Encodable>(_ model: T, as ref: RecordRef? = nil, omitting: Set<String> = []) async throws -> RecordRef {
+        let fields = try Self.fields(model, omitting: omitting)
+        var line = "INSERT \(try Self.name(T.entityName))"
+        if let ref { line += " AS \(try ref.recordsLiteral())" }
+        line += fields.map { " \($0.name)=\($0.literal)" }.joined()
+        let reply = try await request(line)
+        guard let first = reply.message.split(separator: " ").first, first.hasPrefix("#") else {
+            throw RecordsError.protocolViolation("INSERT answered \(reply.status)")
+        }
+        return RecordRef(String(first))
+    }
+
+    /// A pending update of the stored record `model` names by its key (`T.keyAttribute`):
+    /// given `original` (the value as read), only the fields that differ from it are sent (one
+    /// now nil is set to nil), so a SAVE's conflict check looks at what this session changed;
+    /// without it, every field but the key. Returns how many fields were sent; none, nothing.
+    @discardableResult
+    public func update<T: RecordsEntity & Encodable>(_ model: T, from original: T? = nil) async throws -> Int {
+        let keyName = ModelEncoding.snakeCase(T.keyAttribute)
+        let now = try Self.fields(model, omitting: [])
+        guard let key = now.first(where: { $0.name == keyName })?.literal else {
+            throw RecordsError.invalidRequest("\(T.self) has no value for its key '\(T.keyAttribute)': an update names a stored record")
+        }
+        var changed = now.filter { $0.name != keyName }
+        if let original {
+            let before = Dictionary(try Self.fields(original, omitting: []).map { ($0.name, $0.literal) }, uniquingKeysWith: { first, _ in first })
+            let after = Set(changed.map(\.name))
+            changed = changed.filter { before[$0.name] != $0.literal }
+                + before.keys.sorted().filter { $0 != keyName && !after.contains($0) }.map { (name: $0, literal: "nil") }
+        }
+        guard !changed.isEmpty else { return 0 }
+        try await request("UPDATE \(try Self.name(T.entityName)) \(key)" + changed.map { " \($0.name)=\($0.literal)" }.joined())
+        return changed.count
+    }
+
+    /// A pending delete of the stored record `model` names by its key; its rules (cascade,
+    /// nullify, deny) apply at SAVE.
+    public func delete<T: RecordsEntity & Encodable>(_ model: T) async throws {
+        let keyName = ModelEncoding.snakeCase(T.keyAttribute)
+        guard let key = try Self.fields(model, omitting: []).first(where: { $0.name == keyName })?.literal else {
+            throw RecordsError.invalidRequest("\(T.self) has no value for its key '\(T.keyAttribute)': a delete names a stored record")
+        }
+        try await request("DELETE \(try Self.name(T.entityName)) \(key)")
+    }
+
+    /// Inserts `model`, or updates the record with the same values of `on` (the attributes of
+    /// a unique key, as properties or attributes); nil optionals and `omitting` are left out.
+    public func upsert<T: RecordsEntity & Encodable>(_ model: T, on key: [String], omitting: Set<String> = []) async throws {
+        guard !key.isEmpty else { throw RecordsError.invalidRequest("UPSERT needs the attributes of a unique key") }
+        let on = try key.map { (name: String) throws(RecordsError) -> String in try Self.name(ModelEncoding.snakeCase(name)) }.joined(separator: ", ")
+        let fields = try Self.fields(model, omitting: omitting)
+        try await request("UPSERT \(try Self.name(T.entityName)) ON \(on)" + fields.map { " \($0.name)=\($0.literal)" }.joined())
+    }
+
+    /// The model's fields, less `omitting` (property or attribute names), each name checked.
+    static func fields<T: Encodable>(_ model: T, omitting: Set<String>) throws -> [(name: String, literal: String)] {
+        let left = Set(omitting.map(ModelEncoding.snakeCase))
+        return try ModelEncoding.fields(model).filter { !left.contains($0.name) }.map { field in
+            guard RequestFormat.isKeyPath(field.name), !field.name.contains(".") else {
+                throw RecordsError.invalidRequest("'\(field.name)' is not an attribute name")
+            }
+            return field
+        }
+    }
+}

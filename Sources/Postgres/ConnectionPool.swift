@@ -95,7 +95,8 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        scheduler.enqueue((job, DispatchTime.now().uptimeNanoseconds, standing, streams), standing, streams: streams)
+        let now = DispatchTime.now().uptimeNanoseconds
+        scheduler.enqueue((job, now, standing, streams), standing, streams: streams, at: now)
         if let worker = idle.popLast() { wakers[worker].signal() }
         condition.unlock()
     }
@@ -110,7 +111,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         let now = DispatchTime.now().uptimeNanoseconds
         guard !stopping, scheduler.queued == 0, scheduler.slowRunning(now: now) + 1 < size - scheduler.reserve,
               let worker = idle.popLast() else { return false }
-        scheduler.enqueue((job, now, .proven, true), .proven, streams: true)
+        scheduler.enqueue((job, now, .proven, true), .proven, streams: true, at: now)
         wakers[worker].signal()
         return true
     }
@@ -285,7 +286,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         condition.lock()
         defer { condition.unlock() }
         guard openCount > 0, !stopping else { return false }
-        scheduler.giveBack(entry, entry.standing, streams: entry.streams, worker: worker)
+        scheduler.giveBack(entry, entry.standing, streams: entry.streams, worker: worker, queuedAt: entry.queued)
         cancellers[worker] = nil
         if let other = idle.popLast() { wakers[other].signal() }
         return true

@@ -11,7 +11,8 @@ import Dispatch
 /// do not stream go first and may take any worker; streaming, new and unproven jobs follow in
 /// that order, and, with any job that has held its worker past `slowAfter`, take at most all but
 /// `reserve` workers: however many clients pin connections, one worker stays for those that give
-/// theirs back.
+/// theirs back. A job held back for `agedAfter` goes before proven ones (within the same
+/// bound): under a steady stream of proven work it would otherwise wait for ever.
 public struct PoolScheduler<Job> {
     public typealias Standing = PoolStanding
 
@@ -20,6 +21,11 @@ public struct PoolScheduler<Job> {
     public let reserve: Int
     /// A job running longer than this counts as slow whatever its standing (nanoseconds).
     public let slowAfter: UInt64
+    /// A streaming, new or unproven job waiting this long is taken before proven ones
+    /// (nanoseconds). A client whose jobs were slow while PostgreSQL failed over (each waited
+    /// for the new primary) stayed unproven for a minute, and 50 busy proven clients kept its
+    /// reads waiting all that minute.
+    public let agedAfter: UInt64
 
     private var proven = Queue()
     private var streams = Queue()
@@ -28,34 +34,45 @@ public struct PoolScheduler<Job> {
     /// Each busy worker's job: whether it counts as slow from its start, and when it started.
     private var running: [Int: (slow: Bool, started: UInt64)] = [:]
 
-    public init(size: Int, reserve: Int = 1, slowAfter: UInt64 = 1_000_000_000) {
+    public init(size: Int, reserve: Int = 1, slowAfter: UInt64 = 1_000_000_000, agedAfter: UInt64 = 2_000_000_000) {
         self.size = size
         self.reserve = size > 1 ? min(reserve, size - 1) : 0
         self.slowAfter = slowAfter
+        self.agedAfter = agedAfter
     }
 
     public var queued: Int { proven.count + streams.count + new.count + unproven.count }
     public var busy: Int { running.count }
 
-    /// - Parameter streams: the job holds its connection while its client reads (FIND, EXPORT).
-    public mutating func enqueue(_ job: Job, _ standing: Standing, streams: Bool = false) {
+    /// - Parameters:
+    ///   - streams: the job holds its connection while its client reads (FIND, EXPORT).
+    ///   - at: when it was queued (uptime nanoseconds, the clock `next` is given).
+    public mutating func enqueue(_ job: Job, _ standing: Standing, streams: Bool = false, at: UInt64) {
         switch standing {
-        case .proven: if streams { self.streams.append(job) } else { proven.append(job) }
-        case .new: new.append(job)
-        case .unproven: unproven.append(job)
+        case .proven: if streams { self.streams.append((job, at)) } else { proven.append((job, at)) }
+        case .new: new.append((job, at))
+        case .unproven: unproven.append((job, at))
         }
     }
 
     /// The job `worker` takes now, nil when it must wait.
     public mutating func next(worker: Int, now: UInt64) -> Job? {
+        let slowRoom = streams.count + new.count + unproven.count > 0 && slowRunning(now: now) < size - reserve
+        // The longest-waiting held-back job, once it has waited `agedAfter`, goes first.
+        if slowRoom, proven.count > 0,
+           let oldest = [streams.first?.at, new.first?.at, unproven.first?.at].compactMap({ $0 }).min(), now &- oldest >= agedAfter {
+            let lane = streams.first?.at == oldest ? 0 : new.first?.at == oldest ? 1 : 2
+            let job = lane == 0 ? streams.removeFirst() : lane == 1 ? new.removeFirst() : unproven.removeFirst()
+            running[worker] = (true, now)
+            return job?.job
+        }
         if let job = proven.removeFirst() {
             running[worker] = (false, now)
-            return job
+            return job.job
         }
-        guard streams.count + new.count + unproven.count > 0, slowRunning(now: now) < size - reserve else { return nil }
-        guard let job = streams.removeFirst() ?? new.removeFirst() ?? unproven.removeFirst() else { return nil }
+        guard slowRoom, let job = streams.removeFirst() ?? new.removeFirst() ?? unproven.removeFirst() else { return nil }
         running[worker] = (true, now)
-        return job
+        return job.job
     }
 
     public mutating func finished(worker: Int) {
@@ -64,12 +81,12 @@ public struct PoolScheduler<Job> {
 
     /// `worker` could not run `job` (it has no connection and cannot open one while others
     /// have theirs): the job goes back to the head of its lane, first for the next free worker.
-    public mutating func giveBack(_ job: Job, _ standing: Standing, streams: Bool = false, worker: Int) {
+    public mutating func giveBack(_ job: Job, _ standing: Standing, streams: Bool = false, worker: Int, queuedAt at: UInt64) {
         running[worker] = nil
         switch standing {
-        case .proven: if streams { self.streams.prepend(job) } else { proven.prepend(job) }
-        case .new: new.prepend(job)
-        case .unproven: unproven.prepend(job)
+        case .proven: if streams { self.streams.prepend((job, at)) } else { proven.prepend((job, at)) }
+        case .new: new.prepend((job, at))
+        case .unproven: unproven.prepend((job, at))
         }
     }
 
@@ -83,20 +100,22 @@ public struct PoolScheduler<Job> {
     /// Removes and returns every queued job (the pool is stopping).
     public mutating func drain() -> [Job] {
         var jobs: [Job] = []
-        while let job = proven.removeFirst() { jobs.append(job) }
-        while let job = streams.removeFirst() { jobs.append(job) }
-        while let job = new.removeFirst() { jobs.append(job) }
-        while let job = unproven.removeFirst() { jobs.append(job) }
+        while let job = proven.removeFirst() { jobs.append(job.job) }
+        while let job = streams.removeFirst() { jobs.append(job.job) }
+        while let job = new.removeFirst() { jobs.append(job.job) }
+        while let job = unproven.removeFirst() { jobs.append(job.job) }
         return jobs
     }
 
-    /// A FIFO whose removals do not shift the array.
+    /// A FIFO whose removals do not shift the array; each job with when it was queued.
     private struct Queue {
-        private var items: [Job] = []
+        typealias Item = (job: Job, at: UInt64)
+        private var items: [Item] = []
         private var head = 0
         var count: Int { items.count - head }
-        mutating func append(_ item: Job) { items.append(item) }
-        mutating func prepend(_ item: Job) {
+        var first: Item? { head < items.count ? items[head] : nil }
+        mutating func append(_ item: Item) { items.append(item) }
+        mutating func prepend(_ item: Item) {
             if head > 0 {
                 head -= 1
                 items[head] = item
@@ -104,7 +123,7 @@ public struct PoolScheduler<Job> {
                 items.insert(item, at: 0)
             }
         }
-        mutating func removeFirst() -> Job? {
+        mutating func removeFirst() -> Item? {
             guard head < items.count else { return nil }
             let item = items[head]
             head += 1

@@ -42,7 +42,7 @@ planned) scripts/formation failover "$formation" ;;
 crash) scripts/formation crash "$formation"; scripts/formation revive "$formation" ;;
 esac
 FAULT
-RECORDSD_DATABASE=$url start_recordsd
+RECORDSD_DATABASE=$url start_recordsd ${RECORDSD_ARGS:-}
 echo "== pg_auto_failover formation: $FAULTS (--failover-wait 30, the default for several hosts)"
 PORT=$RECORDSD_PORT VERIFY_URL=$url FAULT_CMD="bash $BENCH_TMP/formation-fault.sh" RUN=formation python3 bench/failover.py
 [ -n "${KEEP_LOGS:-}" ] && cp "$BENCH_TMP/recordsd.err" "$formation"/*.log "$KEEP_LOGS"/ 2>/dev/null || true

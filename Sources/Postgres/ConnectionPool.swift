@@ -34,10 +34,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     private let conninfo: String
     private let setup: [String]
     private let condition = NSCondition()
-    /// Each job with when it was queued (uptime nanoseconds), for the wait it had, and its
-    /// lane, for a job given back (`giveBack`).
-    private var scheduler: PoolScheduler<Entry>
-    private typealias Entry = (job: Job, queued: UInt64, standing: PoolStanding, streams: Bool)
+    private var scheduler: PoolScheduler<Job>
     private var waits = Histogram(ConnectionPool.waitBuckets)
     private var openCount = 0
     private var stopping = false
@@ -95,8 +92,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
             job(.failure(PostgresError(kind: .connection, message: "the server is shutting down")))
             return
         }
-        let now = DispatchTime.now().uptimeNanoseconds
-        scheduler.enqueue((job, now, standing, streams), standing, streams: streams, at: now)
+        scheduler.enqueue(job, standing, streams: streams, at: DispatchTime.now().uptimeNanoseconds)
         if let worker = idle.popLast() { wakers[worker].signal() }
         condition.unlock()
     }
@@ -111,7 +107,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         let now = DispatchTime.now().uptimeNanoseconds
         guard !stopping, scheduler.queued == 0, scheduler.slowRunning(now: now) + 1 < size - scheduler.reserve,
               let worker = idle.popLast() else { return false }
-        scheduler.enqueue((job, now, .proven, true), .proven, streams: true, at: now)
+        scheduler.enqueue(job, .proven, streams: true, at: now)
         wakers[worker].signal()
         return true
     }
@@ -145,7 +141,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
     /// The next job for a worker, as the scheduler decides, with the plan generation it runs
     /// under; `finished` says the worker's previous job is done (one lock round per job
     /// instead of two).
-    private func nextJob(worker: Int, finished: Bool) -> (entry: Entry, plans: Int)? {
+    private func nextJob(worker: Int, finished: Bool) -> (job: Job, plans: Int)? {
         condition.lock()
         defer { condition.unlock() }
         if finished {
@@ -157,9 +153,10 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         }
         while true {
             let now = DispatchTime.now().uptimeNanoseconds
-            if let next = scheduler.next(worker: worker, now: now) {
-                waits.observe(Double(now &- min(now, next.queued)) / 1e9, Self.waitBuckets)
-                return (next, planGeneration)
+            if let job = scheduler.next(worker: worker, now: now) {
+                let queued = scheduler.queuedAt(worker: worker) ?? now
+                waits.observe(Double(now &- min(now, queued)) / 1e9, Self.waitBuckets)
+                return (job, planGeneration)
             }
             if stopping && scheduler.queued == 0 { return nil }
             // Nothing queued, or held back for the reserve until a running job finishes.
@@ -206,8 +203,7 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         var lastUsed: UInt64 = 0
         var finished = false
         var plans = 0
-        while let (entry, generation) = nextJob(worker: index, finished: finished) {
-            let job = entry.job
+        while let (job, generation) = nextJob(worker: index, finished: finished) {
             finished = true
             if generation != plans {
                 connection?.forgetPreparedStatements()
@@ -220,25 +216,18 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
                 adjustOpen(-1)
             }
             if connection == nil {
-                do {
-                    connection = try open(patience: 0)
-                } catch {
-                    if error.kind == .connection && giveBack(entry, worker: index) {
-                        // Others have connections: they serve the job while this one keeps trying.
-                        finished = false
-                        connection = connectWhileOthersServe()
-                        if connection != nil { adjustOpen(+1) }
-                        continue
-                    }
-                    do throws(PostgresError) {
-                        guard error.kind == .connection, failoverWait > 0 else { throw error }
-                        connection = try open(patience: failoverWait)
-                    } catch {
-                        job(.failure(error))
-                        continue
-                    }
+                switch connect(for: job, worker: index) {
+                case .opened(let fresh):
+                    connection = fresh
+                case .failed(let error):
+                    job(.failure(error))
+                    continue
+                case .givenBack(let later):
+                    // Others serve the job; this worker comes back with what it could open.
+                    finished = false
+                    connection = later
+                    continue
                 }
-                adjustOpen(+1)
             }
             let lease = Lease(connection: connection!, open: { [unowned self] () throws(PostgresError) in try open(patience: failoverWait) },
                               replaced: { [weak self] canceller in self?.register(index, canceller) },
@@ -257,6 +246,38 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         running -= 1
         condition.broadcast()
         condition.unlock()
+    }
+
+    private enum Connecting {
+        case opened(Connection)
+        case failed(PostgresError)
+        /// The job went back to the queue; the connection this worker opened meanwhile, if any.
+        case givenBack(Connection?)
+    }
+
+    /// A connection for a worker that has none, counted open. Tried once; when that fails and
+    /// other workers have connections, the job goes back to them and this worker keeps trying
+    /// apart from the jobs; else the server is waited for up to `failoverWait`.
+    private func connect(for job: @escaping Job, worker: Int) -> Connecting {
+        let outcome: Connecting
+        do {
+            outcome = .opened(try open(patience: 0))
+        } catch where error.kind == .connection {
+            if giveBack(job, worker: worker) {
+                outcome = .givenBack(connectWhileOthersServe())
+            } else if failoverWait > 0 {
+                do { outcome = .opened(try open(patience: failoverWait)) } catch { outcome = .failed(error) }
+            } else {
+                outcome = .failed(error)
+            }
+        } catch {
+            outcome = .failed(error)
+        }
+        switch outcome {
+        case .opened, .givenBack(.some): adjustOpen(+1)
+        case .failed, .givenBack(nil): break
+        }
+        return outcome
     }
 
     /// A new connection with the pool's session settings; while PostgreSQL cannot be reached,
@@ -278,15 +299,15 @@ public final class ConnectionPool: @unchecked Sendable {  // all state guarded b
         }
     }
 
-    /// Puts `entry` back at the head of its lane when another worker has a connection to run
+    /// Puts `job` back at the head of its lane when another worker has a connection to run
     /// it on: a pool that cannot open one more connection (the server's name does not resolve
     /// for a while, its connection slots are full) serves on those it has, instead of failing
     /// the job after `failoverWait`. False: no other connection, the job stays with the caller.
-    private func giveBack(_ entry: Entry, worker: Int) -> Bool {
+    private func giveBack(_ job: @escaping Job, worker: Int) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         guard openCount > 0, !stopping else { return false }
-        scheduler.giveBack(entry, entry.standing, streams: entry.streams, worker: worker, queuedAt: entry.queued)
+        scheduler.giveBack(job, worker: worker)
         cancellers[worker] = nil
         if let other = idle.popLast() { wakers[other].signal() }
         return true

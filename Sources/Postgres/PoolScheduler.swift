@@ -27,12 +27,13 @@ public struct PoolScheduler<Job> {
     /// reads waiting all that minute.
     public let agedAfter: UInt64
 
-    private var proven = Queue()
-    private var streams = Queue()
-    private var new = Queue()
-    private var unproven = Queue()
-    /// Each busy worker's job: whether it counts as slow from its start, and when it started.
-    private var running: [Int: (slow: Bool, started: UInt64)] = [:]
+    /// The four lanes, in the order a free worker looks at them; all but proven hold jobs that
+    /// count as slow.
+    private enum Lane: Int, CaseIterable { case proven, streams, new, unproven }
+    private var lanes = [Queue](repeating: Queue(), count: Lane.allCases.count)
+    /// Each busy worker's job: whether it counts as slow from its start, when it started, and
+    /// its lane and queueing time (for a job given back).
+    private var running: [Int: (slow: Bool, started: UInt64, lane: Lane, at: UInt64)] = [:]
 
     public init(size: Int, reserve: Int = 1, slowAfter: UInt64 = 1_000_000_000, agedAfter: UInt64 = 2_000_000_000) {
         self.size = size
@@ -41,53 +42,57 @@ public struct PoolScheduler<Job> {
         self.agedAfter = agedAfter
     }
 
-    public var queued: Int { proven.count + streams.count + new.count + unproven.count }
+    public var queued: Int { lanes.reduce(0) { $0 + $1.count } }
     public var busy: Int { running.count }
 
     /// - Parameters:
     ///   - streams: the job holds its connection while its client reads (FIND, EXPORT).
     ///   - at: when it was queued (uptime nanoseconds, the clock `next` is given).
     public mutating func enqueue(_ job: Job, _ standing: Standing, streams: Bool = false, at: UInt64) {
-        switch standing {
-        case .proven: if streams { self.streams.append((job, at)) } else { proven.append((job, at)) }
-        case .new: new.append((job, at))
-        case .unproven: unproven.append((job, at))
+        let lane: Lane = switch standing {
+        case .proven: streams ? .streams : .proven
+        case .new: .new
+        case .unproven: .unproven
         }
+        lanes[lane.rawValue].append((job, at))
     }
 
     /// The job `worker` takes now, nil when it must wait.
     public mutating func next(worker: Int, now: UInt64) -> Job? {
-        let slowRoom = streams.count + new.count + unproven.count > 0 && slowRunning(now: now) < size - reserve
-        // The longest-waiting held-back job, once it has waited `agedAfter`, goes first.
-        if slowRoom, proven.count > 0,
-           let oldest = [streams.first?.at, new.first?.at, unproven.first?.at].compactMap({ $0 }).min(), now &- oldest >= agedAfter {
-            let lane = streams.first?.at == oldest ? 0 : new.first?.at == oldest ? 1 : 2
-            let job = lane == 0 ? streams.removeFirst() : lane == 1 ? new.removeFirst() : unproven.removeFirst()
-            running[worker] = (true, now)
-            return job?.job
+        // The first held-back lane with a job, and the one whose first job waited longest.
+        var first: Lane?, oldest: Lane?
+        for raw in Lane.streams.rawValue...Lane.unproven.rawValue {  // no array a call: a job each
+            let lane = Lane(rawValue: raw)!
+            guard let head = lanes[raw].first else { continue }
+            if first == nil { first = lane }
+            if oldest.map({ head.at < lanes[$0.rawValue].first!.at }) ?? true { oldest = lane }
         }
-        if let job = proven.removeFirst() {
-            running[worker] = (false, now)
-            return job.job
-        }
-        guard slowRoom, let job = streams.removeFirst() ?? new.removeFirst() ?? unproven.removeFirst() else { return nil }
-        running[worker] = (true, now)
-        return job.job
+        let slowRoom = first != nil && slowRunning(now: now) < size - reserve
+        // A held-back job that has waited `agedAfter` goes before proven ones.
+        if slowRoom, let oldest, now &- lanes[oldest.rawValue].first!.at >= agedAfter { return take(oldest, worker: worker, now: now) }
+        if lanes[Lane.proven.rawValue].count > 0 { return take(.proven, worker: worker, now: now) }
+        guard slowRoom, let first else { return nil }
+        return take(first, worker: worker, now: now)
     }
 
-    public mutating func finished(worker: Int) {
-        running[worker] = nil
+    /// When the job `worker` runs was queued (uptime nanoseconds).
+    public func queuedAt(worker: Int) -> UInt64? { running[worker]?.at }
+
+    private mutating func take(_ lane: Lane, worker: Int, now: UInt64) -> Job? {
+        guard let item = lanes[lane.rawValue].removeFirst() else { return nil }
+        running[worker] = (lane != .proven, now, lane, item.at)
+        return item.job
     }
 
     /// `worker` could not run `job` (it has no connection and cannot open one while others
     /// have theirs): the job goes back to the head of its lane, first for the next free worker.
-    public mutating func giveBack(_ job: Job, _ standing: Standing, streams: Bool = false, worker: Int, queuedAt at: UInt64) {
+    public mutating func giveBack(_ job: Job, worker: Int) {
+        guard let was = running.removeValue(forKey: worker) else { return }
+        lanes[was.lane.rawValue].prepend((job, was.at))
+    }
+
+    public mutating func finished(worker: Int) {
         running[worker] = nil
-        switch standing {
-        case .proven: if streams { self.streams.prepend((job, at)) } else { proven.prepend((job, at)) }
-        case .new: new.prepend((job, at))
-        case .unproven: unproven.prepend((job, at))
-        }
     }
 
     /// Busy workers whose job streams, is not proven, or has run past `slowAfter`.
@@ -100,10 +105,9 @@ public struct PoolScheduler<Job> {
     /// Removes and returns every queued job (the pool is stopping).
     public mutating func drain() -> [Job] {
         var jobs: [Job] = []
-        while let job = proven.removeFirst() { jobs.append(job.job) }
-        while let job = streams.removeFirst() { jobs.append(job.job) }
-        while let job = new.removeFirst() { jobs.append(job.job) }
-        while let job = unproven.removeFirst() { jobs.append(job.job) }
+        for lane in lanes.indices {
+            while let item = lanes[lane].removeFirst() { jobs.append(item.job) }
+        }
         return jobs
     }
 

@@ -72,12 +72,12 @@ import Postgres
         scheduler.enqueue("n1", .new, at: 0)
         #expect(scheduler.next(worker: 0, now: 0) == "p1")
         // Worker 0 has no connection and cannot open one: p1 goes first again, to another.
-        scheduler.giveBack("p1", .proven, worker: 0, queuedAt: 0)
+        scheduler.giveBack("p1", worker: 0)
         #expect(scheduler.busy == 0 && scheduler.queued == 3)
         #expect(scheduler.next(worker: 1, now: 0) == "p1")
         #expect(scheduler.next(worker: 2, now: 0) == "p2")
         #expect(scheduler.next(worker: 3, now: 0) == "n1")
-        scheduler.giveBack("n1", .new, worker: 3, queuedAt: 0)
+        scheduler.giveBack("n1", worker: 3)
         scheduler.enqueue("n2", .new, at: 0)
         #expect(scheduler.next(worker: 3, now: 0) == "n1")
     }

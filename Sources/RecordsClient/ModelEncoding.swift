@@ -16,6 +16,7 @@ enum ModelEncoding {
         } catch {
             throw RecordsError.invalidRequest("\(T.self) could not be written as fields: \(error)")
         }
+        if let refusal = encoder.fields.refusal { throw refusal }
         return encoder.fields.fields
     }
 
@@ -39,26 +40,23 @@ enum ModelEncoding {
         return words.map { $0.lowercased() }.joined(separator: "_")
     }
 
-    /// One literal for a property's value; nil when the value must be encoded as JSON text.
-    static func literal(_ value: Any) throws(RecordsError) -> String? {
-        if let list = value as? any AssignableList { return try list.assignmentLiteral() }
-        if let literal = value as? any RecordsLiteral { return try literal.recordsLiteral() }
-        return nil
-    }
-
     /// A value as an assignment writes it: an array as an array.
     static func assignment(_ value: any RecordsLiteral) throws(RecordsError) -> String {
         if let list = value as? any AssignableList { return try list.assignmentLiteral() }
         return try value.recordsLiteral()
     }
 
-    /// The fields collected so far (shared by the encoder and its container).
+    /// The fields collected so far (shared by the encoder and its containers), and why the
+    /// model cannot be written as fields, when a container that cannot throw found out.
     final class Fields {
         var fields: [(name: String, literal: String)] = []
+        var refusal: RecordsError?
     }
 
+    static let notFields = RecordsError.invalidRequest("a model is written as named fields (a struct with stored properties)")
+
     struct FieldEncoder: Encoder {
-        let fields = Fields()
+        var fields = Fields()
         var codingPath: [any CodingKey] = []
         var userInfo: [CodingUserInfoKey: Any] = [:]
 
@@ -82,7 +80,7 @@ enum ModelEncoding {
         mutating func encodeNil(forKey key: Key) throws { add(key, "nil") }
 
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
-            if let literal = try ModelEncoding.literal(value) { return add(key, literal) }
+            if let literal = value as? any RecordsLiteral { return add(key, try ModelEncoding.assignment(literal)) }
             // A nested value (a json or jsonb attribute): its JSON text, quoted.
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
@@ -94,25 +92,27 @@ enum ModelEncoding {
             fields.fields.append((ModelEncoding.snakeCase(key.stringValue), literal))
         }
 
+        // A nested value written by hand is not a field: refused, never dropped.
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
-            KeyedEncodingContainer(Container<NestedKey>(fields: Fields()))
+            fields.refusal = ModelEncoding.notFields
+            return KeyedEncodingContainer(Container<NestedKey>(fields: Fields()))
         }
 
         mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
             FailingContainer(codingPath: codingPath + [key])
         }
 
-        mutating func superEncoder() -> any Encoder { FieldEncoder() }
-        mutating func superEncoder(forKey key: Key) -> any Encoder { FieldEncoder() }
+        // A superclass's fields are the record's too.
+        mutating func superEncoder() -> any Encoder { FieldEncoder(fields: fields) }
+        mutating func superEncoder(forKey key: Key) -> any Encoder { FieldEncoder(fields: fields) }
     }
 
     /// A model that encodes itself as something other than named fields.
     struct FailingContainer: UnkeyedEncodingContainer, SingleValueEncodingContainer {
         var codingPath: [any CodingKey]
         var count: Int { 0 }
-        private var refusal: RecordsError { .invalidRequest("a model is written as named fields (a struct with stored properties)") }
-        mutating func encodeNil() throws { throw refusal }
-        mutating func encode<T: Encodable>(_ value: T) throws { throw refusal }
+        mutating func encodeNil() throws { throw ModelEncoding.notFields }
+        mutating func encode<T: Encodable>(_ value: T) throws { throw ModelEncoding.notFields }
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
             KeyedEncodingContainer(Container<NestedKey>(fields: Fields()))
         }

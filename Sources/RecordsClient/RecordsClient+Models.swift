@@ -8,10 +8,9 @@ extension RecordsClient {
     /// generate: `omitting: ["id"]`). Returns its `#ref`; SAVE gives its key (`saved.ids[ref]`).
     @discardableResult
     public func insert<T: RecordsEntity & Encodable>(_ model: T, as ref: RecordRef? = nil, omitting: Set<String> = []) async throws -> RecordRef {
-        let fields = try Self.fields(model, omitting: omitting)
         var line = "INSERT \(try Self.name(T.entityName))"
         if let ref { line += " AS \(try ref.recordsLiteral())" }
-        line += fields.map { " \($0.name)=\($0.literal)" }.joined()
+        line += try Self.assignments(Self.fields(model, omitting: omitting))
         let reply = try await request(line)
         guard let first = reply.message.split(separator: " ").first, first.hasPrefix("#") else {
             throw RecordsError.protocolViolation("INSERT answered \(reply.status)")
@@ -25,11 +24,8 @@ extension RecordsClient {
     /// without it, every field but the key. Returns how many fields were sent; none, nothing.
     @discardableResult
     public func update<T: RecordsEntity & Encodable>(_ model: T, from original: T? = nil) async throws -> Int {
-        let keyName = ModelEncoding.snakeCase(T.keyAttribute)
         let now = try Self.fields(model, omitting: [])
-        guard let key = now.first(where: { $0.name == keyName })?.literal else {
-            throw RecordsError.invalidRequest("\(T.self) has no value for its key '\(T.keyAttribute)': an update names a stored record")
-        }
+        let (keyName, key) = try Self.key(of: T.self, in: now)
         var changed = now.filter { $0.name != keyName }
         if let original {
             let before = Dictionary(try Self.fields(original, omitting: []).map { ($0.name, $0.literal) }, uniquingKeysWith: { first, _ in first })
@@ -38,17 +34,14 @@ extension RecordsClient {
                 + before.keys.sorted().filter { $0 != keyName && !after.contains($0) }.map { (name: $0, literal: "nil") }
         }
         guard !changed.isEmpty else { return 0 }
-        try await request("UPDATE \(try Self.name(T.entityName)) \(key)" + changed.map { " \($0.name)=\($0.literal)" }.joined())
+        try await request("UPDATE \(try Self.name(T.entityName)) \(key)" + (try Self.assignments(changed)))
         return changed.count
     }
 
     /// A pending delete of the stored record `model` names by its key; its rules (cascade,
     /// nullify, deny) apply at SAVE.
     public func delete<T: RecordsEntity & Encodable>(_ model: T) async throws {
-        let keyName = ModelEncoding.snakeCase(T.keyAttribute)
-        guard let key = try Self.fields(model, omitting: []).first(where: { $0.name == keyName })?.literal else {
-            throw RecordsError.invalidRequest("\(T.self) has no value for its key '\(T.keyAttribute)': a delete names a stored record")
-        }
+        let (_, key) = try Self.key(of: T.self, in: Self.fields(model, omitting: []))
         try await request("DELETE \(try Self.name(T.entityName)) \(key)")
     }
 
@@ -57,18 +50,22 @@ extension RecordsClient {
     public func upsert<T: RecordsEntity & Encodable>(_ model: T, on key: [String], omitting: Set<String> = []) async throws {
         guard !key.isEmpty else { throw RecordsError.invalidRequest("UPSERT needs the attributes of a unique key") }
         let on = try key.map { (name: String) throws(RecordsError) -> String in try Self.name(ModelEncoding.snakeCase(name)) }.joined(separator: ", ")
-        let fields = try Self.fields(model, omitting: omitting)
-        try await request("UPSERT \(try Self.name(T.entityName)) ON \(on)" + fields.map { " \($0.name)=\($0.literal)" }.joined())
+        try await request("UPSERT \(try Self.name(T.entityName)) ON \(on)" + (try Self.assignments(Self.fields(model, omitting: omitting))))
     }
 
-    /// The model's fields, less `omitting` (property or attribute names), each name checked.
+    /// The model's fields, less `omitting` (property or attribute names).
     static func fields<T: Encodable>(_ model: T, omitting: Set<String>) throws -> [(name: String, literal: String)] {
         let left = Set(omitting.map(ModelEncoding.snakeCase))
-        return try ModelEncoding.fields(model).filter { !left.contains($0.name) }.map { field in
-            guard RequestFormat.isKeyPath(field.name), !field.name.contains(".") else {
-                throw RecordsError.invalidRequest("'\(field.name)' is not an attribute name")
-            }
-            return field
+        return try ModelEncoding.fields(model).filter { !left.contains($0.name) }
+    }
+
+    /// The key attribute's name and its literal among `fields`: an update or a delete names a
+    /// stored record by it.
+    static func key<T: RecordsEntity>(of type: T.Type, in fields: [(name: String, literal: String)]) throws(RecordsError) -> (name: String, literal: String) {
+        let name = ModelEncoding.snakeCase(T.keyAttribute)
+        guard let literal = fields.first(where: { $0.name == name })?.literal else {
+            throw .invalidRequest("\(T.self) has no value for its key '\(T.keyAttribute)': an update or a delete names a stored record")
         }
+        return (name, literal)
     }
 }

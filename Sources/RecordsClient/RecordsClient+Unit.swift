@@ -152,11 +152,16 @@ extension RecordsClient {
     private struct PendingCount: Decodable { var pending: Int; var depth: Int }
 
     static func assignments(_ values: KeyValuePairs<String, any RecordsLiteral>) throws(RecordsError) -> String {
+        // An array is an array attribute's value here (`["a", "b"]`), not an IN list.
+        try assignments(values.map { (name, value) throws(RecordsError) in (name, try ModelEncoding.assignment(value)) })
+    }
+
+    /// ` name=literal` for each field, every name checked to be one attribute's.
+    static func assignments(_ fields: [(name: String, literal: String)]) throws(RecordsError) -> String {
         var text = ""
-        for (name, value) in values {
+        for (name, literal) in fields {
             guard RequestFormat.isKeyPath(name), !name.contains(".") else { throw .invalidRequest("'\(name)' is not an attribute name") }
-            // An array is an array attribute's value here (`["a", "b"]`), not an IN list.
-            text += " \(name)=\(try ModelEncoding.assignment(value))"
+            text += " \(name)=\(literal)"
         }
         return text
     }

@@ -44,6 +44,22 @@ import Testing
                                           #""{\"lat\":1.5,\"tags\":[\"x\"]}""#, "true"])
     }
 
+    /// A model whose own encode(to:) nests a value by hand: refused, never written without it.
+    struct HandWritten: Encodable {
+        enum Keys: String, CodingKey { case name, address }
+        enum AddressKeys: String, CodingKey { case city }
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode("Ann", forKey: .name)
+            var address = container.nestedContainer(keyedBy: AddressKeys.self, forKey: .address)
+            try address.encode("Oslo", forKey: .city)
+        }
+    }
+
+    @Test func aHandNestedValueIsRefusedNotDropped() {
+        #expect(throws: ModelEncoding.notFields) { try ModelEncoding.fields(HandWritten()) }
+    }
+
     @Test func anArrayInAnAssignmentIsAnArrayNotAnInList() throws {
         #expect(try RecordsClient.assignments(["tags": ["a", "b"], "ids": [1, 2]]) == #" tags=["a", "b"] ids=[1, 2]"#)
         #expect(try ["a", "b"].recordsLiteral() == #"{"a", "b"}"#)  // in a predicate: IN {a, b}

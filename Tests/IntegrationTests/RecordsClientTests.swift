@@ -113,6 +113,60 @@ import Testing
         #expect(try await app.count("friend") == 0)
     }
 
+    /// A text key without a default and a self-reference, and a composite key, which a model
+    /// write cannot name (one key attribute): refused with the reason, nothing sent.
+    struct Category: RecordsEntity, Encodable, Equatable {
+        static let entityName = "category"
+        static let keyAttribute = "code"
+        var code: String
+        var title: String
+        var parent: String?
+    }
+
+    struct Membership: RecordsEntity, Encodable {
+        static let entityName = "membership"
+        var team: Int
+        var person: Int
+    }
+
+    @Test func modelWritesOnTextSelfReferencingAndCompositeKeys() async throws {
+        let url = try TestEnvironment.freshDatabase()
+        let db = try Connection(url)
+        try db.execute("""
+            CREATE TABLE category (code text PRIMARY KEY, title text NOT NULL, parent text REFERENCES category (code) ON DELETE CASCADE);
+            CREATE TABLE membership (team integer, person integer, PRIMARY KEY (team, person))
+            """)
+        let server = try TestServer(databaseURL: url)
+        let app = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+        let tools = Category(code: "tools", title: "Tools \\ \"hand\"")
+        let saws = Category(code: "saws", title: "Saws", parent: "tools")
+        try await app.insert(tools)
+        try await app.insert(saws)
+        try await app.save()
+        #expect(try await app.get(Category.self, "saws") == saws)
+        var moved = saws
+        moved.parent = nil
+        #expect(try await app.update(moved, from: saws) == 1)
+        try await app.save()
+        #expect(try await app.get(Category.self, "saws")?.parent == nil)
+        try await app.delete(tools)
+        #expect(try await app.save().summary == "saved: 0 inserted, 0 updated, 1 deleted, 0 cascaded, 0 nullified")
+        try await app.insert(Membership(team: 1, person: 7))
+        try await app.save()
+        do {
+            try await app.delete(Membership(team: 1, person: 7))
+            Issue.record("a composite key was named by one attribute")
+        } catch let error as RecordsError {
+            #expect(error == .invalidRequest("Membership has no value for its key 'id': an update or a delete names a stored record"))
+        }
+        #expect(try await app.changes().isEmpty)
+        // As the README says: a line of its own.
+        #expect(try await app.send("DELETE membership team=1 person=7").isOK)
+        try await app.rollback()
+        #expect(try await app.count("membership") == 1)
+        #expect(try await app.count("category") == 1)
+    }
+
     @Test func theDepartmentAppThroughTheLibrary() async throws {
         let server = try TestServer()
         let url = "records://127.0.0.1:\(server.port)"

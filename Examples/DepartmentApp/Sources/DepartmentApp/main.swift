@@ -53,8 +53,8 @@ let removed = try await app.save()
 check(removed.summary.contains("1 deleted, 1 cascaded"), "deleted Research with its employee: \(removed.summary)")
 var heard: [String] = []
 for try await event in events {
-    heard.append("\(event.operation) \(event.key)")
-    if event.operation == "deleted" { break }
+    heard.append("\(event.operation.rawValue) \(event.key)")
+    if event.operation == .deleted { break }
 }
 check(heard.last == "deleted \(staff[0].id)", "the watcher saw the cascade: \(heard.joined(separator: ", "))")
 await app.close()

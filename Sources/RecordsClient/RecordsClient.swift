@@ -38,18 +38,36 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
         let address = try RecordsURL(url)
         var options = LineConnection.Options(connectTimeout: connectTimeout)
         options.security = address.security(caFile: caFile)
-        let client = try await connect(host: address.host ?? "127.0.0.1", port: address.port ?? RecordsURL.defaultPort, options: options)
-        if let user = address.user { try await client.auth(user: user, password: address.password ?? "") }
-        return client
+        let credentials = address.user.map { (user: $0, password: address.password ?? "") }
+        return try await connect(host: address.host ?? "127.0.0.1", port: address.port ?? RecordsURL.defaultPort,
+                                 options: options, credentials: credentials)
     }
 
     public static func connect(host: String, port: Int, options: LineConnection.Options = .init()) async throws -> RecordsClient {
+        try await connect(host: host, port: port, options: options, credentials: nil)
+    }
+
+    /// Connects and, given credentials, signs in in the same turn of the client's queue: the
+    /// server gives a connection `--sign-in-timeout` seconds from its accept to sign in, and a
+    /// hop through Swift's cooperative threads in between (all of them busy, in a program
+    /// under load) must not spend them.
+    static func connect(host: String, port: Int, options: LineConnection.Options,
+                        credentials: (user: String, password: String)?) async throws -> RecordsClient {
         let client = RecordsClient(label: "\(host):\(port)")
         try await client.onQueue { () throws(RecordsError) in
             let connection = try LineConnection(host: host, port: port, options: options)
+            if let credentials {
+                do throws(RecordsError) {
+                    _ = try connection.signIn(user: credentials.user, password: credentials.password).checked()
+                } catch {
+                    connection.close()
+                    throw error
+                }
+            }
             client.connection = connection
             client.banner = connection.banner
             client.endpoint = Endpoint(host: host, port: port, options: options)
+            client.endpoint?.credentials = credentials
         }
         await client.askForJSON()
         return client

@@ -265,6 +265,25 @@ import Testing
         #expect(signedIn == 16)
     }
 
+    /// A program whose cooperative threads are all busy signs in all the same: a URL's
+    /// credentials go out on the connection as soon as it is made, not after a hop through the
+    /// cooperative pool, so the server's sign-in timeout counts no time the program spent
+    /// elsewhere. Found by CI: one of `manyConnectionsOfOneUserSignInAtOnce`'s connections was
+    /// closed by its server ("the server closed the connection") while the suites around it
+    /// held every cooperative thread.
+    @Test func aClientWhoseThreadsAreBusySignsInBeforeTheTimeout() async throws {
+        let server = try TestServer(arguments: ["--sign-in-timeout", "3"])
+        let setup = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+        try await setup.request(#"USER ADD app writer "app-password-1""#)
+        let url = "records://app:app-password-1@127.0.0.1:\(server.port)"
+        // The connect's continuation waits 8 s, past the server's 3 s.
+        let client = try await withTaskExecutorPreference(HeldExecutor(holdingAfterTheFirstJobFor: 8)) {
+            try await RecordsClient.connect(url)
+        }
+        #expect(try await client.count("department") == 0)  // a read: signed in
+        await client.close()
+    }
+
     /// Conflicts come typed with their three values; upsert, scratchpads, typed CHANGES and
     /// the pending count; EXPORT and IMPORT as streams.
     @Test func conflictsScratchpadsAndBulkThroughTheLibrary() async throws {

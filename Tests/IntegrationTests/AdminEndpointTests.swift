@@ -57,6 +57,7 @@ import Testing
         try client.ok("SAVE")
         try client.ok("FIND game")
         try client.ok("GET game 1")
+        try client.ok("EXPORT game")
         let lines = server.log.split(separator: "\n")
         #expect(lines.count >= 3)
         var records: [[String: Any]] = []
@@ -71,8 +72,13 @@ import Testing
         let find = try #require(records.first { $0["verb"] as? String == "FIND" }, "\(lines)")
         #expect(find["outcome"] as? String == "ok" && find["duration_ms"] is Int, "\(find)")
         #expect(find["remote_addr"] as? String == "127.0.0.1" && find["user"] is NSNull && find["session"] as? String != nil, "\(find)")
-        #expect(find["command"] as? String == "\"FIND game\"")
-        // A reply held whole gives its rows and bytes (a streamed FIND's rows are not counted here).
+        // The command as it was sent, not quoted as a sentence quotes it.
+        #expect(find["command"] as? String == "FIND game")
+        // A streamed FIND counts the records it streamed ahead of its reply, and their bytes
+        // (it said rows 0); a reply held whole gives its own.
+        #expect(find["rows"] as? Int == 1 && (find["bytes"] as? Int ?? 0) > 30, "\(find)")
+        let export = try #require(records.first { $0["verb"] as? String == "EXPORT" }, "\(lines)")
+        #expect(export["rows"] as? Int == 1 && (export["bytes"] as? Int ?? 0) > 20, "\(export)")
         let get = try #require(records.first { $0["verb"] as? String == "GET" }, "\(lines)")
         #expect(get["rows"] as? Int == 1 && (get["bytes"] as? Int ?? 0) > 20, "\(get)")
         let auth = try #require(records.first { $0["verb"] as? String == "AUTH" })

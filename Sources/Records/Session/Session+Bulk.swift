@@ -151,7 +151,7 @@ extension Session {
                 return (count, 0)
             }
             let allocated = view.allocated
-            return WorkResult(reply: .ok("exported \(count) record\(count == 1 ? "" : "s")" + view.note)) { session in
+            return WorkResult(reply: .ok("exported \(count) record\(count == 1 ? "" : "s")" + view.note), streamedRows: count) { session in
                 session.unit.assign(allocated)
             }
         }

@@ -101,7 +101,7 @@ extension Session {
              keys: try? QueryBuilder.select(request, model: model, versions: .keys, splittable: true))
         } : nil
         return database(model, hold: streams ? .streams : .statements) { context in
-            let ((message, versions), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)]) in
+            let ((message, versions, count), view) = try context.withView(snapshot, model: model) { view -> (String, [(RecordKey, String)], Int) in
                 var rows = FindRows(rowVersions, entity: entity, view: view, limit: request.limit)
                 defer { rows.deallocate() }
                 // Only the snapshot's statement may read a table whole: the other selects each row's xmin.
@@ -159,10 +159,10 @@ extension Session {
                     message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.sealed(rows.lastKeys, fingerprint: rowVersions.fingerprint, by: cursors, user: user)
                         : "; next page: OFFSET \((request.offset ?? 0) + count)"
                 }
-                return (message, rows.versions)
+                return (message, rows.versions, count)
             }
             let allocated = view.allocated
-            return WorkResult(reply: .ok(message + view.note)) { session in
+            return WorkResult(reply: .ok(message + view.note), streamedRows: count) { session in
                 session.unit.assign(allocated)
                 session.unit.recordReads(versions)
             }

@@ -38,8 +38,19 @@ public struct DatabaseWork: Sendable {
     /// not be taken): a WATCH registered when it was asked for is withdrawn.
     let undo: (@Sendable (Session) -> Void)?
     /// Counts the work's outcome (verb, reply, seconds, whether its client left a stream
-    /// midway) when it finishes.
-    let counted: (@Sendable (Reply, Double, _ clientLeft: Bool) -> Void)?
+    /// midway, what it streamed) when it finishes.
+    let counted: (@Sendable (Finished) -> Void)?
+
+    /// A finished work, for its metrics and log record.
+    public struct Finished: Sendable {
+        public var reply: Reply
+        public var seconds: Double
+        /// A stream whose client left midway.
+        public var clientLeft = false
+        /// Records streamed before the reply (FIND, EXPORT), and their bytes.
+        public var streamedRows: Int?
+        public var streamedBytes = 0
+    }
     /// The same work as one statement and what its result answers, for a read that needs
     /// nothing else (no pending changes to apply first): reads pipelined by a client are sent
     /// to PostgreSQL together (`runPipelined`).
@@ -49,7 +60,7 @@ public struct DatabaseWork: Sendable {
     let save: GroupableSave?
 
     init(hold: Hold = .statements, identity: Identity, undo: (@Sendable (Session) -> Void)? = nil,
-         counted: (@Sendable (Reply, Double, _ clientLeft: Bool) -> Void)? = nil, read: PipelinedRead? = nil, save: GroupableSave? = nil,
+         counted: (@Sendable (Finished) -> Void)? = nil, read: PipelinedRead? = nil, save: GroupableSave? = nil,
          _ body: @escaping @Sendable (WorkContext) -> WorkResult) {
         self.hold = hold
         self.identity = identity
@@ -89,17 +100,18 @@ public struct DatabaseWork: Sendable {
         let seconds = Date().timeIntervalSince(started)
         return zip(works, results).map { work, result in
             let answer = work.save!.finish(result)
-            work.counted?(answer.reply, seconds, false)  // committed, whether or not its client is still there
+            work.counted?(Finished(reply: answer.reply, seconds: seconds))  // committed, whether or not its client is still there
             return answer
         }
     }
 
     public func run(_ context: WorkContext) -> WorkResult {
-        let started = Date()
+        let started = Date(), streamedBefore = context.streamedBytes
         let result = runUncounted(context)
         // A stream whose client left ended early, whatever its reply says; other work did
         // what it was asked (a SAVE committed) even if its reply reaches nobody.
-        counted?(result.reply, Date().timeIntervalSince(started), hold == .streams && context.sink.left)
+        counted?(Finished(reply: result.reply, seconds: Date().timeIntervalSince(started), clientLeft: hold == .streams && context.sink.left,
+                          streamedRows: result.streamedRows, streamedBytes: context.streamedBytes - streamedBefore))
         return result
     }
 
@@ -131,7 +143,7 @@ public struct DatabaseWork: Sendable {
             try context.connection.pipelinePrepared(works.map { ($0.read!.sql, $0.read!.parameters) }) { index, result in
                 let work = works[index]
                 let answer = work.read!.finish(result)
-                work.counted?(answer.reply, Date().timeIntervalSince(started), false)
+                work.counted?(Finished(reply: answer.reply, seconds: Date().timeIntervalSince(started)))
                 started = Date()
                 answered += 1
                 deliver(answer)
@@ -176,10 +188,13 @@ public struct WorkResult: Sendable {
     /// Seconds the reply waits before it is sent (a failed AUTH), the session holding its
     /// next command meanwhile; no thread waits.
     public var delay: Double = 0
+    /// Records streamed ahead of the reply (FIND, EXPORT), for the command's log record.
+    public var streamedRows: Int?
 
-    public init(reply: Reply, delay: Double = 0, apply: (@Sendable (Session) -> Void)? = nil) {
+    public init(reply: Reply, delay: Double = 0, streamedRows: Int? = nil, apply: (@Sendable (Session) -> Void)? = nil) {
         self.reply = reply
         self.delay = delay
+        self.streamedRows = streamedRows
         self.apply = apply
     }
 }
@@ -190,6 +205,9 @@ public struct WorkResult: Sendable {
 public final class WorkContext {
     public let lease: Lease
     public let sink: LineSink
+    private let counting: CountingSink
+    /// Bytes the works of this job have streamed so far (their records, not their replies).
+    var streamedBytes: Int { counting.bytes }
     let settings: WorkSettings
     var assigned: [String: AssignedKey] = [:]
     /// Who the work runs as (row-level security); applied again on a fresh connection.
@@ -200,7 +218,9 @@ public final class WorkContext {
 
     public init(lease: Lease, sink: LineSink, settings: WorkSettings, lend: ((@escaping ConnectionPool.Job) -> Bool)? = nil) {
         self.lease = lease
-        self.sink = sink
+        let counting = CountingSink(sink)
+        self.counting = counting
+        self.sink = counting
         self.settings = settings
         self.lend = lend
     }
@@ -428,15 +448,16 @@ public final class Session {
     }
 
     /// Counts a database work under the verb that started it (SAVE's time too).
-    func counter() -> @Sendable (Reply, Double, Bool) -> Void {
+    func counter() -> @Sendable (DatabaseWork.Finished) -> Void {
         let metrics = context.metrics, verb = currentVerb, line = lineForLog, session = id
         let slow = context.slowCommandMilliseconds
         let who = CommandLogFields(user: user?.name, remoteAddress: peer)
-        return { reply, seconds, clientLeft in
-            let outcome = clientLeft ? Metrics.clientLeft : Metrics.outcome(reply)
-            metrics.command(verb, outcome: outcome, seconds: seconds)
-            if verb == "SAVE" { metrics.save(seconds: seconds) }
-            Self.logTimed(outcome: outcome, seconds: seconds, verb: verb, line: line, slow: slow, session: session, who: who, reply: reply)
+        return { finished in
+            let outcome = finished.clientLeft ? Metrics.clientLeft : Metrics.outcome(finished.reply)
+            metrics.command(verb, outcome: outcome, seconds: finished.seconds)
+            if verb == "SAVE" { metrics.save(seconds: finished.seconds) }
+            Self.logTimed(outcome: outcome, seconds: finished.seconds, verb: verb, line: line, slow: slow, session: session, who: who,
+                          reply: finished.reply, streamed: (finished.streamedRows, finished.streamedBytes))
         }
     }
 
@@ -450,7 +471,8 @@ public final class Session {
     /// took `--log-slow` milliseconds or more. Under `--log-format json` each is a record of
     /// fields: verb, outcome, duration_ms, user, remote_addr, rows and bytes of its reply.
     static func logTimed(outcome: String, seconds: Double, verb: String, line: String, slow: Int?, session: Int,
-                         who: @autoclosure () -> CommandLogFields? = nil, reply: Reply? = nil) {
+                         who: @autoclosure () -> CommandLogFields? = nil, reply: Reply? = nil,
+                         streamed: (rows: Int?, bytes: Int) = (nil, 0)) {
         let milliseconds = Int((seconds * 1000).rounded())
         let isSlow = slow.map { milliseconds >= $0 } ?? false
         guard isSlow || Log.level <= .debug else { return }
@@ -458,10 +480,11 @@ public final class Session {
             var fields: [(String, JSON.Value)] = [("verb", .string(verb)), ("outcome", .string(outcome)), ("duration_ms", .int(milliseconds))]
             if let who = who() { fields += [("user", who.user.map(JSON.Value.string) ?? .null), ("remote_addr", .string(who.remoteAddress))] }
             if let reply {
-                fields.append(("rows", .int(reply.lines.count)))
-                fields.append(("bytes", .int(reply.lines.reduce(reply.statusLine.utf8.count + 2) { $0 + $1.utf8.count + 2 })))
+                // A stream's records went ahead of its reply; other replies carry their lines.
+                fields.append(("rows", .int(streamed.rows ?? reply.lines.count)))
+                fields.append(("bytes", .int(reply.lines.reduce(streamed.bytes + reply.statusLine.utf8.count + 2) { $0 + $1.utf8.count + 2 })))
             }
-            if isSlow { fields.append(("command", .string(loggable(line)))) }
+            if isSlow { fields.append(("command", .string(loggable(line, quoted: false)))) }
             return fields
         }
         if isSlow {
@@ -473,10 +496,12 @@ public final class Session {
 
     /// A line as logs may show it: a verb that carries a secret (AUTH, USER) shows only its
     /// verb; long lines are cut. Made only when a slow command is logged, never per command.
-    static func loggable(_ line: String) -> String {
-        guard let verb = Verb.of(line) else { return Log.quoted(String(line.prefix(40))) }
+    /// `quoted`: as a log sentence shows it; a JSON field holds the text itself.
+    static func loggable(_ line: String, quoted: Bool = true) -> String {
+        func quote(_ text: String) -> String { quoted ? Log.quoted(text) : text }
+        guard let verb = Verb.of(line) else { return quote(String(line.prefix(40))) }
         if verb.facts.carriesSecret { return verb.rawValue + " ..." }
-        return Log.quoted(line.count > 500 ? String(line.prefix(500)) + "..." : line)
+        return quote(line.count > 500 ? String(line.prefix(500)) + "..." : line)
     }
 
     /// The verb of the line being run, for the metrics of the work it starts and the operators' board.

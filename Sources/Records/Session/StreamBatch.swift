@@ -72,3 +72,21 @@ struct StreamBatch {
         storage = larger
     }
 }
+
+/// A work's sink as the work sees it, counting the bytes it streams (its records; replies go
+/// to the client another way) for the command's log record. Used by one worker at a time.
+final class CountingSink: LineSink {
+    let sink: LineSink
+    private(set) var bytes = 0
+
+    init(_ sink: LineSink) { self.sink = sink }
+
+    var stalled: Bool { sink.stalled }
+    var stopping: Bool { sink.stopping }
+    var left: Bool { sink.left }
+
+    func send(_ lines: [UInt8]) -> Bool {
+        bytes += lines.count
+        return sink.send(lines)
+    }
+}

@@ -35,10 +35,13 @@ public struct ExportLines: AsyncSequence, Sendable {
 }
 
 extension RecordsClient {
-    /// EXPORT as CSV lines (the header first), pulled as the caller reads them. The connection
-    /// serves nothing else until the sequence ends; an error reply is thrown at its end.
-    public func export(_ entity: String, where predicate: String? = nil, _ arguments: any RecordsLiteral...) throws -> ExportLines {
-        ExportLines(client: self, line: "EXPORT \(try Self.name(entity))" + (try Self.whereClause(predicate, arguments)))
+    /// EXPORT as CSV lines (the header first), pulled as the caller reads them: `select` names
+    /// the columns (key paths), `orderBy` the order (as FIND's). The connection serves nothing
+    /// else until the sequence ends; an error reply is thrown at its end.
+    public func export(_ entity: String, select: [String] = [], where predicate: String? = nil, _ arguments: any RecordsLiteral...,
+                       orderBy: [String] = []) throws -> ExportLines {
+        ExportLines(client: self, line: "EXPORT \(try Self.name(entity))" + (try Self.selectClause(select, distinct: false))
+                    + (try Self.whereClause(predicate, arguments)) + (try SortKey.orderBy(orderBy)))
     }
 
     /// On the queue: sends the EXPORT the first time, then takes the lines the socket holds

@@ -1,15 +1,24 @@
 import Foundation
 import RecordsProtocol
 
-/// A read's options, as FIND takes them.
+/// A read's options, as FIND takes them. `orderBy` keys are read by `SortKey(parsing:)`:
+/// `name`, `name[c] DESC`, `name COLLATE "sv-x-icu"`.
 public struct FindOptions: Sendable {
     public var orderBy: [String] = []
     public var limit: Int?
+    public var offset: Int?
     public var include: [String] = []
-    public init(orderBy: [String] = [], limit: Int? = nil, include: [String] = []) {
+    /// Only these key paths of each record (`SELECT`), each distinct once (`DISTINCT`).
+    public var select: [String] = []
+    public var distinct = false
+    public init(orderBy: [String] = [], limit: Int? = nil, offset: Int? = nil, include: [String] = [],
+                select: [String] = [], distinct: Bool = false) {
         self.orderBy = orderBy
         self.limit = limit
+        self.offset = offset
         self.include = include
+        self.select = select
+        self.distinct = distinct
     }
 }
 
@@ -22,11 +31,35 @@ extension RecordsClient {
         return try RecordDecoding.decode(T.self, line)
     }
 
+    /// One record by a unique key or its key columns (`["uid": "m1"]`, `["team": 1, "person": 7]`),
+    /// its values quoted by the library; nil when there is none.
+    public func get<T: RecordsEntity>(_ type: T.Type, by key: KeyValuePairs<String, any RecordsLiteral>,
+                                      include: [String] = []) async throws -> T? {
+        guard key.count > 0 else { throw RecordsError.invalidRequest("GET by a unique key needs its fields") }
+        let reply = try await send("GET \(T.entityName)" + (try Self.assignments(key)) + (try Self.includeClause(include)))
+        if reply.code == .notFound { return nil }
+        guard let line = try reply.checked().lines.first else { return nil }
+        return try RecordDecoding.decode(T.self, line)
+    }
+
     /// Matching records. `predicate` is a format: `%@` takes the next argument, quoted by the
     /// library (`"age > %@ AND department.name == %@", 30, "Sales"`).
     public func find<T: RecordsEntity>(_ type: T.Type, where predicate: String? = nil, _ arguments: any RecordsLiteral...,
-                                       orderBy: [String] = [], limit: Int? = nil, include: [String] = []) async throws -> [T] {
-        try await page(type, where: predicate, arguments, options: FindOptions(orderBy: orderBy, limit: limit, include: include), after: nil).records
+                                       orderBy: [String] = [], limit: Int? = nil, offset: Int? = nil, include: [String] = []) async throws -> [T] {
+        try await page(type, T.entityName, where: predicate, arguments,
+                       options: FindOptions(orderBy: orderBy, limit: limit, offset: offset, include: include), after: nil).records
+    }
+
+    /// Only `paths` of each matching record (`FIND entity SELECT ...`: key paths through to-one
+    /// relationships, `employees.@count`, `@avg.age` ...), each decoded into `T` keyed by the
+    /// paths (`department.name` through `CodingKeys`); `distinct`: each combination once.
+    public func select<T: Decodable>(_ type: T.Type, from entity: String, _ paths: [String], distinct: Bool = false,
+                                     where predicate: String? = nil, _ arguments: any RecordsLiteral...,
+                                     orderBy: [String] = [], limit: Int? = nil, offset: Int? = nil) async throws -> [T] {
+        guard !paths.isEmpty else { throw RecordsError.invalidRequest("SELECT needs at least one key path") }
+        return try await page(type, entity, where: predicate, arguments,
+                              options: FindOptions(orderBy: orderBy, limit: limit, offset: offset, select: paths, distinct: distinct),
+                              after: nil).records
     }
 
     /// How many match.
@@ -47,7 +80,7 @@ extension RecordsClient {
                 do {
                     var cursor: String?
                     repeat {
-                        let page = try await self.page(type, where: predicate, arguments, options: options, after: cursor)
+                        let page = try await self.page(type, T.entityName, where: predicate, arguments, options: options, after: cursor)
                         if !page.records.isEmpty { continuation.yield(page.records) }
                         cursor = page.next
                     } while cursor != nil && !Task.isCancelled
@@ -60,20 +93,16 @@ extension RecordsClient {
         }
     }
 
-    func page<T: RecordsEntity>(_ type: T.Type, where predicate: String?, _ arguments: [any RecordsLiteral], options: FindOptions,
-                                after cursor: String?) async throws -> (records: [T], next: String?) {
-        var line = "FIND \(try Self.name(T.entityName))" + (try Self.whereClause(predicate, arguments))
-        if !options.orderBy.isEmpty {
-            line += " ORDER BY " + (try options.orderBy.map { (key: String) throws(RecordsError) -> String in
-                let parts = key.split(separator: " ")
-                guard let path = parts.first, RequestFormat.isKeyPath(String(path)), parts.count <= 2,
-                      parts.count == 1 || ["ASC", "DESC"].contains(parts[1].uppercased()) else {
-                    throw .invalidRequest("ORDER BY takes key paths with ASC or DESC, not '\(key)'")
-                }
-                return parts.joined(separator: " ")
-            }).joined(separator: ", ")
-        }
+    func page<T: Decodable>(_ type: T.Type, _ entity: String, where predicate: String?, _ arguments: [any RecordsLiteral], options: FindOptions,
+                            after cursor: String?) async throws -> (records: [T], next: String?) {
+        var line = "FIND \(try Self.name(entity))" + (try Self.selectClause(options.select, distinct: options.distinct))
+        line += try Self.whereClause(predicate, arguments)
+        line += try SortKey.orderBy(options.orderBy)
         if let limit = options.limit { line += " LIMIT \(limit)" }
+        if let offset = options.offset {
+            guard cursor == nil else { throw RecordsError.invalidRequest("a page is found by OFFSET or by its cursor, not both") }
+            line += " OFFSET \(offset)"
+        }
         if let cursor {
             guard cursor.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else { throw RecordsError.protocolViolation("a cursor '\(cursor)'") }
             line += " AFTER \(cursor)"
@@ -102,6 +131,13 @@ extension RecordsClient {
             return ""
         }
         return " WHERE " + (try RequestFormat.format(predicate, arguments))
+    }
+
+    /// ` SELECT [DISTINCT] a, b`, or nothing.
+    static func selectClause(_ paths: [String], distinct: Bool) throws(RecordsError) -> String {
+        guard !paths.isEmpty else { return "" }
+        for path in paths where !RequestFormat.isKeyPath(path) { throw .invalidRequest("SELECT takes key paths, not '\(path)'") }
+        return " SELECT " + (distinct ? "DISTINCT " : "") + paths.joined(separator: ", ")
     }
 
     static func includeClause(_ include: [String]) throws(RecordsError) -> String {

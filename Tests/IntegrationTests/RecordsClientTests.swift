@@ -265,6 +265,82 @@ import Testing
         #expect(signedIn == 16)
     }
 
+    struct Book: RecordsEntity, Equatable {
+        static let entityName = "book"
+        var id: Int
+        var isbn: String
+        var title: String
+        var shelf: Int?
+        var pages: Int?
+    }
+
+    struct TitleOnly: Decodable, Equatable {
+        var title: String
+    }
+
+    /// Everything a FIND line can say, the typed calls say: sort keys without case (`[c]`) and
+    /// by a collation, OFFSET, SELECT [DISTINCT] through a to-one relationship, EXPORT's columns
+    /// and ORDER BY, GET by a unique key. Each answer is compared with the same query in SQL, on
+    /// a table of titles in mixed case drawn from a printed seed.
+    @Test func typedReadsSayWhatAFindLineSays() async throws {
+        let seed = TestEnvironment.seed("RECORDS_TYPED_READS_SEED", for: "typedReadsSayWhatAFindLineSays")
+        var random = SeededRandom(seed: seed)
+        let url = try TestEnvironment.freshDatabase()
+        let db = try Connection(url)
+        try db.execute("""
+            CREATE TABLE shelf (id serial PRIMARY KEY, label text NOT NULL);
+            CREATE TABLE book (id serial PRIMARY KEY, isbn text NOT NULL UNIQUE, title text NOT NULL,
+                               shelf integer REFERENCES shelf (id), pages integer);
+            INSERT INTO shelf (label) VALUES ('Poetry'), ('prose'), ('Plays');
+            """)
+        let words = ["apple", "Apple", "banana", "Banana split", "cherry", "Éclair", "eclair", "zebra", "Zebra", "mango"]
+        for index in 0..<40 {
+            let title = words[Int.random(in: 0..<words.count, using: &random)] + (Bool.random(using: &random) ? "" : " \(index % 3)")
+            let shelf = Int.random(in: 0...3, using: &random)
+            try db.query("INSERT INTO book (isbn, title, shelf, pages) VALUES ($1, $2, $3, $4)",
+                         ["978-\(1000 + index)", title, shelf == 0 ? nil : String(shelf), String(Int.random(in: 50...900, using: &random))])
+        }
+        func ids(_ sql: String) throws -> [Int] { try db.query(sql).column(0).map { Int($0!)! } }
+        let server = try TestServer(databaseURL: url, migrations: nil)
+        let app = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+
+        // Without case (as the README says: Unicode's lower case, in ICU's root order), by a
+        // collation, descending; a page by OFFSET.
+        let caseless = #"lower(title COLLATE "und-x-icu")"#
+        #expect(try await app.find(Book.self, orderBy: ["title[c]", "id"]).map(\.id)
+                == ids("SELECT id FROM book ORDER BY \(caseless), id"))
+        #expect(try await app.find(Book.self, orderBy: [#"title COLLATE "C" DESC"#, "id DESC"]).map(\.id)
+                == ids(#"SELECT id FROM book ORDER BY title COLLATE "C" DESC, id DESC"#))
+        let sorted = [SortKey("title", caseInsensitive: true, descending: true), SortKey("id")].map(\.description)
+        #expect(try await app.find(Book.self, where: "pages > %@", 300, orderBy: sorted, limit: 7, offset: 5).map(\.id)
+                == ids("SELECT id FROM book WHERE pages > 300 ORDER BY \(caseless) DESC, id LIMIT 7 OFFSET 5"))
+        // SELECT, DISTINCT, through a to-one relationship.
+        #expect(try await app.select(TitleOnly.self, from: "book", ["title"], distinct: true, orderBy: ["title"])
+                == db.query("SELECT DISTINCT title FROM book ORDER BY title").column(0).map { TitleOnly(title: $0!) })
+        struct ShelfLabel: Decodable, Equatable {
+            var label: String?
+            enum CodingKeys: String, CodingKey { case label = "shelf.label" }
+        }
+        #expect(try await app.select(ShelfLabel.self, from: "book", ["shelf.label"], orderBy: ["id"], limit: 10)
+                == db.query("SELECT s.label FROM book b LEFT JOIN shelf s ON s.id = b.shelf ORDER BY b.id LIMIT 10").column(0).map { ShelfLabel(label: $0) })
+        // EXPORT with its columns and order.
+        var exported: [String] = []
+        for try await line in try app.export("book", select: ["isbn", "title"], where: "shelf == %@", 2, orderBy: ["title[c] DESC", "isbn"]) {
+            exported.append(line)
+        }
+        let expected = try db.query("SELECT isbn FROM book WHERE shelf = 2 ORDER BY \(caseless) DESC, isbn").column(0).map { $0! }
+        #expect(exported.first == "isbn,title" && exported.dropFirst().map { String($0.prefix { $0 != "," }) } == expected)
+        // GET by a unique key, its value quoted by the library.
+        let isbn = "978-\(1000 + Int.random(in: 0..<40, using: &random))"
+        #expect(try await app.get(Book.self, by: ["isbn": isbn])?.id == ids("SELECT id FROM book WHERE isbn = '\(isbn)'").first)
+        #expect(try await app.get(Book.self, by: ["isbn": "978-none \" \\"]) == nil)
+        // What is not a sort key is refused before anything is sent.
+        for bad in ["title; DROP", "title LIMIT 1", "title[x]", #"title COLLATE "C"#, "title DESC ASC", ""] {
+            await #expect(throws: RecordsError.self, "\(bad)") { try await app.find(Book.self, orderBy: [bad]) }
+        }
+        await app.close()
+    }
+
     /// A program whose cooperative threads are all busy signs in all the same: a URL's
     /// credentials go out on the connection as soon as it is made, not after a hop through the
     /// cooperative pool, so the server's sign-in timeout counts no time the program spent

@@ -47,10 +47,12 @@ extension RecordsClient {
 
     /// Inserts `model`, or updates the record with the same values of `on` (the attributes of
     /// a unique key, as properties or attributes); nil optionals and `omitting` are left out.
-    public func upsert<T: RecordsEntity & Encodable>(_ model: T, on key: [String], omitting: Set<String> = []) async throws {
-        guard !key.isEmpty else { throw RecordsError.invalidRequest("UPSERT needs the attributes of a unique key") }
-        let on = try key.map { (name: String) throws(RecordsError) -> String in try Self.name(ModelEncoding.snakeCase(name)) }.joined(separator: ", ")
-        try await request("UPSERT \(try Self.name(T.entityName)) ON \(on)" + (try Self.assignments(Self.fields(model, omitting: omitting))))
+    /// Returns the record's `#ref` as `upsert(_:on:_:as:)` does.
+    @discardableResult
+    public func upsert<T: RecordsEntity & Encodable>(_ model: T, on key: [String], omitting: Set<String> = [],
+                                                   as ref: RecordRef? = nil) async throws -> RecordRef? {
+        let on = try key.map { (name: String) throws(RecordsError) -> String in ModelEncoding.snakeCase(name) }
+        return try await upsertLine(T.entityName, on: on, ref: ref, try Self.assignments(Self.fields(model, omitting: omitting)))
     }
 
     /// The model's fields, less `omitting` (property or attribute names).

@@ -63,11 +63,25 @@ extension RecordsClient {
         try await request("DELETE \(try Self.name(entity)) \(try key.recordsLiteral())")
     }
 
-    /// Inserts, or updates the record with the same unique key (`on`: its attributes).
-    public func upsert(_ entity: String, on key: [String], _ values: KeyValuePairs<String, any RecordsLiteral>) async throws {
+    /// Inserts, or updates the record with the same unique key (`on`: its attributes). Returns
+    /// the record's `#ref`, for later inserts to relate to: with `as`, that name, whether the
+    /// record was inserted or found stored; without, the pending insert's (nil when a stored
+    /// record was found).
+    @discardableResult
+    public func upsert(_ entity: String, on key: [String], _ values: KeyValuePairs<String, any RecordsLiteral>,
+                       as ref: RecordRef? = nil) async throws -> RecordRef? {
+        try await upsertLine(entity, on: key, ref: ref, try Self.assignments(values))
+    }
+
+    func upsertLine(_ entity: String, on key: [String], ref: RecordRef?, _ assignments: String) async throws -> RecordRef? {
         guard !key.isEmpty else { throw RecordsError.invalidRequest("UPSERT needs the attributes of a unique key") }
         let on = try key.map { (name: String) throws(RecordsError) -> String in try Self.name(name) }.joined(separator: ", ")
-        try await request("UPSERT \(try Self.name(entity)) ON \(on)" + (try Self.assignments(values)))
+        let reply = try await request("UPSERT \(try Self.name(entity))" + (try ref.map { " AS \(try $0.recordsLiteral())" } ?? "")
+                                      + " ON \(on)" + assignments)
+        if let ref { return ref }
+        // A reply that names a pending insert starts with its #ref, as INSERT's does.
+        guard let first = reply.message.split(separator: " ").first, first.hasPrefix("#") else { return nil }
+        return RecordRef(String(first))
     }
 
     /// Writes every pending change in one transaction. A conflict with another session's

@@ -119,11 +119,11 @@ public enum Verb: String, CaseIterable, Sendable {
             role: .writer, access: .edits, batchable: false, barrier: false,
             completes: .entity, keywords: ["WHERE"]),
         .upsert: VerbFacts(
-            syntax: "UPSERT entity ON unique_attr[, attr] attr=value ...",
-            summary: "insert, or update the record with the same unique key (seeding)",
+            syntax: "UPSERT entity [AS #ref] ON unique_attr[, attr] attr=value ...",
+            summary: "insert, or update the record with the same unique key (seeding); #ref names it either way",
             example: "UPSERT game ON name name=\"Chess\"",
             role: .writer, access: .edits, batchable: false, barrier: false,
-            completes: .entity, keywords: ["ON"]),
+            completes: .entity, keywords: ["AS", "ON"]),
         .changes: VerbFacts(
             syntax: "CHANGES [COUNT]",
             summary: "list the pending inserts, updates (old -> new) and deletes; COUNT: only how many, as one JSON line (for prompts and programs)",

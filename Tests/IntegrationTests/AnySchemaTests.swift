@@ -480,7 +480,7 @@ import Testing
         #expect(try scalar(db, "SELECT count(*) FROM husband h JOIN wife w ON h.wife_id = w.id AND w.husband_id = h.id") == "1")
         // A #ref names an INSERT made before it.
         #expect(try client.send("INSERT person name=\"X\" manager=#later").status
-                == "-ERR NOT_FOUND person.manager: no pending record #later in this unit of work (a #ref names an INSERT made before)")
+                == "-ERR NOT_FOUND person.manager: no pending record #later in this unit of work (a #ref names an INSERT or an UPSERT ... AS #name made before)")
     }
 
     @Test func changesByPredicateArePendingSeenAndCounted() throws {

@@ -341,6 +341,30 @@ import Testing
         await app.close()
     }
 
+    /// A seed that upserts and relates, run twice: `upsert(..., as:)` names the record whether
+    /// it was inserted or found, so the same code leaves one genre and two albums pointing at it.
+    @Test func aSeedThatUpsertsAndRelatesRunsTwice() async throws {
+        let url = try TestEnvironment.freshDatabase()
+        let db = try Connection(url)
+        try db.execute("""
+            CREATE TABLE genre (id serial PRIMARY KEY, code text NOT NULL UNIQUE, label text);
+            CREATE TABLE album (id serial PRIMARY KEY, title text NOT NULL, genre integer REFERENCES genre (id))
+            """)
+        let server = try TestServer(databaseURL: url, migrations: nil)
+        var refs: [RecordRef?] = []
+        for run in 1...2 {
+            let app = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
+            let rock = try await app.upsert("genre", on: ["code"], ["code": "rock", "label": "Rock \(run)"], as: RecordRef("rock"))
+            try await app.insert("album", ["title": "Album \(run)", "genre": rock])
+            refs.append(try await app.upsert("genre", on: ["code"], ["code": "jazz"]))  // without a name
+            try await app.save()
+            await app.close()
+        }
+        #expect(refs == [RecordRef("g2"), nil])  // inserted the first time (after #a1), found the second
+        #expect(try db.query("SELECT string_agg(title || ':' || genre, ',' ORDER BY id) FROM album").string(0, 0) == "Album 1:1,Album 2:1")
+        #expect(try db.query("SELECT string_agg(code || ':' || coalesce(label, '-'), ',' ORDER BY id) FROM genre").string(0, 0) == "rock:Rock 2,jazz:-")
+    }
+
     /// A program whose cooperative threads are all busy signs in all the same: a URL's
     /// credentials go out on the connection as soon as it is made, not after a hop through the
     /// cooperative pool, so the server's sign-in timeout counts no time the program spent

@@ -12,7 +12,7 @@ import Testing
         let server = try TestServer()
         let client = try server.client()
         #expect(try client.send(#"INSERT employee first_name="John" last_name="Lim" gender=1 department=#sales"#).status
-                == "-ERR NOT_FOUND employee.department: no pending record #sales in this unit of work (a #ref names an INSERT made before)")
+                == "-ERR NOT_FOUND employee.department: no pending record #sales in this unit of work (a #ref names an INSERT or an UPSERT ... AS #name made before)")
         #expect(try client.send(#"INSERT department AS #sales name="Sales" number=1"#).status == "+OK #sales pending insert department (1 pending)")
         // Employees typed after, but pointing at the department; a second department typed last.
         #expect(try client.send(#"INSERT employee first_name="John" last_name="Lim" gender=1 department=#sales"#).status == "+OK #e1 pending insert employee (2 pending)")
@@ -201,6 +201,55 @@ import Testing
         try client.ok("SAVE")
         #expect(try scalar(try server.database(), "SELECT key || value FROM setting") == "volume7")
         #expect(try client.send("UPSERT setting ON key key=\"x\"").status == "-ERR VALIDATION UPSERT needs a unique attribute: setting.key is not unique")
+    }
+
+    /// UPSERT answers with its record as INSERT does and takes `AS #name`; the name stands for
+    /// the record whether UPSERT inserted it or found it stored, so a seed script that relates
+    /// what it upserts runs the same the second time. A relationship to a unique column other
+    /// than the key takes that column's value.
+    @Test func upsertNamesItsRecordEitherWay() throws {
+        let url = try TestEnvironment.freshDatabase()
+        let db = try Connection(url)
+        try db.execute("""
+            CREATE TABLE genre (id serial PRIMARY KEY, code text NOT NULL UNIQUE, label text);
+            CREATE TABLE album (id serial PRIMARY KEY, title text NOT NULL, genre integer REFERENCES genre (id));
+            CREATE TABLE badge (id serial PRIMARY KEY, genre text REFERENCES genre (code))
+            """)
+        let server = try TestServer(databaseURL: url, migrations: nil)
+        // The first run inserts.
+        let first = try server.client()
+        #expect(try first.send(#"UPSERT genre AS #rock ON code code="rock" label="Rock""#).status
+                == #"+OK #rock pending insert genre, no code "rock" yet (1 pending)"#)
+        #expect(try first.send(#"UPSERT genre ON code code="jazz""#).status == #"+OK #g1 pending insert genre, no code "jazz" yet (2 pending)"#)
+        #expect(try first.send(#"UPSERT genre AS #other ON code code="rock" label="Rock!""#).status
+                == "-ERR VALIDATION genre with these values is the pending insert #rock: name it #rock")
+        #expect(try first.send(#"UPSERT genre AS #rock ON code code="rock" label="Rock""#).status == "+OK #rock pending insert updated (2 pending)")
+        try first.ok(#"INSERT album title="One" genre=#rock"#)
+        try first.ok("INSERT badge genre=#rock")
+        try first.ok("SAVE")
+        // The second run finds them: the same lines, and the names stand for the stored records.
+        let second = try server.client()
+        #expect(try second.send(#"UPSERT genre AS #rock ON code code="rock" label="Rock 2""#).status
+                == "+OK pending update genre 1 as #rock, found by code (1 pending)")
+        #expect(try second.send(#"INSERT genre AS #rock code="punk""#).status
+                == "-ERR VALIDATION #rock already names genre 1, found by an UPSERT in this unit of work")
+        try second.ok(#"INSERT album title="Two" genre=#rock"#)
+        try second.ok("INSERT badge genre=#rock")
+        #expect(try second.send("GET genre #rock").lines == [#"{"id":1,"code":"rock","label":"Rock 2"}"#])
+        // A name given in a scratchpad that is discarded goes with it.
+        try second.ok("NEST")
+        try second.ok(#"UPSERT genre AS #j ON code code="jazz""#)
+        try second.ok("DISCARD")
+        #expect(try second.send(#"INSERT album title="Lost" genre=#j"#).status.hasPrefix("-ERR NOT_FOUND album.genre: no pending record #j"))
+        #expect(try second.send("SAVE").status == "+OK saved: 2 inserted, 1 updated, 0 deleted, 0 cascaded, 0 nullified")
+        #expect(try scalar(db, "SELECT string_agg(title || ':' || genre, ',' ORDER BY id) FROM album") == "One:1,Two:1")
+        #expect(try scalar(db, "SELECT string_agg(genre, ',' ORDER BY id) FROM badge") == "rock,rock")
+        #expect(try scalar(db, "SELECT string_agg(code || ':' || coalesce(label, '-'), ',' ORDER BY id) FROM genre") == "rock:Rock 2,jazz:-")
+        // SAVE and ROLLBACK forget the names.
+        #expect(try second.send(#"INSERT album title="Three" genre=#rock"#).status.hasPrefix("-ERR NOT_FOUND"))
+        try second.ok(#"UPSERT genre AS #rock ON code code="rock""#)
+        try second.ok("ROLLBACK")
+        #expect(try second.send(#"INSERT album title="Three" genre=#rock"#).status.hasPrefix("-ERR NOT_FOUND"))
     }
 
     @Test func validationReportsEveryProblemAtOnce() throws {

@@ -105,7 +105,7 @@ public enum Command: Equatable, Sendable {
     case updateWhere(entity: String, predicate: Predicate, values: [Assignment], text: String)
     /// `DELETE entity WHERE predicate`.
     case deleteWhere(entity: String, predicate: Predicate, text: String)
-    case upsert(entity: String, key: [String], values: [Assignment])
+    case upsert(entity: String, ref: String?, key: [String], values: [Assignment])
     /// `CHANGES [COUNT]`.
     case changes(countOnly: Bool)
     /// `SAVE [FORCE|THEIRS|MERGE] [KEY k]`.

@@ -61,13 +61,7 @@ public enum CommandParser {
         case .describe: return .describe(try t.name("an entity name"))
         case .insert:
             let entity = try t.name("an entity name")
-            var ref: String?
-            if t.consumeWord("AS") {
-                guard case .ref(let r) = t.peek.kind else { throw t.error("expected a #ref after AS") }
-                ref = r
-                t.advance()
-            }
-            return .insert(entity: entity, ref: ref, values: try assignments(&t, required: false))
+            return .insert(entity: entity, ref: try refName(&t), values: try assignments(&t, required: false))
         case .update:
             let entity = try t.name("an entity name")
             if let predicate = try whereClause(&t) {
@@ -87,10 +81,11 @@ public enum CommandParser {
             return .delete(entity: entity, id: try address(&t))
         case .upsert:
             let entity = try t.name("an entity name")
-            guard t.consumeWord("ON") else { throw t.error("expected ON unique_attribute") }
+            let ref = try refName(&t)
+            guard t.consumeWord("ON") else { throw t.error("expected \(ref == nil ? "AS #name or " : "")ON unique_attribute") }
             var key = [try t.name("a unique attribute after ON")]
             while t.consumeSymbol(",") { key.append(try t.name("an attribute of the unique key")) }
-            return .upsert(entity: entity, key: key, values: try assignments(&t, required: true))
+            return .upsert(entity: entity, ref: ref, key: key, values: try assignments(&t, required: true))
         case .changes: return .changes(countOnly: t.consumeWord("COUNT"))
         case .save:
             return try parseSave(t.line)
@@ -316,6 +311,14 @@ public enum CommandParser {
             if order != IncludeOrder() { orders[path] = order }
         } while t.consumeSymbol(",")
         return (paths, orders)
+    }
+
+    /// `AS #name` after INSERT's or UPSERT's entity, if there.
+    private static func refName(_ t: inout TokenStream) throws(CommandError) -> String? {
+        guard t.consumeWord("AS") else { return nil }
+        guard case .ref(let ref) = t.peek.kind else { throw t.error("expected a #ref after AS") }
+        t.advance()
+        return ref
     }
 
     /// One sort key, FIND's and an INCLUDE's alike: `path[c] COLLATE "x" ASC|DESC`.

@@ -22,6 +22,8 @@ extension Session {
     func target(_ address: RecordAddress, in entity: Entity, model: Model) throws(CommandError) -> Target {
         switch address {
         case .pending(let ref):
+            // A stored record an UPSERT named is named by its key.
+            if unit.current.insertEntity(ref) == nil, let found = unit.found[ref], found.key.entity == entity.name { return .stored(found.key) }
             guard let pending = unit.current.insert(ref), pending.entity == entity.name else {
                 throw CommandError(.notFound, "no pending \(entity.name) #\(ref) in this unit of work")
             }

@@ -25,22 +25,47 @@ extension Session {
                     throw CommandError(.validation, "\(target.label) is an attribute: #refs go in to-one relationships")
                 }
                 result.append((target.column, try ValueCoercion.coerce(assignment.value, to: target.kind, name: target.label)))
-            case .relationship(let entity):
+            case .relationship(let targetName):
                 guard case .ref(let ref) = assignment.value else {
                     result.append((target.column, try ValueCoercion.coerce(assignment.value, to: target.kind, name: target.label)))
                     continue
                 }
                 guard let pending = unit.current.insertEntity(ref) else {
-                    throw CommandError(.notFound, "\(target.label): no pending record #\(ref) in this unit of work (a #ref names an INSERT made before)")
+                    if let found = unit.found[ref] {
+                        result.append((target.column, try Self.value(of: found, named: ref, for: target, in: entity, to: targetName)))
+                        continue
+                    }
+                    throw CommandError(.notFound, "\(target.label): no pending record #\(ref) in this unit of work (a #ref names an INSERT or an UPSERT ... AS #name made before)")
                 }
-                guard pending == entity else {
-                    throw CommandError(.validation, "\(target.label) points at \(entity), but #\(ref) is a pending \(pending)")
+                guard pending == targetName else {
+                    throw CommandError(.validation, "\(target.label) points at \(targetName), but #\(ref) is a pending \(pending)")
                 }
                 result.append((target.column, .ref(ref)))
             }
         }
         if let twice = plan.twice { throw CommandError(.syntax, "'\(entity.label(twice))' is given twice") }
         return result
+    }
+
+    /// The value a relationship takes from a stored record an UPSERT named: the column the
+    /// relationship references (the key, or another unique column).
+    private static func value(of found: FoundRecord, named ref: String, for target: FieldPlan.Target, in entity: Entity,
+                              to targetEntity: String) throws(CommandError) -> FieldValue {
+        guard found.key.entity == targetEntity else {
+            throw CommandError(.validation, "\(target.label) points at \(targetEntity), but #\(ref) names \(found.key.entity) \(found.key.values.joined(separator: " "))")
+        }
+        guard let relationship = entity.relationships.first(where: { !$0.isToMany && $0.column == target.column }),
+              let value = found.values[relationship.referencedColumn] else {
+            throw CommandError(.validation, "\(target.label): #\(ref) names a stored \(targetEntity) without a value for the column \(target.label) references")
+        }
+        return .text(value)
+    }
+
+    /// A record's values as read, for a name an UPSERT gives it (nulls left out).
+    static func found(_ baseline: [String: String?]) -> ColumnValues {
+        var values = ColumnValues()
+        for (column, value) in baseline { values[column] = value }
+        return values
     }
 
     /// Room for one more pending change, counting every nested scratchpad's copy.
@@ -58,6 +83,9 @@ extension Session {
         let (entity, plan) = try fieldPlans.plan(entityName, values, model: model) { () throws(CommandError) in try self.entity(entityName, model) }
         if let ref, unit.current.insertEntity(ref) != nil {
             throw CommandError(.validation, "#\(ref) already names a pending insert in this unit of work")
+        }
+        if let ref, let found = unit.found[ref] {
+            throw CommandError(.validation, "#\(ref) already names \(found.key.entity) \(found.key.values.joined(separator: " ")), found by an UPSERT in this unit of work")
         }
         let fields = try fields(values, plan: plan, entity: entity)
         try checkRoom()
@@ -271,7 +299,9 @@ extension Session {
         }
     }
 
-    func upsert(_ entityName: String, key keyNames: [String], _ values: [Assignment], model: Model) throws(CommandError) -> Step {
+    /// `ref`: the name the record goes by in later lines (`AS #name`), whether UPSERT inserts it
+    /// (a pending insert's #ref) or finds it stored (`found`).
+    func upsert(_ entityName: String, ref: String?, key keyNames: [String], _ values: [Assignment], model: Model) throws(CommandError) -> Step {
         let entity = try entity(entityName, model)
         var columns: [String] = []
         for name in keyNames {
@@ -291,7 +321,13 @@ extension Session {
             keyValues.append((column, value))
         }
         if let pending = unit.current.inserts.first(where: { insert in insert.entity == entity.name && keyValues.allSatisfy { insert.value(of: $0.column) == $0.value } }) {
+            if let ref, ref != pending.ref {
+                throw CommandError(.validation, "\(entity.name) with these values is the pending insert #\(pending.ref): name it #\(pending.ref)")
+            }
             return .reply(updatePending(pending.ref, fields))
+        }
+        if let ref, unit.current.insertEntity(ref) != nil {
+            throw CommandError(.validation, "#\(ref) already names a pending insert in this unit of work")
         }
         if let existing = unit.current.updates.values.first(where: { update in
             update.entity == entity.name && keyValues.allSatisfy { pair in
@@ -301,7 +337,8 @@ extension Session {
             var update = existing
             for f in fields where !columns.contains(f.column) || update.fields[f.column] != nil { update.set(f.column, f.value) }
             unit.current.setUpdate(update)
-            return .reply(.ok("pending update \(entity.name) \(entity.show(update.key)) (\(unit.current.count) pending)"))
+            if let ref { unit.name(ref, FoundRecord(key: update.key, values: Self.found(update.baseline))) }
+            return .reply(.ok("pending update \(entity.name) \(entity.show(update.key))\(ref.map { " as #" + $0 } ?? "") (\(unit.current.count) pending)"))
         }
         try checkRoom()
         var filtered: [Target.Filter] = []
@@ -318,6 +355,7 @@ extension Session {
         let count = unit.current.count
         let described = filter.map { "\(entity.label($0.column)) \(JSON.quote($0.value))" }.joined(separator: ", ")
         let fieldList = fields.map { FieldAssignment(column: $0.column, value: $0.value) }
+        let generatedName = unit.current.nextGeneratedName(entity.name)
         return database(model) { context in
             var sql = SQLText()
             let conditions = filter.map { item in
@@ -326,8 +364,15 @@ extension Session {
             sql.text = "SELECT \(entity.keyText(alias: nil)) FROM \(model.table(entity)) WHERE " + conditions.joined(separator: " AND ")
             let found = try context.retryingOnce { try context.connection.query(sql.text, sql.parameters) }
             guard found.rowCount == 1 else {
-                return WorkResult(reply: .ok("pending insert \(entity.name), no \(described) yet (\(count + 1) pending)")) { session in
-                    _ = session.unit.current.addGenerated(entity: entity.name, fields: fieldList.map { ($0.column, $0.value) })
+                // Named as INSERT names it: the #ref first, the one given or the next free.
+                let name = ref ?? generatedName
+                return WorkResult(reply: .ok("#\(name) pending insert \(entity.name), no \(described) yet (\(count + 1) pending)")) { session in
+                    let fields = fieldList.map { ($0.column, $0.value) }
+                    if let ref {
+                        session.unit.current.add(PendingInsert(ref: ref, entity: entity.name, fields: fields))
+                    } else {
+                        _ = session.unit.current.addGenerated(entity: entity.name, fields: fields)
+                    }
                 }
             }
             let stored = try context.readStored(entity, entity.recordKey((0..<entity.key.count).map { found.string(0, $0) }), model: model)
@@ -338,10 +383,12 @@ extension Session {
             let read = reads.version(of: key, current: stored.version, horizon: stored.horizon)
             let version = stored.version
             let baseline = stored.values
-            return WorkResult(reply: .ok("pending update \(entity.name) \(entity.show(key)), found by \(filter.map { entity.label($0.column) }.joined(separator: ", ")) (\(count + 1) pending)")) { session in
+            let named = ref.map { " as #" + $0 } ?? ""
+            return WorkResult(reply: .ok("pending update \(entity.name) \(entity.show(key))\(named), found by \(filter.map { entity.label($0.column) }.joined(separator: ", ")) (\(count + 1) pending)")) { session in
                 var update = PendingUpdate(key: key, version: read ?? version, changedSinceRead: read.map { $0 != version } ?? false, baseline: baseline)
                 for f in fieldList where !keyColumns.contains(f.column) { update.set(f.column, f.value) }
                 session.unit.current.setUpdate(update)
+                if let ref { session.unit.name(ref, FoundRecord(key: key, values: Self.found(baseline))) }
             }
         }
     }

@@ -579,7 +579,7 @@ public final class Session {
             return try bulk(entity, predicate: predicate, values: values, text: text, model: model)
         case .deleteWhere(let entity, let predicate, let text):
             return try bulk(entity, predicate: predicate, values: nil, text: text, model: model)
-        case .upsert(let entity, let key, let values): return try upsert(entity, key: key, values, model: model)
+        case .upsert(let entity, let ref, let key, let values): return try upsert(entity, ref: ref, key: key, values, model: model)
         case .changes(let countOnly): return .reply(countOnly ? changeCount() : jsonReplies ? changesJSON() : changes())
         case .save(let policy, let key): return try save(policy, key: key, model: model)
         case .rollback:

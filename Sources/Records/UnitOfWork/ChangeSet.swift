@@ -230,6 +230,14 @@ public struct ChangeSet: Sendable, Equatable, Codable {
     /// Adds an insert the client did not name under a fresh `#ref` (`e1` for employee, ...),
     /// which it returns: the name claimed with one hashed probe (every pipelined INSERT line
     /// comes here).
+    /// The name `addGenerated` will give the next insert of `entity` (an UPSERT answers with
+    /// it before its insert is added, the session running nothing in between).
+    func nextGeneratedName(_ entity: String) -> String {
+        var number = nextRef
+        while !insertIndex.isEmpty && insertIndex[Self.refName(entity, number)] != nil { number += 1 }
+        return Self.refName(entity, number)
+    }
+
     mutating func addGenerated(entity: String, fields: [(column: String, value: FieldValue)]) -> String {
         while true {
             let number = nextRef

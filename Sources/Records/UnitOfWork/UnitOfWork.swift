@@ -8,8 +8,26 @@ public struct UnitOfWork: Sendable, Codable {
     public private(set) var assigned: [String: AssignedKey] = [:]
     /// The version each record had when this unit read it (GET, FIND).
     public private(set) var reads = ReadVersions()
+    /// Stored records an UPSERT found and named (`UPSERT genre AS #rock ON code ...`), by
+    /// name: later lines use the name as they use a pending insert's #ref, so a script that
+    /// upserts and relates works whether the record was there or not. Until SAVE or ROLLBACK.
+    public private(set) var found: [String: FoundRecord] = [:]
 
     public init() {}
+
+    private enum CodingKeys: String, CodingKey { case layers, assigned, reads, found }
+
+    /// A unit handed on by a build without `found` reads as one with none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        layers = try container.decode([ChangeSet].self, forKey: .layers)
+        assigned = try container.decode([String: AssignedKey].self, forKey: .assigned)
+        reads = try container.decode(ReadVersions.self, forKey: .reads)
+        found = try container.decodeIfPresent([String: FoundRecord].self, forKey: .found) ?? [:]
+    }
+
+    /// Names a stored record an UPSERT found.
+    mutating func name(_ ref: String, _ record: FoundRecord) { found[ref] = record }
 
     /// Mutated in place (`_modify`): a get/set pair would copy the whole change set on every
     /// edit, making a unit of n inserts cost O(n²). Read in place too (`_read`): a getter
@@ -46,6 +64,8 @@ public struct UnitOfWork: Sendable, Codable {
         guard depth > 0 else { return false }
         layers.removeLast()
         pruneAssigned()
+        // A name an UPSERT in the scratchpad gave goes with its update.
+        if !found.isEmpty { found = found.filter { _, record in layers.contains { $0.updates[record.key] != nil } } }
         return true
     }
 
@@ -54,6 +74,7 @@ public struct UnitOfWork: Sendable, Codable {
         layers = [ChangeSet()]
         assigned = [:]
         reads.removeAll()
+        found = [:]
     }
 
     /// After a successful SAVE: what it wrote has new versions (records changed by predicate,
@@ -62,6 +83,7 @@ public struct UnitOfWork: Sendable, Codable {
         layers = [ChangeSet()]
         assigned = [:]
         reads.removeAll()
+        found = [:]
     }
 
     /// Keys a read or a SAVE gave to pending inserts; the first given stays.
@@ -89,6 +111,18 @@ public struct UnitOfWork: Sendable, Codable {
     private mutating func pruneAssigned() {
         guard !assigned.isEmpty else { return }
         assigned = assigned.filter { ref, key in layers.contains { $0.insert(ref)?.entity == key.entity } }
+    }
+}
+
+/// A stored record an UPSERT found and named: its key, and its columns' values as read (a
+/// relationship may reference a unique column other than the key).
+public struct FoundRecord: Sendable, Equatable, Codable {
+    public var key: RecordKey
+    public var values: ColumnValues
+
+    public init(key: RecordKey, values: ColumnValues) {
+        self.key = key
+        self.values = values
     }
 }
 

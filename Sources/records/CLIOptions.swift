@@ -34,7 +34,6 @@ struct CLIOptions {
     /// Seconds to wait for the connection (an unreachable host otherwise waits for the system).
     var connectTimeout: Double? = 10
     /// json and csv ask the server for JSON replies (FORMAT JSON), again after each sign-in.
-    var asksForJSON: Bool { format == .json || format == .csv }
 
     /// `-c` commands run this many times, `interval` seconds apart (redis-cli's -r and -i).
     var repeatCount = 1

@@ -11,6 +11,8 @@ struct Connector {
     let options: CLIOptions
     /// Kept for signing in again after a reconnect (asked once).
     let password: String?
+    /// FORMAT JSON after connecting (`Printer.asksForJSON`).
+    let jsonReplies: Bool
 
     func connect() throws -> LineConnection {
         var settings = LineConnection.Options(connectTimeout: options.connectTimeout)
@@ -32,7 +34,7 @@ struct Connector {
         }
         connection.beforeWaiting = { clibedit_flush_stdout() }
         // json and csv: every reply that has a JSON form comes as JSON (DESCRIBE, INFO, CHANGES ...).
-        if options.format == .json || options.format == .csv { _ = try connection.send("FORMAT JSON") }
+        if jsonReplies { _ = try connection.send("FORMAT JSON") }
         return connection
     }
 }

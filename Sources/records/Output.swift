@@ -21,6 +21,12 @@ final class Printer {
     /// than it; never when stdout is not a terminal.
     let pager: String?
     private let terminal: Bool
+    /// `--format json|csv` given: stdout holds that format only, and the server is asked for
+    /// every reply that has a JSON form (DESCRIBE, INFO, SAVE's ids ...). Without it, stdout
+    /// that is not a terminal gets records as JSON lines and other lines as the server sent
+    /// them, status lines included, as a script's reader expects.
+    let chosen: Bool
+    var asksForJSON: Bool { chosen && format != .table }
 
     init(format: CLIOptions.Format?, environment: [String: String]) {
         let noColor = environment["NO_COLOR"] != nil
@@ -28,8 +34,9 @@ final class Printer {
         color = !noColor && terminal
         errorColor = !noColor && isatty(STDERR_FILENO) == 1
         self.format = format ?? (terminal ? .table : .json)
-        let chosen = environment["PAGER"] ?? "less -S"
-        pager = terminal && !chosen.trimmingCharacters(in: .whitespaces).isEmpty ? chosen : nil
+        chosen = format != nil
+        let pagerCommand = environment["PAGER"] ?? "less -S"
+        pager = terminal && !pagerCommand.trimmingCharacters(in: .whitespaces).isEmpty ? pagerCommand : nil
     }
 
     /// Columns and rows of the terminal on stdout; nil when it is not one.
@@ -51,13 +58,19 @@ final class Printer {
         for line in lines { print(line) }
     }
 
-    func reply(_ reply: WireReply, elapsed: Double) {
+    /// A reply as the format has it. For programs (json, csv) stdout holds only that format:
+    /// under json every line is one object (a record as sent, a line of text as `{"line":...}`,
+    /// the status as `{"status":...}`); under csv only records, the rest going to stderr. A
+    /// verb that reads records (`verb`) gives only its records, so a pipe into `jq` gets them
+    /// alone; every other reply gives its status, as the shell shows it.
+    func reply(_ reply: WireReply, elapsed: Double, verb: Verb? = nil) {
         if !reply.isOK {
             error(reply)
             return
         }
         let records = reply.lines.filter { $0.hasPrefix("{") }.map(JSONObject.parse)
-        if !records.isEmpty && records.count == reply.lines.count {
+        // Records alone: a reading verb's (an unknown line's when every line is a record).
+        if !records.isEmpty && records.count == reply.lines.count && (verb == nil || Self.readsRecords(verb)) {
             switch format {
             case .json: reply.lines.forEach { print($0) }
             case .csv: csv(records)
@@ -66,9 +79,28 @@ final class Printer {
             }
             return
         }
-        reply.lines.forEach { print($0) }
-        if format == .table || reply.lines.isEmpty && !reply.statusText.isEmpty && format != .csv {
-            if !reply.statusText.isEmpty { print(dim(reply.statusText)) }
+        let status = reply.statusText.isEmpty || Self.readsRecords(verb) && format != .table ? nil : reply.statusText
+        switch format {
+        case .table:
+            reply.lines.forEach { print($0) }
+            if let status { print(dim(status)) }
+        case .json where !chosen:
+            reply.lines.forEach { print($0) }
+            if let status { print(status) }
+        case .json:
+            for line in reply.lines { print(line.hasPrefix("{") ? line : "{\"line\":\(quotedString(line))}") }
+            if let status { print("{\"status\":\(quotedString(status))}") }
+        case .csv:
+            for line in reply.lines { note(line) }
+            if let status { note(status) }
+        }
+    }
+
+    /// Verbs whose reply is records or descriptions (or CSV), printed alone for programs.
+    static func readsRecords(_ verb: Verb?) -> Bool {
+        switch verb {
+        case .find, .get, .aggregate, .export, .info, .describe, .entities: true
+        default: false
         }
     }
 
@@ -78,7 +110,7 @@ final class Printer {
     func stream(_ command: String, on connection: LineConnection, elapsed: () -> Double) throws -> WireReply {
         guard format != .table else {
             let reply = try connection.send(command)
-            self.reply(reply, elapsed: elapsed())
+            self.reply(reply, elapsed: elapsed(), verb: Verb.of(command))
             return reply
         }
         var header: [String]?
@@ -92,7 +124,8 @@ final class Printer {
             csvRecord(JSONObject.parse(line), header: &header)
         }
         let rest = WireReply(lines: others, status: reply.status)
-        if !rest.isOK || streamed == 0 || !others.isEmpty { self.reply(rest, elapsed: elapsed()) }
+        let verb = Verb.of(command)
+        if !rest.isOK || streamed == 0 || !others.isEmpty || !Self.readsRecords(verb) { self.reply(rest, elapsed: elapsed(), verb: verb) }
         return rest
     }
 

@@ -17,7 +17,7 @@ struct ScriptRunner {
     static let barriers = Set(Verb.allCases.filter(\.facts.barrier))
 
     func run(lines: [String], name: String) throws -> Int32 {
-        connection.onPushed = { print("! " + $0) }
+        connection.onPushed = { [printer] in printer.event($0) }
         var failed = false
         var index = 0
         var lastVerb: Verb?
@@ -76,7 +76,7 @@ struct ScriptRunner {
             for (number, text, verb) in segment {
                 let started = Date()
                 let reply = try connection.readReply()
-                printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+                printer.reply(reply, elapsed: Date().timeIntervalSince(started), verb: verb)
                 lastVerb = verb
                 if !reply.isOK {
                     failed = true

@@ -268,10 +268,10 @@ final class Shell {
             // The server finished the command (the protocol has no cancel): only its output goes.
             printer.note("^C: output dropped; the command ran: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
         } else {
-            printer.reply(reply, elapsed: Date().timeIntervalSince(started))
+            printer.reply(reply, elapsed: Date().timeIntervalSince(started), verb: Verb.of(line))
         }
         // `--format json|csv`: FORMAT is refused before sign-in, so asked again after it.
-        if reply.isOK && Verb.of(line) == .auth && options.asksForJSON { _ = try? connection.send("FORMAT JSON") }
+        if reply.isOK && Verb.of(line) == .auth && printer.asksForJSON { _ = try? connection.send("FORMAT JSON") }
         pending = (try? Self.pendingCount(on: connection)) ?? pending
         learnAttributes(mentionedIn: line)
         return .prompt

@@ -24,7 +24,8 @@ let options: CLIOptions
 do {
     options = try CLIOptions.parse(arguments, environment: environment, base: try CLIOptions.configured(environment: environment))
 } catch {
-    FileHandle.standardError.write("records: \(error)\n\n\(CLIOptions.usage)\n".data(using: .utf8)!)
+    // One line, as other tools say it: the help is one flag away.
+    FileHandle.standardError.write("records: \(error)\ntry `records --help`\n".data(using: .utf8)!)
     exit(2)
 }
 let printer = Printer(format: options.format, environment: environment)
@@ -37,7 +38,7 @@ do {
         password = try options.password ?? passwordFromFile(environment["RECORDS_PASSWORD_FILE"]) ?? environment["RECORDS_PASSWORD"]
             ?? askPassword("password for \(user)@\(options.host): ")
     }
-    connector = Connector(options: options, password: password)
+    connector = Connector(options: options, password: password, jsonReplies: printer.asksForJSON)
     connection = try connector.connect()
 } catch {
     printer.note("records: \(error)")
@@ -62,7 +63,8 @@ do {
             for command in commands {
                 let started = Date()
                 let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
-                guard reply.isOK else { exit(1) }
+                // Refused for want of a sign-in: 3, as a failed connect or sign-in.
+                guard reply.isOK else { exit(reply.code == .auth ? 3 : 1) }
             }
             round += 1
         } while options.repeatCount == 0 || round < options.repeatCount
@@ -83,7 +85,7 @@ do {
         }
         guard var lines = Lines.split(data) else { throw UsageError(description: "\(path ?? "stdin") is not UTF-8 text") }
         if lines.last == "" { lines.removeLast() }
-        exit(try ScriptRunner(connection: connection, printer: printer, keepGoing: options.keepGoing, jsonReplies: options.asksForJSON)
+        exit(try ScriptRunner(connection: connection, printer: printer, keepGoing: options.keepGoing, jsonReplies: printer.asksForJSON)
             .run(lines: lines, name: path ?? "stdin"))
     case .export(let entity, let predicate):
         exit(try Bulk(connection: connection, printer: printer).export(entity: entity, predicate: predicate))

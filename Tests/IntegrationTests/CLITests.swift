@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import RecordsProtocol
 import Testing
 
 /// The built `records` binary against a real server.
@@ -62,13 +63,45 @@ import Testing
         #expect(file.output.contains("#g1 game "))
     }
 
+    /// `--format json` puts only JSON on stdout: every verb's example from the verb table, and a
+    /// unit's writes (INSERT's acknowledgement and SAVE's summary were text), each line one
+    /// object; INFO's numbers are numbers. Without `--format`, a piped script shows the status
+    /// lines the shell shows (SAVE's `saved: ...`, DELETE's), which it dropped.
+    @Test func jsonOutputIsOnlyJSONAndScriptsKeepTheirStatusLines() throws {
+        let server = try seeded()
+        let port = String(server.port)
+        func objects(_ output: String) -> [[String: Any]?] {
+            output.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        }
+        let unit = try records(["-p", port, "--format", "json", "-c", #"INSERT game name="Hex""#, "-c", "SAVE", "-c", "DELETE department 2",
+                                "-c", "CHANGES", "-c", "ROLLBACK", "-c", "INFO", "-c", "COUNT game", "-c", "PING"])
+        #expect(unit.status == 0, "\(unit.error)")
+        let lines = objects(unit.output)
+        #expect(lines.allSatisfy { $0 != nil }, "\(unit.output)")
+        #expect(lines.contains { $0?["status"] as? String == "saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified" }, "\(unit.output)")
+        #expect(lines.contains { $0?["ref"] as? String == "#g1" && $0?["entity"] as? String == "game" }, "\(unit.output)")
+        #expect(lines.contains { $0?["sessions"] as? Int == 1 }, "\(unit.output)")
+        let script = try records(["-p", port], input: "INSERT game name=\"Go\"\nSAVE\nDELETE department 1\nROLLBACK\n")
+        #expect(script.status == 0, "\(script.error)")
+        #expect(script.output.split(separator: "\n").map(String.init) == [
+            "#g1 pending insert game (1 pending)", "#g1 game 2", "saved: 1 inserted, 0 updated, 0 deleted, 0 cascaded, 0 nullified",
+            "pending delete department 1 (1 pending)", "rolled back 1 pending change(s)",
+        ], "\(script.output)")
+        // Last: one example adds a user, after which every command must sign in.
+        for verb in Verb.allCases where verb != .quit {
+            let run = try records(["-p", port, "--format", "json", "-c", verb.facts.example])
+            #expect(objects(run.output).allSatisfy { $0 != nil }, "\(verb.facts.example): \(run.output)")
+        }
+    }
+
     @Test func exitStatusesForConnectAndUsage() throws {
         let refused = try records(["-p", "1", "-c", "PING"])
         #expect(refused.status == 3)
         #expect(refused.error.contains("could not connect to localhost:1: connection refused — is recordsd running?"))
         let usage = try records(["--format", "xml"])
         #expect(usage.status == 2)
-        #expect(usage.error.contains("--format takes table, json or csv, not 'xml'"))
+        // One line and where help is, not the forty lines of help.
+        #expect(usage.error == "records: --format takes table, json or csv, not 'xml'\ntry `records --help`\n")
         let help = try records(["--help"])
         #expect(help.status == 0 && help.output.contains("RECORDS_URL=records://user@host:port"))
     }
@@ -82,6 +115,9 @@ import Testing
         let bad = try records(["-c", "COUNT department"], environment: ["RECORDS_URL": url, "RECORDS_PASSWORD": "wrong-one"])
         #expect(bad.status == 3)
         #expect(bad.error.contains("could not sign in as alice: AUTH invalid user name or password"))
+        // No credentials where sign-in is required: 3, as the help says (it was 1).
+        let none = try records(["-p", String(server.port), "-c", "COUNT department"])
+        #expect(none.status == 3 && none.error.hasPrefix("ERROR AUTH"), "\(none)")
     }
 
     @Test func exportAndImportRoundTrip() throws {

@@ -27,8 +27,13 @@ import Testing
         let saved = try client.send("SAVE")
         #expect(saved.lines == [##"{"ref":"#d","entity":"department","key":"1"}"##])
         let info = try client.send("INFO")
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(info.lines[0].utf8)) as? [String: String])
-        #expect(object["version"] == "0.1.0" && object["sessions"] == "1")
+        // Numbers as numbers (they were strings: "sessions":"1").
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(info.lines[0].utf8)) as? [String: Any])
+        #expect(object["version"] as? String == "0.1.0" && object["sessions"] as? Int == 1 && object["uptime_seconds"] is Int, "\(object)")
+        #expect(object["pending_changes"] as? Int == 0 && object["primary_changes"] as? Int == 0 && object["session"] as? String != nil)
+        #expect((object["pool"] as? [String: Any])?["size"] as? Int == 3, "\(object)")
+        // AGGREGATE's objects are written as every other reply's, without spaces.
+        #expect(try client.send("AGGREGATE department count() AS n").lines == [#"{"n":1}"#])
         let plan = try client.send("EXPLAIN FIND employee WHERE age > 30")
         let explained = try #require(try JSONSerialization.jsonObject(with: Data(plan.lines[0].utf8)) as? [String: Any])
         #expect(explained["parameters"] as? [String] == ["30"] && (explained["plan"] as? [String])?.isEmpty == false)

@@ -54,7 +54,24 @@ extension Session {
         lines.append("session: s\(id)")
         let changes = unit.current.count
         lines.append("unit: \(changes == 0 ? "no pending changes" : "\(changes) pending change(s)"), \(unit.depth) nested scratchpad(s)")
-        return .ok("recordsd \(ServerContext.version)", lines: jsonReplies ? [Self.linesAsObject(lines)] : lines)
+        guard jsonReplies else { return .ok("recordsd \(ServerContext.version)", lines: lines) }
+        // For programs: each fact a field, numbers as numbers.
+        var fields: [(String, JSON.Value)] = [
+            ("version", .string(ServerContext.version)), ("uptime_seconds", .int(uptime)), ("sessions", .int(status.sessions)),
+            ("database", .string(context.databaseDescription)),
+        ]
+        let topology = context.topology
+        if let look = topology.last {
+            fields += [("primary", .string(look.primary)), ("standbys", .int(look.standbys)),
+                       ("synchronous_standbys", .int(look.synchronousStandbys)),
+                       ("replay_lag_bytes", look.lagBytes.map { .int(Int($0)) } ?? .null)]
+        }
+        fields.append(("primary_changes", .int(topology.primaryChanges)))
+        if let pool = status.pool {
+            fields.append(("pool", .object([("size", .int(pool.size)), ("open", .int(pool.open)), ("busy", .int(pool.busy)), ("queued", .int(pool.queued))])))
+        }
+        fields += [("session", .string("s\(id)")), ("pending_changes", .int(changes)), ("nested_scratchpads", .int(unit.depth))]
+        return .ok("recordsd \(ServerContext.version)", lines: [JSON.Value.object(fields).text])
     }
 
     func entities(_ model: Model) -> Reply {

@@ -39,14 +39,6 @@ extension Session {
         return .ok(entity.name, lines: [object.text])
     }
 
-    /// `name: value` lines as one object (INFO).
-    static func linesAsObject(_ lines: [String]) -> String {
-        JSON.Value.object(lines.compactMap { line in
-            guard let colon = line.range(of: ": ") else { return nil }
-            return (String(line[..<colon.lowerBound]), .string(String(line[colon.upperBound...])))
-        }).text
-    }
-
     /// SAVE's `#e1 employee 42` lines as `{"ref":"#e1","entity":"employee","key":"42"}`.
     static func savedJSON(_ reply: Reply) -> Reply {
         guard case .ok = reply.status else {

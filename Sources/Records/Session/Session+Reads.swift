@@ -273,7 +273,7 @@ extension Session {
             let (lines, view) = try context.withView(snapshot, model: model) { _ in
                 try context.retryingOnce {
                     let result = try context.connection.query(query.sql, query.parameters)
-                    return (0..<result.rowCount).map { result.string($0, 0) ?? "{}" }
+                    return (0..<result.rowCount).map { JSON.compact(result.string($0, 0) ?? "{}") }
                 }
             }
             let allocated = view.allocated

@@ -3,6 +3,25 @@ import RecordsProtocol
 /// Minimal JSON text helpers for the reply encoder; rows themselves are encoded by PostgreSQL.
 public enum JSON {
     /// A JSON string literal.
+    /// `text` (JSON) without the spaces outside its strings: `json_build_object` writes
+    /// `{"k" : 1, "n" : 2}`, every other reply `{"k":1,"n":2}`.
+    public static func compact(_ text: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.utf8.count)
+        var inString = false, escaped = false
+        for byte in text.utf8 {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+            } else if byte == UInt8(ascii: "\"") {
+                inString = true
+            } else if byte == 0x20 || byte == 0x0A || byte == 0x09 || byte == 0x0D {
+                continue
+            }
+            out.append(byte)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     public static func quote(_ text: String) -> String { quotedString(text) }
 }
 

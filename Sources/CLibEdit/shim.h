@@ -43,6 +43,8 @@ static inline void clibedit_catch_sigint(void) {
     sigaddset(&interrupt, SIGINT);
     sigprocmask(SIG_UNBLOCK, &interrupt, NULL);
 }
+/* Whether a Ctrl-C came, leaving it to be taken. */
+static inline int clibedit_peek_sigint(void) { return clibedit_interrupted; }
 static inline int clibedit_take_sigint(void) {
     int was = clibedit_interrupted;
     clibedit_interrupted = 0;

@@ -60,6 +60,10 @@ public final class LineConnection {
     /// Called before a read that may wait for the server (no whole line is at hand): the CLI
     /// flushes its output there, so a pipe gets each batch at once and one write per batch.
     public var beforeWaiting: (() -> Void)?
+    /// Called every fifth of a second while a read waits for the server, and when a signal
+    /// interrupts it (the shell looks for a Ctrl-C, and asks the server to cancel the
+    /// command); the wait goes on.
+    public var onInterrupted: (() -> Void)?
 
     public init(host: String, port: Int, options: Options = Options()) throws(RecordsError) {
         self.host = host
@@ -77,7 +81,11 @@ public final class LineConnection {
             if case .startTLS(let caFile) = options.security { try startTLS(caFile: caFile, serverName: serverName) }
         }
         Self.setReceiveTimeout(fd, options.receiveTimeout)
+        receiveTimeout = options.receiveTimeout
     }
+
+    /// The longest a read waits (SO_RCVTIMEO); nil: for ever.
+    private var receiveTimeout: Double?
 
     /// SO_RCVTIMEO: a read that waits longer fails (nil: waits forever).
     private static func setReceiveTimeout(_ fd: Int32, _ seconds: Double?) {
@@ -210,6 +218,16 @@ public final class LineConnection {
     /// Reads more bytes into the reader; false at the end of the stream.
     private func fill() throws(RecordsError) -> Bool {
         beforeWaiting?()
+        if let onInterrupted, tls?.hasBufferedInput != true {
+            // Waits in slices, looking for a Ctrl-C between them (a signal handler that
+            // restarts the read would hide it); past the receive timeout the read decides.
+            let deadline = receiveTimeout.map { Date().addingTimeInterval($0) }
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while poll(&entry, 1, 200) <= 0 {
+                onInterrupted()
+                if let deadline, Date() > deadline { break }
+            }
+        }
         while true {
             let fd = self.fd
             errno = 0
@@ -228,7 +246,10 @@ public final class LineConnection {
                 return true
             }
             if count == 0 { return false }
-            if errno == EINTR { continue }  // a signal (Ctrl-C) is not a lost connection
+            if errno == EINTR {  // a signal (Ctrl-C) is not a lost connection
+                onInterrupted?()
+                continue
+            }
             if errno == EAGAIN || errno == EWOULDBLOCK { throw .connection("no reply from the server in time") }
             throw .connection("read: \(String(cString: strerror(errno)))")
         }

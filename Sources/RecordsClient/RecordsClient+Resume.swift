@@ -56,6 +56,7 @@ extension RecordsClient {
                 try resumed.checked()  // spent, expired, another user's: no retry helps
                 connection = fresh
                 banner = fresh.banner
+                cancelTarget = Self.cancelTarget(of: fresh, at: endpoint)  // the session has another id here
                 resumeHandler?(resumed.message)
                 return
             } catch .connection(let text) {

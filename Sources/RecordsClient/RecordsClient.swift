@@ -25,6 +25,20 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     /// The token of a session whose RESUME found no server yet (on `queue`): the next request
     /// resumes it first.
     var strandedToken: String?
+    /// Where and how to stop a request from another connection when its Task is cancelled:
+    /// the server, `s12` and its key (`CANCEL KEY`); nil from a server without CANCEL. Under
+    /// `cancelLock`: read from the cancelling thread while the queue is busy with the request.
+    struct CancelTarget {
+        var endpoint: Endpoint
+        var session: String
+        var key: String
+    }
+    var cancelTarget: CancelTarget? {
+        get { cancelLock.withLock { storedCancelTarget } }
+        set { cancelLock.withLock { storedCancelTarget = newValue } }
+    }
+    private let cancelLock = NSLock()
+    private var storedCancelTarget: CancelTarget?
 
     private init(label: String) {
         queue = DispatchQueue(label: "RecordsClient " + label)
@@ -68,6 +82,7 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             client.banner = connection.banner
             client.endpoint = Endpoint(host: host, port: port, options: options)
             client.endpoint?.credentials = credentials
+            client.cancelTarget = cancelTarget(of: connection, at: client.endpoint!)
         }
         await client.askForJSON()
         return client
@@ -92,12 +107,26 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
         try await pipeline([line])[0]
     }
 
-    /// Sends every line, then reads their replies: one round trip for all.
+    /// Sends every line, then reads their replies: one round trip for all. A Task cancelled
+    /// before the call sends nothing; one cancelled while the server runs it asks the server
+    /// to stop it (`CANCEL`, from a connection of its own): the call then throws
+    /// `CancellationError`, the session and its unit of work as they were before it.
     public func pipeline(_ lines: [String]) async throws -> [WireReply] {
         for line in lines where line.contains("\n") || line.contains("\r") {
             throw RecordsError.invalidRequest("a request is one line: \(line.prefix(40))...")
         }
-        return try await onQueue { [self] () throws(RecordsError) in
+        try Task.checkCancellation()
+        let replies = try await withTaskCancellationHandler {
+            try await send(lines)
+        } onCancel: {
+            requestCancel()
+        }
+        if Task.isCancelled, replies.contains(where: { $0.code == .cancelled }) { throw CancellationError() }
+        return replies
+    }
+
+    private func send(_ lines: [String]) async throws -> [WireReply] {
+        try await onQueue { [self] () throws(RecordsError) in
             var replies: [WireReply] = []
             var resumed = false
             while true {
@@ -135,6 +164,27 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
                 }
             }
         }
+    }
+
+    /// Asks the server, on a connection of its own, to stop what this session runs now (from
+    /// any thread: a Task's cancellation handler). Best effort, as PostgreSQL's cancel is.
+    func requestCancel() {
+        guard let target = cancelTarget else { return }
+        DispatchQueue.global().async {
+            let endpoint = target.endpoint
+            guard let connection = try? LineConnection(host: endpoint.host, port: endpoint.port, options: endpoint.options) else { return }
+            _ = try? connection.send("CANCEL \(target.session) \(target.key)")
+            connection.close()
+        }
+    }
+
+    /// The session's own key and id, asked once a connection is made (nil from a server that
+    /// has no CANCEL).
+    static func cancelTarget(of connection: LineConnection, at endpoint: Endpoint) -> CancelTarget? {
+        guard let reply = try? connection.send("CANCEL KEY"), reply.isOK else { return nil }
+        let words = reply.message.split(separator: " ")
+        guard words.count == 2, words[0].hasPrefix("s") else { return nil }
+        return CancelTarget(endpoint: endpoint, session: String(words[0]), key: String(words[1]))
     }
 
     /// `handler` is told the server's `resumed: N pending change(s)` each time this session

@@ -13,6 +13,9 @@ public enum ErrorCode: String, Sendable, CaseIterable, Codable {
     /// `SAVE KEY k` whose key a save of other changes used, and committed: that save is done
     /// (its reply's lines and counts come with the error); nothing was saved now.
     case alreadySaved = "ALREADY_SAVED"
+    /// The command was stopped by a CANCEL from the client (another connection): what it
+    /// would have changed was not saved; the unit of work is as it was before it.
+    case cancelled = "CANCELLED"
     case `internal` = "INTERNAL"
 }
 

@@ -24,6 +24,9 @@ public struct Reply: Equatable, Sendable, Codable {
         Reply(lines: lines, status: .ok(message))
     }
 
+    /// A command stopped by CANCEL (its statement cancelled, or never begun).
+    public static let cancelled = Reply.error(.cancelled, "the command was cancelled (CANCEL): nothing it would have changed was saved; the unit of work is as it was")
+
     public static func error(_ code: ErrorCode, _ message: String, details: [String] = []) -> Reply {
         Reply(lines: details, status: .error(code, message))
     }

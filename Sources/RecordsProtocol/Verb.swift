@@ -9,7 +9,7 @@ public enum Verb: String, CaseIterable, Sendable {
     case nest = "NEST", merge = "MERGE", discard = "DISCARD"
     case get = "GET", find = "FIND", count = "COUNT", aggregate = "AGGREGATE", explain = "EXPLAIN"
     case watch = "WATCH", unwatch = "UNWATCH", export = "EXPORT", `import` = "IMPORT"
-    case starttls = "STARTTLS", auth = "AUTH", user = "USER", resume = "RESUME"
+    case starttls = "STARTTLS", auth = "AUTH", user = "USER", resume = "RESUME", cancel = "CANCEL"
 
     /// This verb's facts.
     /// Read for every line (its role, whether it carries a secret): from an array in the
@@ -238,6 +238,12 @@ public enum Verb: String, CaseIterable, Sendable {
             example: "RESUME rt3f9c0e5a7b21d4c8e6f0a9b3c5d7e1f2",
             role: .reader, access: .writes, batchable: false, barrier: true,
             completes: .nothing, keywords: [], carriesSecret: true),
+        .cancel: VerbFacts(
+            syntax: "CANCEL KEY | CANCEL session key",
+            summary: "CANCEL KEY: this session's cancel key; CANCEL s12 KEY, sent on another connection (no sign-in needed): stop the command session s12 runs now (its statement is cancelled in PostgreSQL; it answers -ERR CANCELLED, its unit of work as it was)",
+            example: "CANCEL KEY",
+            role: nil, access: .session, batchable: false, barrier: false,
+            completes: .nothing, keywords: ["KEY"], carriesSecret: true),
     ]
 }
 

@@ -14,6 +14,8 @@ final class ClientConnection {
     var transport: Transport
     var fd: Int32 { transport.fd }
     let session: Session
+    /// Its database job, for a CANCEL from another connection.
+    let cancelBox = CancelBox()
     let peer: String
     var framer: LineFramer
     var machine: ConnectionStateMachine

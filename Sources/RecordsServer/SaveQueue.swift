@@ -10,6 +10,8 @@ final class SaveQueue: @unchecked Sendable {  // all state guarded by `lock`
         var connection: Int
         var work: DatabaseWork
         var key: SaveGroupKey
+        /// The session's, for a CANCEL while the group runs.
+        var cancel: CancelBox
     }
 
     private let lock = NSLock()

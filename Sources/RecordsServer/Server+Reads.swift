@@ -32,6 +32,7 @@ extension Server {
             case .database(let work): .work(work)
             case .reply(let reply), .close(let reply), .skipData(let reply), .startTLS(let reply): .reply(encoded(reply))
             case .collect: .reply(encoded(.error(.internal, "IMPORT in a batch of reads")))
+            case .cancel: .reply(encoded(.error(.internal, "CANCEL in a batch of reads")))
             }
         }
         onPool(connection, items)

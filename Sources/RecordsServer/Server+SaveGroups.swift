@@ -15,7 +15,8 @@ extension Server {
         guard let queue = saveQueues[standing] else { return false }
         connection.machine.startedDatabase()
         context.metrics.add(.savesQueued, 1)
-        if queue.add(SaveQueue.Entry(connection: connection.id, work: work, key: key)) {
+        connection.cancelBox.submitted()
+        if queue.add(SaveQueue.Entry(connection: connection.id, work: work, key: key, cancel: connection.cancelBox)) {
             Self.submitSaveGroup(standing, pool: pool, queue: queue, inbox: inbox, settings: context.work, maxReplyBytes: configuration.maxReplyBytes)
         }
         return true
@@ -30,12 +31,28 @@ extension Server {
             if more { submitSaveGroup(standing, pool: pool, queue: queue, inbox: inbox, settings: settings, maxReplyBytes: maxReplyBytes) }
             guard !entries.isEmpty else { return }
             let started = DispatchTime.now().uptimeNanoseconds
-            let results: [WorkResult]
+            defer { for entry in entries { entry.cancel.finished() } }
+            var results: [WorkResult]
             switch database {
             case .success(let lease):
-                results = DatabaseWork.runSaves(entries.map(\.work), WorkContext(lease: lease, sink: NoLines(), settings: settings))
+                // A CANCEL of one member stops the group's statement: the others then run
+                // alone, the cancelled one not again. One cancelled while queued runs not at all.
+                let canceller = lease.connection.canceller()
+                let admitted = entries.map { $0.cancel.begin(canceller) }
+                let running = zip(entries, admitted).filter(\.1).map(\.0)
+                let ran = DatabaseWork.runSaves(running.map(\.work), WorkContext(lease: lease, sink: NoLines(), settings: settings)) { index in
+                    running[index].cancel.isRequested
+                }
+                var answers = ran.makeIterator()
+                results = admitted.map { $0 ? answers.next()! : WorkResult(reply: .cancelled) }
             case .failure(let error):
                 results = entries.map { _ in WorkResult(reply: unavailable(error)) }
+            }
+            results = zip(entries, results).map { entry, result in
+                guard entry.cancel.isRequested else { return result }
+                var cancelled = result
+                cancelled.reply = CancelBox.cancelled(result.reply)
+                return cancelled
             }
             // Each session is charged its share of the connection's time.
             let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 / Double(entries.count)

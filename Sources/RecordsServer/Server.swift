@@ -525,6 +525,14 @@ public final class Server {
             connection.machine.stepped(.collect)
         case .database(let work):
             onPool(connection, [.work(work)])
+        case .cancel(let target, let key):
+            // Answered the same whether or not the session exists, the key fits, or anything
+            // ran: the reply tells a guesser nothing.
+            if let other = byID[target], other !== connection, Self.sameSecret(other.session.cancelKey, key) {
+                if other.cancelBox.cancel() { Log.info("s\(target)'s running command cancelled from \(connection.peer)", session: connection.id) }
+            }
+            connection.append(.ok("cancel request sent"), limit: limit)
+            connection.machine.stepped(.reply)
         }
     }
 
@@ -573,7 +581,10 @@ public final class Server {
         let ttl = configuration.resumeTTL, server = context.serverID
         // A sign-in is short and bounded: a new client gets it even while slow ones hold the rest.
         let standing = holds.contains(.signIn) ? .proven : connection.poolUse.standing()
+        let cancelBox = connection.cancelBox
+        cancelBox.submitted()
         pool.submit(standing, streams: holds.contains(.streams)) { [inbox, pool] database in
+            defer { cancelBox.finished() }
             let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []
@@ -583,13 +594,16 @@ public final class Server {
                 inbox.post(.persisted(connection: id, version: version, pending: entry.pending, failure: failure, ahead: true))
             }
             let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings, lend: pool.submitIfIdle) }
+            // A CANCEL that came while the job waited: its works are answered without running.
+            let proceed = cancelBox.begin(context?.lease.connection.canceller())
             // Past a client that stopped reading, works are answered without being run.
             var open = true
             func answer(_ result: WorkResult?) {
                 guard open, let result else {
                     return Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
                 }
-                batch.pending += Self.encoded(result.reply, limit: maxReplyBytes)
+                let reply = cancelBox.isRequested ? CancelBox.cancelled(result.reply) : result.reply
+                batch.pending += Self.encoded(reply, limit: maxReplyBytes)
                 if let apply = result.apply { effects.append(apply) }
                 delay = max(delay, result.delay)
                 if !batch.flushIfLarge() { open = false }  // one large reply at a time
@@ -598,6 +612,11 @@ public final class Server {
             while index < works.endIndex {
                 // Reads that can share a round trip go to PostgreSQL as one pipeline.
                 let reads = Self.pipelinableRun(works[index...])
+                if !proceed, case .work = works[index] {
+                    Reply.cancelled.encode(into: &batch.pending)
+                    index += 1
+                    continue
+                }
                 if reads.count > 1, open, let context {
                     DatabaseWork.runPipelined(reads, context) { answer($0) }
                     index += reads.count
@@ -650,6 +669,13 @@ public final class Server {
         out.removeSubrange(start...)
         Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
             .encode(into: &out)
+    }
+
+    /// Compares a secret in time that does not depend on where the texts differ.
+    static func sameSecret(_ known: String, _ given: String) -> Bool {
+        let a = Array(known.utf8), b = Array(given.utf8)
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     static func unavailable(_ error: PostgresError) -> Reply {

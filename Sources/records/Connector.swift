@@ -5,6 +5,18 @@ import RecordsProtocol
 
 struct ConnectError: Error, CustomStringConvertible { var description: String }
 
+/// The shell's Ctrl-C while a command runs: once a command, `CANCEL s12 key` from a connection
+/// of its own, as psql sends PostgreSQL's cancel request. Armed before each command.
+final class InterruptCancel {
+    var armed = false
+    /// Whether a Ctrl-C came (left to be taken), asked of the file that catches it: the C
+    /// shim's flag is `static`, one copy an object file in a debug build.
+    var ctrlC: () -> Bool = { false }
+    /// The line that cancels this session's command (`CANCEL KEY` told it); nil from a server
+    /// without CANCEL.
+    var line: String?
+}
+
 /// How this CLI reaches its server: the address, TLS, sign-in and reply format, done the same
 /// at start and when the shell reconnects.
 struct Connector {
@@ -13,6 +25,7 @@ struct Connector {
     let password: String?
     /// FORMAT JSON after connecting (`Printer.asksForJSON`).
     let jsonReplies: Bool
+    let interrupt = InterruptCancel()
 
     func connect() throws -> LineConnection {
         var settings = LineConnection.Options(connectTimeout: options.connectTimeout)
@@ -33,6 +46,18 @@ struct Connector {
             guard reply.isOK else { throw ConnectError(description: "could not sign in as \(user): \(reply.statusText)") }
         }
         connection.beforeWaiting = { clibedit_flush_stdout() }
+        // Ctrl-C while waiting: the server is asked to stop the command.
+        interrupt.line = (try? connection.send("CANCEL KEY")).flatMap { reply in
+            let words = reply.message.split(separator: " ")
+            return reply.isOK && words.count == 2 ? "CANCEL \(words[0]) \(words[1])" : nil
+        }
+        connection.onInterrupted = { [interrupt, settings, host = options.host, port = options.port] in
+            guard interrupt.armed, interrupt.ctrlC(), let line = interrupt.line else { return }
+            interrupt.armed = false
+            guard let other = try? LineConnection(host: host, port: port, options: settings) else { return }
+            _ = try? other.send(line)
+            other.close()
+        }
         // json and csv: every reply that has a JSON form comes as JSON (DESCRIBE, INFO, CHANGES ...).
         if jsonReplies { _ = try connection.send("FORMAT JSON") }
         return connection

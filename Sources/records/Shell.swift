@@ -247,6 +247,9 @@ final class Shell {
             request += "\n" + data.map(CSVRecords.stuffed).joined(separator: "\n") + "\n."
         }
         let started = Date()
+        connector.interrupt.ctrlC = { clibedit_peek_sigint() != 0 }
+        connector.interrupt.armed = true
+        defer { connector.interrupt.armed = false }
         var answered = try? connection.send(request)
         if answered == nil {
             guard let how = reconnect(pending: pending, during: line) else { return .leave(3) }
@@ -265,8 +268,9 @@ final class Shell {
             return .prompt
         }
         if clibedit_take_sigint() != 0 {
-            // The server finished the command (the protocol has no cancel): only its output goes.
-            printer.note("^C: output dropped; the command ran: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
+            // The server was asked to cancel the command (CANCEL): it stopped, or had ended.
+            printer.note(reply.code == .cancelled ? "^C: cancelled on the server; the unit of work is as it was"
+                         : "^C: output dropped; the command had ended: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
         } else {
             printer.reply(reply, elapsed: Date().timeIntervalSince(started), verb: Verb.of(line))
         }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Foundation
+import Postgres
 import RecordsProtocol
 import Testing
 
@@ -219,10 +220,27 @@ import Testing
         let out = try typed(server, [("FIND gam", 0.3), ("\u{3}", 1), ("INSERT game name=\"kept\"\r", 1), ("FIND employee\r", 0.05), ("\u{3}", 3),
                                      ("QUIT\r", 1), ("SAVE\r", 1), ("QUIT\r", 1)])
         #expect(out.contains("FIND gam^C\nlocalhost [0]> "), "\(out)")
-        #expect(out.contains("^C: output dropped; the command ran: +OK 100000 records"), "\(out)")
+        // The FIND is cancelled on the server, or had ended before the cancel reached it.
+        #expect(out.contains("^C: cancelled on the server; the unit of work is as it was")
+                || out.contains("^C: output dropped; the command had ended: +OK 100000 records"), "\(out)")
         #expect(out.contains("1 unsaved change(s) would be lost: SAVE them, or QUIT again to drop them"), "\(out)")
         #expect(out.hasSuffix("exit 0\n"), "\(out)")
         #expect(try server.database().query("SELECT count(*) FROM game WHERE name = 'kept'").string(0, 0) == "1")
+    }
+
+    /// Ctrl-C while a command runs asks the server to cancel it, as psql does: a SAVE waiting
+    /// for a lock stops, and the shell's unit is as it was (it used to wait the SAVE out).
+    @Test func ctrlCCancelsTheCommandOnTheServer() throws {
+        let server = try TestServer(arguments: ["--lock-timeout", "120"])
+        try server.database().execute("INSERT INTO game (id, name) VALUES (1, 'Chess')")
+        let holder = try Connection(server.databaseURL)
+        try holder.execute("BEGIN; SELECT * FROM game WHERE id = 1 FOR UPDATE")
+        let out = try typed(server, [("UPDATE game 1 name=\"Go\"\r", 1), ("SAVE\r", 2), ("\u{3}", 2), ("CHANGES\r", 1),
+                                     ("ROLLBACK\r", 1), ("QUIT\r", 1)])
+        try holder.execute("ROLLBACK")
+        #expect(out.contains("^C: cancelled on the server; the unit of work is as it was"), "\(out)")
+        #expect(out.contains("update game 1 name: \"Chess\" -> \"Go\""), "\(out)")
+        #expect(try server.database().query("SELECT name FROM game WHERE id = 1").string(0, 0) == "Chess")
     }
 
     /// The shell under a pty typing `steps` (keys, then seconds to read); its screen and status.

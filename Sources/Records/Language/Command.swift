@@ -130,6 +130,8 @@ public enum Command: Equatable, Sendable {
     case user(UserCommand)
     /// `RESUME token`: a handed-off session.
     case resume(token: String)
+    /// `CANCEL KEY`: nil; `CANCEL s12 key`: the session and its key.
+    case cancel(session: Int?, key: String?)
 
     /// It adds to, or reshapes, the pending changes of the unit of work.
     public var changesTheUnit: Bool {
@@ -171,6 +173,7 @@ public enum Command: Equatable, Sendable {
         case .startTLS: .starttls
         case .auth: .auth
         case .user: .user
+        case .cancel: .cancel
         case .resume: .resume
         }
     }

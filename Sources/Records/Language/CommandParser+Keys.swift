@@ -43,6 +43,26 @@ extension CommandParser {
         }
         return .resume(token: token)
     }
+
+    /// `CANCEL KEY`, or `CANCEL s12 9f3a...` (the key CANCEL KEY gave session s12).
+    static func parseCancel(_ line: String) throws(CommandError) -> Command {
+        var words = LineWords(line)
+        _ = words.next()  // CANCEL
+        guard let first = words.next() else { throw CommandError(.syntax, "CANCEL KEY, or CANCEL session key (CANCEL KEY gives both)") }
+        let command: Command
+        if first.is("KEY") {
+            command = .cancel(session: nil, key: nil)
+        } else {
+            guard first.text.first == "s" || first.text.first == "S", let id = Int(first.text.dropFirst()), id >= 0 else {
+                throw CommandError(.syntax, "at \(words.column(of: first)): expected a session such as s12 (CANCEL KEY gives it), found '\(first.text.prefix(60))'")
+            }
+            command = .cancel(session: id, key: try words.key(what: "the session's cancel key"))
+        }
+        if let extra = words.next() {
+            throw CommandError(.syntax, "at \(words.column(of: extra)): expected the end of the line, found '\(extra.text.prefix(60))'")
+        }
+        return command
+    }
 }
 
 /// A line's words, split at spaces and tabs, each with its byte offset (for an error's column).

@@ -20,6 +20,7 @@ public enum CommandParser {
         if first == .auth || first == .user { return try parseCredentials(line) }
         if first == .save { return try parseSave(line) }
         if first == .resume { return try parseResume(line) }
+        if first == .cancel { return try parseCancel(line) }
         var tokens = try TokenStream(line: line)
         guard let verbWord = tokens.peek.word else {
             if tokens.atEnd { throw CommandError(.syntax, "empty line: type HELP for the list of verbs") }
@@ -110,6 +111,8 @@ public enum CommandParser {
             return try parseCredentials(t.line)
         case .resume:
             return try parseResume(t.line)
+        case .cancel:
+            return try parseCancel(t.line)  // read above, keys lexed as words
         case .watch:
             let entity = try t.name("an entity name")
             return .watch(entity: entity, predicate: try whereClause(&t))

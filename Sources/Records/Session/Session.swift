@@ -86,7 +86,8 @@ public struct DatabaseWork: Sendable {
     /// Runs SAVEs of several sessions (each with `save`, all with the same `saveGroupKey`):
     /// those that commit in one round trip as one transaction, the rest one by one; the
     /// results in the order of `works`.
-    public static func runSaves(_ works: [DatabaseWork], _ context: WorkContext) -> [WorkResult] {
+    /// `skipping`: SAVEs (by index) cancelled since the group began, not run again alone.
+    public static func runSaves(_ works: [DatabaseWork], _ context: WorkContext, skipping: (Int) -> Bool = { _ in false }) -> [WorkResult] {
         guard works.count > 1, let first = works.first, let model = first.save?.model,
               works.allSatisfy({ $0.saveGroupKey != nil && $0.saveGroupKey == first.saveGroupKey }) else { return works.map { $0.run(context) } }
         let started = Date()
@@ -96,7 +97,7 @@ public struct DatabaseWork: Sendable {
         } catch {
             return works.map { $0.run(context) }  // each answers the failure as it would alone
         }
-        let results = context.runSaves(works.map { $0.save!.plan }, model: model)
+        let results = context.runSaves(works.map { $0.save!.plan }, model: model, skipping: skipping)
         let seconds = Date().timeIntervalSince(started)
         return zip(works, results).map { work, result in
             let answer = work.save!.finish(result)
@@ -299,9 +300,21 @@ public final class Session {
         case skipData(Reply)
         /// Answer, then switch the connection to TLS (the client's handshake follows).
         case startTLS(Reply)
+        /// Stop what session `session` runs now, if `key` is its cancel key (the server holds
+        /// the sessions), then answer; the answer never says whether it did.
+        case cancel(session: Int, key: String)
     }
 
     public let id: Int
+    /// What another connection must give to cancel this session's running command (`CANCEL
+    /// KEY`): PostgreSQL's BackendKeyData, 128 random bits.
+    public let cancelKey: String = {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<2).map { _ in
+            let hex = String(generator.next() as UInt64, radix: 16)
+            return String(repeating: "0", count: 16 - hex.count) + hex
+        }.joined()
+    }()
     let context: ServerContext
     /// The client's address, for login throttling, the loopback rule for AUTH, and logs.
     public private(set) var peer: String
@@ -623,6 +636,9 @@ public final class Session {
         case .auth(let name, let password): return authenticate(name, password: password, model: model)
         case .user(let command): return manageUsers(command, model: model)
         case .resume(let token): return try resume(token)
+        case .cancel(let session, let key):
+            guard let session, let key else { return .reply(.ok("s\(id) \(cancelKey)")) }
+            return .cancel(session: session, key: key)
         }
     }
 

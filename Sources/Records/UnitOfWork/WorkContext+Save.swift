@@ -85,7 +85,7 @@ extension WorkContext {
     /// Saves of several sessions, all of this identity and model: those that commit in one
     /// round trip share a transaction (`SaveGroup`), the others run one after another. The
     /// results come in the order of `plans`.
-    func runSaves(_ plans: [SavePlan], model: Model) -> [SaveResult] {
+    func runSaves(_ plans: [SavePlan], model: Model, skipping: (Int) -> Bool = { _ in false }) -> [SaveResult] {
         var group = SaveGroup(plans.map { plan in
             var plan = plan
             confirmCopy(&plan)
@@ -96,7 +96,13 @@ extension WorkContext {
         // PostgreSQL unreachable for one save's mark is unreachable for the rest: they do not
         // each wait for it.
         var fenceSeconds = 10
-        func finish(_ index: Int, _ plan: SavePlan, _ action: SavePlan.Action) {
+        /// `starting`: the SAVE has sent nothing yet (run alone), so a cancelled one is not begun;
+        /// a group member's SAVE goes on as the group's round left it, cancelled or not.
+        func finish(_ index: Int, _ plan: SavePlan, _ action: SavePlan.Action, starting: Bool = true) {
+            if starting && skipping(index) {
+                results[index] = SaveResult(reply: .cancelled, saved: false, assigned: [:], attempts: 0)
+                return
+            }
             let result = drive(plan, from: action, model: model, fenceSeconds: fenceSeconds)
             if result.uncertain != nil { fenceSeconds = 0 }
             results[index] = result
@@ -108,7 +114,9 @@ extension WorkContext {
             case .each(let actions):
                 settings.metrics?.add(.saveGroups, 1)
                 // By position: a member copied out is two plans' worth of references.
-                for (position, action) in actions.enumerated() { finish(group.members[position].index, group.members[position].plan, action) }
+                for (position, action) in actions.enumerated() {
+                    finish(group.members[position].index, group.members[position].plan, action, starting: false)
+                }
             case .runAlone:
                 if connection.isHealthy, connection.inTransaction { _ = try? connection.execute("ROLLBACK") }
                 // A connection that ended with the failure (its backend terminated): the members

@@ -1,0 +1,64 @@
+import Foundation
+import Postgres
+import RecordsProtocol
+
+/// How one connection's database job is stopped from the loop when another connection sends
+/// `CANCEL s12 key` (PostgreSQL's cancel request is the model): the job registers its
+/// statement's canceller while it runs; a cancel that comes while the job is queued or running
+/// marks it, and its error replies then say CANCELLED (a cancelled statement fails as a timed-
+/// out one would). A cancel with no job in flight stops nothing: the command had ended.
+/// Touched by the loop and by the job's worker, under `lock`.
+final class CancelBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var inFlight = false
+    private var requested = false
+    private var canceller: Canceller?
+
+    /// On the loop, as a job is submitted.
+    func submitted() {
+        lock.withLock {
+            inFlight = true
+            requested = false
+        }
+    }
+
+    /// On the worker, as the job begins: false when a cancel came while it waited (its works
+    /// are then answered without running).
+    func begin(_ canceller: Canceller?) -> Bool {
+        lock.withLock {
+            self.canceller = canceller
+            return !requested
+        }
+    }
+
+    /// Whether this job was asked to stop.
+    var isRequested: Bool { lock.withLock { requested } }
+
+    /// On the worker, as the job ends.
+    func finished() {
+        lock.withLock {
+            inFlight = false
+            canceller = nil
+        }
+    }
+
+    /// From the loop: stops the job in flight, if any (false: none was).
+    func cancel() -> Bool {
+        let running: Canceller? = lock.withLock {
+            guard inFlight else { return nil }
+            requested = true
+            // Once: a SAVE group's connection goes on to run the other members' SAVEs.
+            defer { canceller = nil }
+            return canceller
+        }
+        running?.cancel()
+        return lock.withLock { inFlight }
+    }
+
+    /// What a work of a cancelled job answers in place of its error (a timed-out statement's,
+    /// or PostgreSQL's cancel): nothing it would have written was saved.
+    static func cancelled(_ reply: Reply) -> Reply {
+        guard case .error = reply.status else { return reply }
+        return .cancelled
+    }
+}

@@ -13,12 +13,17 @@ final class CancelBox: @unchecked Sendable {
     private var inFlight = false
     private var requested = false
     private var canceller: Canceller?
+    /// The job in flight: a job's end, posted to the loop before its worker returns, may come
+    /// after the loop submitted the next job.
+    private var generation = 0
 
-    /// On the loop, as a job is submitted.
-    func submitted() {
+    /// On the loop, as a job is submitted: its generation, for `finished`.
+    func submitted() -> Int {
         lock.withLock {
             inFlight = true
             requested = false
+            generation &+= 1
+            return generation
         }
     }
 
@@ -34,9 +39,10 @@ final class CancelBox: @unchecked Sendable {
     /// Whether this job was asked to stop.
     var isRequested: Bool { lock.withLock { requested } }
 
-    /// On the worker, as the job ends.
-    func finished() {
+    /// On the worker, as the job of `generation` ends (nothing when a later job is in flight).
+    func finished(_ generation: Int) {
         lock.withLock {
+            guard generation == self.generation else { return }
             inFlight = false
             canceller = nil
         }

@@ -10,8 +10,9 @@ final class SaveQueue: @unchecked Sendable {  // all state guarded by `lock`
         var connection: Int
         var work: DatabaseWork
         var key: SaveGroupKey
-        /// The session's, for a CANCEL while the group runs.
+        /// The session's, for a CANCEL while the group runs, and this SAVE's generation in it.
         var cancel: CancelBox
+        var generation: Int
     }
 
     private let lock = NSLock()

@@ -15,8 +15,8 @@ extension Server {
         guard let queue = saveQueues[standing] else { return false }
         connection.machine.startedDatabase()
         context.metrics.add(.savesQueued, 1)
-        connection.cancelBox.submitted()
-        if queue.add(SaveQueue.Entry(connection: connection.id, work: work, key: key, cancel: connection.cancelBox)) {
+        let generation = connection.cancelBox.submitted()
+        if queue.add(SaveQueue.Entry(connection: connection.id, work: work, key: key, cancel: connection.cancelBox, generation: generation)) {
             Self.submitSaveGroup(standing, pool: pool, queue: queue, inbox: inbox, settings: context.work, maxReplyBytes: configuration.maxReplyBytes)
         }
         return true
@@ -31,7 +31,7 @@ extension Server {
             if more { submitSaveGroup(standing, pool: pool, queue: queue, inbox: inbox, settings: settings, maxReplyBytes: maxReplyBytes) }
             guard !entries.isEmpty else { return }
             let started = DispatchTime.now().uptimeNanoseconds
-            defer { for entry in entries { entry.cancel.finished() } }
+            defer { for entry in entries { entry.cancel.finished(entry.generation) } }
             var results: [WorkResult]
             switch database {
             case .success(let lease):

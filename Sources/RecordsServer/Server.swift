@@ -582,9 +582,9 @@ public final class Server {
         // A sign-in is short and bounded: a new client gets it even while slow ones hold the rest.
         let standing = holds.contains(.signIn) ? .proven : connection.poolUse.standing()
         let cancelBox = connection.cancelBox
-        cancelBox.submitted()
+        let generation = cancelBox.submitted()
         pool.submit(standing, streams: holds.contains(.streams)) { [inbox, pool] database in
-            defer { cancelBox.finished() }
+            defer { cancelBox.finished(generation) }
             let started = DispatchTime.now().uptimeNanoseconds
             let batch = BatchSink(sink: sink, limit: highWater)
             var effects: [@Sendable (Session) -> Void] = []

@@ -83,7 +83,13 @@ import Testing
         let holder = try Connection(server.databaseURL)
         try holder.execute("BEGIN; SELECT * FROM game WHERE id = 1 FOR UPDATE")
         let saving = Task { try await app.save() }
-        #expect(aStatementWaitsForALock(db))
+        // Waited for without holding a cooperative thread: the SAVE's Task needs one to start.
+        var waiting = false
+        for _ in 0..<1200 where !waiting {
+            waiting = (try? db.query("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").string(0, 0)) != "0"
+            if !waiting { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        #expect(waiting)
         saving.cancel()
         await #expect(throws: CancellationError.self) { try await saving.value }
         #expect(try await app.pendingCount().pending == 1)

@@ -91,7 +91,7 @@ import Testing
         let (_, db, client) = try Self.toolshedServer()
         let reply = try client.send("AGGREGATE loans avg(fee) sum(fee) min(fee)")
         let expected = try db.query("SELECT avg(fee)::text, sum(fee)::text, min(fee)::text FROM loans")
-        #expect(reply.lines == [#"{"avg_fee" : \#(expected.string(0, 0)!), "sum_fee" : \#(expected.string(0, 1)!), "min_fee" : \#(expected.string(0, 2)!)}"#], "\(reply)")
+        #expect(reply.lines == [#"{"avg_fee":\#(expected.string(0, 0)!),"sum_fee":\#(expected.string(0, 1)!),"min_fee":\#(expected.string(0, 2)!)}"#], "\(reply)")
         #expect(expected.string(0, 0) == "1.7950000000000000")
     }
 

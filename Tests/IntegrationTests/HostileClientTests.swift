@@ -46,7 +46,7 @@ import Testing
         #expect(try eventually({ try server.client().banner }, until: { $0.contains("authentication required") }).contains("authentication required"))
         let stranger = try server.client()
         let deep = String(repeating: "(", count: 1_000) + "age == 1" + String(repeating: ")", count: 1_000)
-        #expect(try stranger.send("FIND employee WHERE " + deep).status == "-ERR AUTH sign in first: AUTH name password (before it, only HELP, PING, QUIT, STARTTLS and AUTH)")
+        #expect(try stranger.send("FIND employee WHERE " + deep).status == "-ERR AUTH sign in first: AUTH name password (before it, only HELP, PING, QUIT, STARTTLS, AUTH and CANCEL)")
         #expect(try stranger.send("NOSUCH " + String(repeating: "x", count: 3_000)).status == "-ERR UNKNOWN unknown verb 'NOSUCH': type HELP for the list")
         #expect(try stranger.send("PING " + String(repeating: "y", count: 5_000)).status == "-ERR LIMIT line too long (5005+ bytes; the limit is 4096 before sign-in)")
         // A partial line of more than 4 KiB is refused without waiting for its end.

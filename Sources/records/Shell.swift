@@ -199,7 +199,35 @@ final class Shell {
             return .prompt
         }
         if line.hasPrefix("\\import") { return importFile(line) }
+        if line == "\\?" || line == "\\h" {
+            printer.note(Self.shellCommands)
+            return .prompt
+        }
+        if line.hasPrefix("\\") {
+            printer.note("unknown shell command \(line.prefix { $0 != " " }): \\? lists them (HELP lists the server's verbs)")
+            return .prompt
+        }
         return request(line)
+    }
+
+    /// `\?`: the shell's own commands, as psql lists its backslash commands.
+    static let shellCommands: String = [
+        ("\\?", "the shell's own commands (HELP lists the server's verbs)"),
+        ("\\x [on|off|auto]", "expanded display: one block a record (auto: when a table is too wide)"),
+        ("\\import ENTITY FILE.csv", "load a CSV file, with a progress bar"),
+        ("\\q, QUIT, EXIT", "leave (asks first when changes are not saved)"),
+        ("Ctrl-C", "drop the line being typed, or cancel the running command on the server"),
+        ("Ctrl-D", "leave, as QUIT"),
+        ("a line ending in \\", "continues on the next"),
+    ].map { command, what in command.padding(toLength: 25, withPad: " ", startingAt: 0) + what }.joined(separator: "\n")
+
+    /// psql's caret: under the column where a SYNTAX error says parsing stopped (`at N:`, the
+    /// protocol's column, counted in characters from 1).
+    private func showCaret(_ reply: WireReply, under line: String) {
+        guard reply.code == .syntax, reply.message.hasPrefix("at "), !line.contains("\n"),
+              let column = Int(reply.message.dropFirst(3).prefix { $0.isNumber }), column >= 1, column <= line.count + 1 else { return }
+        printer.note("  " + line)
+        printer.note("  " + String(repeating: " ", count: Printer.displayWidth(String(line.prefix(column - 1)))) + "^")
     }
 
     /// `\x [on|off|auto]`: psql's expanded display.
@@ -273,6 +301,7 @@ final class Shell {
                          : "^C: output dropped; the command had ended: \(reply.isOK ? "+OK " : "")\(reply.statusText)")
         } else {
             printer.reply(reply, elapsed: Date().timeIntervalSince(started), verb: Verb.of(line))
+            showCaret(reply, under: request)
         }
         // `--format json|csv`: FORMAT is refused before sign-in, so asked again after it.
         if reply.isOK && Verb.of(line) == .auth && printer.asksForJSON { _ = try? connection.send("FORMAT JSON") }

@@ -243,6 +243,18 @@ import Testing
         #expect(try server.database().query("SELECT name FROM game WHERE id = 1").string(0, 0) == "Chess")
     }
 
+    /// psql's habits: `\?` lists the shell's own commands, an unknown backslash command is
+    /// said to be one (not sent as a verb), and a SYNTAX error shows a caret under its column,
+    /// wide characters counted as the terminal shows them.
+    @Test func theShellListsItsCommandsAndPointsAtSyntaxErrors() throws {
+        let server = try seeded()
+        let out = try typed(server, [("\\?\r", 1), ("FIND department LIMIT x\r", 1), ("SAVE KEY 東京 x\r", 1), ("\\nope\r", 1), ("QUIT\r", 1)])
+        #expect(out.contains("\\x [on|off|auto]         expanded display"), "\(out)")
+        #expect(out.contains("ERROR SYNTAX at 23: expected a limit (a whole number, 0 or more), found 'x'\n  FIND department LIMIT x\n                        ^\n"), "\(out)")
+        #expect(out.contains("  SAVE KEY 東京 x\n           ^\n"), "\(out)")
+        #expect(out.contains("unknown shell command \\nope: \\? lists them (HELP lists the server's verbs)"), "\(out)")
+    }
+
     /// The shell under a pty typing `steps` (keys, then seconds to read); its screen and status.
     private func typed(_ server: TestServer, _ steps: [(String, Double)], rows: Int = 0, columns: Int = 0, pager: String? = nil) throws -> String {
         try typedShell(port: server.port, steps, rows: rows, columns: columns, pager: pager)

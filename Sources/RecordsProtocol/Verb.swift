@@ -115,7 +115,7 @@ public enum Verb: String, CaseIterable, Sendable {
         .delete: VerbFacts(
             syntax: "DELETE entity record | DELETE entity WHERE predicate",
             summary: "add a pending delete of a record, or of the records a predicate matches at SAVE; replies with what its delete rules will do",
-            example: "DELETE project_member project=3 employee=7",
+            example: "DELETE memo uid=\"m1\"",
             role: .writer, access: .edits, batchable: false, barrier: false,
             completes: .entity, keywords: ["WHERE"]),
         .upsert: VerbFacts(

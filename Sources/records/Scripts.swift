@@ -39,7 +39,12 @@ struct ScriptRunner {
                 if trimmed.isEmpty || trimmed.hasPrefix("--") || trimmed.hasPrefix("#") { continue }
                 let verb = Verb.of(trimmed)
                 let before = payload
-                payload += trimmed + "\n"
+                do {
+                    payload += try FileValues.expand(trimmed, on: connection, jsonReplies: jsonReplies) + "\n"
+                } catch let error as UsageError {
+                    printer.note("stopped at \(name) line \(number): \(error)")
+                    return 1
+                }
                 if verb == .import {
                     // Its CSV lines, as written, up to a line holding only `.`.
                     var records = CSVRecords()

@@ -265,6 +265,15 @@ final class Shell {
     /// server when its own went away, and its reply printed.
     private func request(_ line: String) -> Next {
         var request = line
+        do {
+            request = try FileValues.expand(line, on: connection, jsonReplies: printer.asksForJSON)
+        } catch let error as UsageError {
+            printer.note(error.description)
+            return .prompt
+        } catch {
+            guard reconnect(pending: pending, during: line) != nil else { return .leave(3) }
+            return .prompt
+        }
         // IMPORT's data is typed (or pasted) after it, until a line holding only `.`.
         if Verb.of(line) == .import {
             guard let data = readData() else {

@@ -62,7 +62,8 @@ do {
             if clibedit_take_sigint() != 0 { break }
             for command in commands {
                 let started = Date()
-                let reply = try printer.stream(command, on: connection) { Date().timeIntervalSince(started) }
+                let line = try FileValues.expand(command, on: connection, jsonReplies: printer.asksForJSON)
+                let reply = try printer.stream(line, on: connection) { Date().timeIntervalSince(started) }
                 // Refused for want of a sign-in: 3, as a failed connect or sign-in.
                 guard reply.isOK else { exit(reply.code == .auth ? 3 : 1) }
             }

@@ -243,6 +243,34 @@ import Testing
         #expect(try server.database().query("SELECT name FROM game WHERE id = 1").string(0, 0) == "Chess")
     }
 
+    /// A value from a file, larger than an argument may be: `photo=@file:PATH` goes in as the
+    /// attribute's type has it (base64 for bytea, the text for text), in `-c` and in scripts;
+    /// a file that cannot be read is a usage error that sends nothing.
+    @Test func valuesFromFiles() throws {
+        let server = try seeded()
+        let port = String(server.port)
+        let folder = NSTemporaryDirectory() + "values-\(UUID().uuidString)/"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var generator = SystemRandomNumberGenerator()
+        let photo = Data((0..<200_000).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        try photo.write(to: URL(fileURLWithPath: folder + "me.jpg"))
+        let note = "a \"quoted\" line\nand a second, with \\ and é"
+        try note.write(toFile: folder + "my status.txt", atomically: true, encoding: .utf8)
+        let run = try records(["-p", port, "-c", "INSERT friend first_name=\"Ann\" photo=@file:\(folder)me.jpg status=@file:\"\(folder)my status.txt\"",
+                               "-c", "SAVE"])
+        #expect(run.status == 0, "\(run.error)")
+        let db = try server.database()
+        #expect(try db.query("SELECT encode(photo, 'base64') FROM friend WHERE first_name = 'Ann'").string(0, 0)?.replacingOccurrences(of: "\n", with: "")
+                == photo.base64EncodedString())
+        #expect(try db.query("SELECT status FROM friend WHERE first_name = 'Ann'").string(0, 0) == note)
+        let script = try records(["-p", port], input: "UPDATE friend WHERE first_name == \"Ann\" SET status=@file:\"\(folder)my status.txt\"\nSAVE\n")
+        #expect(script.status == 0, "\(script.error)")
+        let missing = try records(["-p", port, "-c", "INSERT friend photo=@file:\(folder)none.jpg"])
+        #expect(missing.status == 2 && missing.error.contains("cannot read \(folder)none.jpg (the value of photo)"), "\(missing)")
+        #expect(try db.query("SELECT count(*) FROM friend").string(0, 0) == "1")
+    }
+
     /// psql's habits: `\?` lists the shell's own commands, an unknown backslash command is
     /// said to be one (not sent as a verb), and a SYNTAX error shows a caret under its column,
     /// wide characters counted as the terminal shows them.

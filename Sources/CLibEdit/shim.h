@@ -13,6 +13,8 @@ typedef char **clibedit_completer(const char *text, int start, int end);
 static inline void clibedit_set_completer(clibedit_completer *completer) {
     rl_attempted_completion_function = completer;
 }
+/* The line being edited (for completion by position); "" when none. */
+static inline const char *clibedit_line_buffer(void) { return rl_line_buffer ? rl_line_buffer : ""; }
 static inline void clibedit_line_buffered_stdout(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
 }

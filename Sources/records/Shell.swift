@@ -3,33 +3,33 @@ import Foundation
 import RecordsClient
 import RecordsProtocol
 
-/// Names offered by tab completion; set before each line is read. libedit calls back into C
-/// without a context pointer, so they live here.
-private final class Completions: @unchecked Sendable {  // `words` and `matches` guarded by `lock`
+/// What tab completion knows, set before each line is read: the entities, and a way to learn
+/// one's attributes and relationships (asked of the server the first time, then kept).
+/// libedit calls back into C without a context pointer, so they live here.
+private final class Completions: @unchecked Sendable {  // everything guarded by `lock`; used on the shell's thread
     static let shared = Completions()
     private let lock = NSLock()
-    private var words: [String] = []
+    private var completion = TabCompletion(entities: [])
+    private var shape: (String) -> TabCompletion.EntityShape? = { _ in nil }
     private var matches: [String] = []
 
-    func set(_ words: [String]) {
-        lock.lock()
-        self.words = words
-        lock.unlock()
+    func set(entities: [String], shape: @escaping (String) -> TabCompletion.EntityShape?) {
+        lock.withLock {
+            completion = TabCompletion(entities: entities)
+            self.shape = shape
+        }
     }
 
-    /// The words starting with `prefix`; only verbs (upper case) at the start of the line.
-    func match(_ prefix: String, lineStart: Bool) -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        matches = words.filter { $0.lowercased().hasPrefix(prefix.lowercased()) }
-        if lineStart { matches = matches.filter { $0 == $0.uppercased() } }
-        return matches.count
+    /// The candidates for `word` typed after `before`, by position (`TabCompletion`).
+    func match(before: String, word: String) -> Int {
+        let (completion, shape) = lock.withLock { (self.completion, self.shape) }
+        let found = completion.candidates(before: before, word: word, shape: shape)
+        lock.withLock { matches = found }
+        return found.count
     }
 
     func match(at index: Int) -> String? {
-        lock.lock()
-        defer { lock.unlock() }
-        return index < matches.count ? matches[index] : nil
+        lock.withLock { index < matches.count ? matches[index] : nil }
     }
 }
 
@@ -96,7 +96,7 @@ final class Shell {
     private var pending = 0
     private var warned = false
     private var entities: [String] = []
-    private var attributes: [String: [String]] = [:]
+    private var shapes: [String: TabCompletion.EntityShape] = [:]
     private let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"
 
     /// What a step of the loop leaves it to do.
@@ -111,7 +111,7 @@ final class Shell {
         clibedit_catch_sigint()
         var status: Int32 = 0
         loop: while true {
-            Completions.shared.set(Self.verbs + entities + attributes.values.flatMap { $0 })
+            Completions.shared.set(entities: entities) { [unowned self] (entity: String) in shape(of: entity) }
             let prompt = "\(options.user.map { $0 + "@" } ?? "")\(options.host) [\(pending)]> "
             switch readLine(prompt) {
             case .interrupted:
@@ -147,8 +147,10 @@ final class Shell {
         using_history()
         read_history(history)
         clibedit_set_completer { text, start, _ in
-            let prefix = text.map { String(cString: $0) } ?? ""
-            guard Completions.shared.match(prefix, lineStart: start == 0) > 0 else { return nil }
+            let word = text.map { String(cString: $0) } ?? ""
+            let line = Array(String(cString: clibedit_line_buffer()).utf8)
+            let before = String(decoding: line.prefix(max(0, Int(start))), as: UTF8.self)
+            guard Completions.shared.match(before: before, word: word) > 0 else { return nil }
             return rl_completion_matches(text) { _, state in
                 Completions.shared.match(at: Int(state)).flatMap { strdup($0) }
             }
@@ -315,17 +317,26 @@ final class Shell {
         // `--format json|csv`: FORMAT is refused before sign-in, so asked again after it.
         if reply.isOK && Verb.of(line) == .auth && printer.asksForJSON { _ = try? connection.send("FORMAT JSON") }
         pending = (try? Self.pendingCount(on: connection)) ?? pending
-        learnAttributes(mentionedIn: line)
         return .prompt
     }
 
-    /// Attribute names for completion, from DESCRIBE of an entity a line mentions (once each).
-    private func learnAttributes(mentionedIn line: String) {
-        let words = line.split(separator: " ")
-        guard words.count > 1, let entity = entities.first(where: { $0.lowercased() == words[1].lowercased() }), attributes[entity] == nil,
-              let described = try? connection.send("DESCRIBE \(entity)"), described.isOK else { return }
-        attributes[entity] = described.lines.dropFirst().compactMap { $0.split(separator: " ").first.map(String.init) }
-            .filter { !["attribute", "relationship"].contains($0) }
+    /// An entity's attributes and relationships for completion, from DESCRIBE as JSON (once
+    /// each; asked while a Tab waits, the connection idle at the prompt).
+    private func shape(of entity: String) -> TabCompletion.EntityShape? {
+        if let known = shapes[entity] { return known }
+        let json = printer.asksForJSON
+        guard json || (try? connection.send("FORMAT JSON"))?.isOK == true else { return nil }
+        defer { if !json { _ = try? connection.send("FORMAT TEXT") } }
+        guard let described = try? connection.send("DESCRIBE \(entity)"), described.isOK, let line = described.lines.first,
+              let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+        let attributes = (object["attributes"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
+        let relationships = (object["relationships"] as? [[String: Any]] ?? []).compactMap { item -> (name: String, target: String)? in
+            guard let name = item["name"] as? String, let target = item["target"] as? String else { return nil }
+            return (name, target)
+        }
+        let shape = TabCompletion.EntityShape(attributes: attributes, relationships: relationships)
+        shapes[entity] = shape
+        return shape
     }
 
     /// Prints what `connection` pushes, as `shown(pushed:)` says.

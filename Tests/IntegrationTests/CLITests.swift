@@ -271,6 +271,19 @@ import Testing
         #expect(try db.query("SELECT count(*) FROM friend").string(0, 0) == "1")
     }
 
+    /// Tab completes by position, from the server's model: attributes after an entity (not the
+    /// verb FIND for `fi`), names through a relationship after a `.`, entities once each.
+    @Test func tabCompletesFromTheSchema() throws {
+        let server = try seeded()
+        let out = try typed(server, [("FIND employee WHERE la\t", 1), ("\u{3}", 1), ("FIND employee WHERE fi\t", 1), ("\u{3}", 1),
+                                     ("FIND employee WHERE department.nu\t", 1), ("\u{3}", 1), ("QUIT\r", 1)])
+            .replacingOccurrences(of: "\u{1B}\\[[0-9;]*[A-Za-z]", with: "", options: .regularExpression)  // the cursor's moves
+            .replacingOccurrences(of: "\u{7}", with: "")  // the bell
+        #expect(out.contains("FIND employee WHERE last_name"), "\(out)")
+        #expect(out.contains("FIND employee WHERE first_name"), "\(out)")
+        #expect(out.contains("FIND employee WHERE department.number"), "\(out)")
+    }
+
     /// psql's habits: `\?` lists the shell's own commands, an unknown backslash command is
     /// said to be one (not sent as a verb), and a SYNTAX error shows a caret under its column,
     /// wide characters counted as the terminal shows them.

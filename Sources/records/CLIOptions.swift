@@ -49,7 +49,7 @@ struct CLIOptions {
                records [options] import ENTITY file.csv
                records [options] codegen swift [ENTITY ...] > Models.swift   RecordsClient structs
                records [options] watch ENTITY [--where PREDICATE]   follow changes until Ctrl-C
-               records completion bash|zsh               a completion script for the shell
+               records completion bash|zsh|fish          a completion script for the shell
 
         options:
           -H, --host HOST        server host (default localhost)
@@ -212,7 +212,7 @@ struct CLIOptions {
         switch (rest.first, rest.count) {
         case ("watch"?, 2): options.mode = .watch(entity: rest[1], predicate: predicate)
         case ("completion"?, 2):
-            guard let script = Completion.script(for: rest[1]) else { throw UsageError(description: "completion takes bash or zsh, not '\(rest[1])'") }
+            guard let script = Completion.script(for: rest[1]) else { throw UsageError(description: "completion takes bash, zsh or fish, not '\(rest[1])'") }
             print(script, terminator: "")
             exit(0)
         case ("export"?, 2): options.mode = .export(entity: rest[1], predicate: predicate)

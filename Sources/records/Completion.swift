@@ -1,4 +1,4 @@
-/// `records completion bash|zsh`: scripts that complete the CLI's options and subcommands.
+/// `records completion bash|zsh|fish`: scripts that complete the CLI's options and subcommands.
 enum Completion {
     static let options = ["-H", "--host", "-p", "--port", "-u", "--user", "-c", "--command", "-f", "--file", "--url", "--tls", "--tls-direct",
                           "--tls-ca", "--format", "--continue", "--connect-timeout", "--repeat", "--interval", "--where", "--version", "--help"]
@@ -39,6 +39,18 @@ enum Completion {
                 compdef _records records
 
                 """
+        case "fish":
+            // fish takes each option apart: long ones without their dashes (-l), short ones (-s).
+            let long = options.filter { $0.hasPrefix("--") }.map { "complete -c records -l \($0.dropFirst(2))" }
+            let short = options.filter { !$0.hasPrefix("--") }.map { "complete -c records -s \($0.dropFirst())" }
+            return (["# records completion for fish: records completion fish > ~/.config/fish/completions/records.fish",
+                     "complete -c records -f",
+                     "complete -c records -n '__fish_seen_argument -l format' -a 'table json csv'",
+                     "complete -c records -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'",
+                     "complete -c records -n '__fish_seen_subcommand_from codegen' -a 'swift'",
+                     "complete -c records -n '__fish_seen_subcommand_from import' -F",
+                     "complete -c records -n 'not __fish_seen_subcommand_from \(subcommands.joined(separator: " "))' -a '\(subcommands.joined(separator: " "))'"]
+                    + long + short).joined(separator: "\n") + "\n"
         default:
             return nil
         }

@@ -235,18 +235,27 @@ final class Printer {
         let widths = keys.indices.map { column in
             min(Self.maxWidth, max(Self.displayWidth(keys[column]), rows.map { Self.displayWidth(Self.oneLine($0[column]?.display ?? "∅")) }.max() ?? 0))
         }
-        func cell(_ raw: String, _ width: Int, isNil: Bool = false) -> String {
+        // A column of numbers is right-aligned, as psql aligns them (its heading too).
+        let numeric = keys.indices.map { column in
+            rows.contains { $0[column] != nil && $0[column] != .null }
+                && rows.allSatisfy { row in
+                    guard let value = row[column], case .raw(let text) = value else { return row[column] == nil || row[column] == .null }
+                    return text.first.map { $0 == "-" || $0.isNumber } ?? false
+                }
+        }
+        func cell(_ raw: String, _ width: Int, isNil: Bool = false, right: Bool = false) -> String {
             let text = Self.oneLine(raw)
             let cut = Self.displayWidth(text) > width ? Self.cut(text, to: width) : text
-            let padded = cut + String(repeating: " ", count: max(0, width - Self.displayWidth(cut)))
+            let padding = String(repeating: " ", count: max(0, width - Self.displayWidth(cut)))
+            let padded = right ? padding + cut : cut + padding
             return isNil ? (color ? "\u{1B}[2m" + padded + "\u{1B}[0m" : padded) : padded
         }
-        var lines = [keys.indices.map { cell(keys[$0], widths[$0]) }.joined(separator: " │ ")]
+        var lines = [keys.indices.map { cell(keys[$0], widths[$0], right: numeric[$0]) }.joined(separator: " │ ")]
         lines.append(widths.map { String(repeating: "─", count: $0) }.joined(separator: "─┼─"))
         for row in rows {
             lines.append(row.indices.map { i in
-                guard let value = row[i], value != .null else { return cell("∅", widths[i], isNil: true) }
-                return cell(value.display, widths[i])
+                guard let value = row[i], value != .null else { return cell("∅", widths[i], isNil: true, right: numeric[i]) }
+                return cell(value.display, widths[i], right: numeric[i])
             }.joined(separator: " │ "))
         }
         return lines

@@ -20,6 +20,26 @@ enum Lines {
         return lines
     }
 
+    /// What a typed line leaves open: a quoted string (its quote), and parentheses not yet
+    /// closed. The shell then reads on, as psql does.
+    static func open(_ text: String) -> (quote: Character?, depth: Int) {
+        var quote: Character?
+        var escaped = false
+        var depth = 0
+        for character in text {
+            if let open = quote {
+                if escaped { escaped = false } else if character == "\\" { escaped = true } else if character == open { quote = nil }
+            } else if character == "\"" || character == "'" {
+                quote = character
+            } else if character == "(" {
+                depth += 1
+            } else if character == ")" {
+                depth = max(0, depth - 1)
+            }
+        }
+        return (quote, depth)
+    }
+
     /// A script's command line: a CRLF file's `\r` is not part of it.
     static func command(_ line: String) -> String {
         line.utf8.last == 13 ? String(line.utf8.dropLast())! : line

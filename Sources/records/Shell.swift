@@ -170,11 +170,16 @@ final class Shell {
 
     /// The line typed, with the lines a trailing `\` continued it on (the protocol's line is
     /// one line), trimmed; nil when Ctrl-C or Ctrl-D abandoned a continuation.
+    /// A quote or a parenthesis left open reads on too, as psql does: a line break inside a
+    /// string is the string's (`\n`, the protocol's line being one line), elsewhere a space.
     private func continued(_ text: String) -> String? {
         var joined = text
-        while joined.hasSuffix("\\") {
+        while true {
+            let open = Lines.open(joined)
+            let backslash = joined.hasSuffix("\\") && open.quote == nil
+            guard backslash || open.quote != nil || open.depth > 0 else { break }
             guard case .line(let more) = readLine("... ") else { return nil }
-            joined = String(joined.dropLast()) + more
+            joined = backslash ? String(joined.dropLast()) + more : joined + (open.quote != nil ? "\\n" : " ") + more
         }
         return joined.trimmingCharacters(in: .whitespaces)
     }

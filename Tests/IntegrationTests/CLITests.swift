@@ -285,6 +285,17 @@ import Testing
         #expect(out.contains("FIND employee WHERE department.number"), "\(out)")
     }
 
+    /// A quote or a parenthesis left open reads on, as psql does: a line break typed inside a
+    /// string is the string's, one inside parentheses a space.
+    @Test func anOpenQuoteOrParenthesisReadsOn() throws {
+        let server = try seeded()
+        let out = try typed(server, [("INSERT game name=\"two\r", 0.5), ("lines\"\r", 1), ("COUNT game WHERE (id > 0\r", 0.5), ("AND id < 100)\r", 1),
+                                     ("SAVE\r", 1), ("QUIT\r", 1)])
+        #expect(out.contains("... "), "\(out)")
+        #expect(out.contains("#g1 pending insert game (1 pending)"), "\(out)")
+        #expect(try server.database().query("SELECT name FROM game").string(0, 0) == "two\nlines")
+    }
+
     /// psql's habits: `\?` lists the shell's own commands, an unknown backslash command is
     /// said to be one (not sent as a verb), and a SYNTAX error shows a caret under its column,
     /// wide characters counted as the terminal shows them.

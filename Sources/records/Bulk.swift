@@ -118,6 +118,8 @@ final class Progress {
             let eta = done ? 0 : Int(elapsed / max(fraction, 0.0001) * (1 - fraction))
             text = "\r\(bar) \(Int(fraction * 100))%  " + text.dropFirst() + (done ? "" : "  ETA \(eta)s")
         }
-        FileHandle.standardError.write((text + "   ").data(using: .utf8)!)
+        // Erased to the line's end: a shorter line (the last, without its ETA) left the end of
+        // the one before behind (`TA 0s`).
+        FileHandle.standardError.write((text + "\u{1B}[K").data(using: .utf8)!)
     }
 }

@@ -331,6 +331,8 @@ import Testing
         #expect(out.contains("... name"), "\(out)")
         #expect(out.contains("... .\nimported 1 record\nlocalhost [2]> "), "\(out)")
         #expect(out.contains("imported 2 records\nlocalhost [2]> QUIT"), "\(out)")
+        // The progress line's last drawing erases what the one before it left (`TA 0s`).
+        #expect(out.contains("100%  2 rows") && out.contains("KiB\u{1B}[K\n"), "\(out)")
         #expect(out.contains("2 unsaved change(s) would be lost: SAVE them, or QUIT again to drop them"), "\(out)")
         #expect(out.hasSuffix("exit 0\n"), "\(out)")
         let names = try server.database().query("SELECT string_agg(name, ',' ORDER BY name) FROM game WHERE name IN ('Risk', '(2 pending)', 'Backgammon', 'Go', 'Hex')")

@@ -39,6 +39,14 @@ final class CancelBox: @unchecked Sendable {
     /// Whether this job was asked to stop.
     var isRequested: Bool { lock.withLock { requested } }
 
+    /// What a work of this job answers: an error of a cancelled job (a timed-out statement's, or
+    /// PostgreSQL's cancel) says CANCELLED; any other reply stands. Asked only of errors, so a
+    /// job's successful replies take no lock.
+    func answer(_ reply: Reply) -> Reply {
+        guard case .error = reply.status, isRequested else { return reply }
+        return .cancelled
+    }
+
     /// On the worker, as the job of `generation` ends (nothing when a later job is in flight).
     func finished(_ generation: Int) {
         lock.withLock {
@@ -50,21 +58,14 @@ final class CancelBox: @unchecked Sendable {
 
     /// From the loop: stops the job in flight, if any (false: none was).
     func cancel() -> Bool {
-        let running: Canceller? = lock.withLock {
-            guard inFlight else { return nil }
+        let (wasInFlight, running): (Bool, Canceller?) = lock.withLock {
+            guard inFlight else { return (false, nil) }
             requested = true
             // Once: a SAVE group's connection goes on to run the other members' SAVEs.
             defer { canceller = nil }
-            return canceller
+            return (true, canceller)
         }
         running?.cancel()
-        return lock.withLock { inFlight }
-    }
-
-    /// What a work of a cancelled job answers in place of its error (a timed-out statement's,
-    /// or PostgreSQL's cancel): nothing it would have written was saved.
-    static func cancelled(_ reply: Reply) -> Reply {
-        guard case .error = reply.status else { return reply }
-        return .cancelled
+        return wasInFlight
     }
 }

@@ -48,12 +48,7 @@ extension Server {
             case .failure(let error):
                 results = entries.map { _ in WorkResult(reply: unavailable(error)) }
             }
-            results = zip(entries, results).map { entry, result in
-                guard entry.cancel.isRequested else { return result }
-                var cancelled = result
-                cancelled.reply = CancelBox.cancelled(result.reply)
-                return cancelled
-            }
+            for index in results.indices { results[index].reply = entries[index].cancel.answer(results[index].reply) }
             // Each session is charged its share of the connection's time.
             let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9 / Double(entries.count)
             for (entry, result) in zip(entries, results) {

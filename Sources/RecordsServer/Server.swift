@@ -602,21 +602,20 @@ public final class Server {
                 guard open, let result else {
                     return Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
                 }
-                let reply = cancelBox.isRequested ? CancelBox.cancelled(result.reply) : result.reply
-                batch.pending += Self.encoded(reply, limit: maxReplyBytes)
+                batch.pending += Self.encoded(cancelBox.answer(result.reply), limit: maxReplyBytes)
                 if let apply = result.apply { effects.append(apply) }
                 delay = max(delay, result.delay)
                 if !batch.flushIfLarge() { open = false }  // one large reply at a time
             }
             var index = works.startIndex
             while index < works.endIndex {
-                // Reads that can share a round trip go to PostgreSQL as one pipeline.
-                let reads = Self.pipelinableRun(works[index...])
                 if !proceed, case .work = works[index] {
                     Reply.cancelled.encode(into: &batch.pending)
                     index += 1
                     continue
                 }
+                // Reads that can share a round trip go to PostgreSQL as one pipeline.
+                let reads = Self.pipelinableRun(works[index...])
                 if reads.count > 1, open, let context {
                     DatabaseWork.runPipelined(reads, context) { answer($0) }
                     index += reads.count

@@ -130,9 +130,7 @@ public final class AdminServer: @unchecked Sendable {  // `stopping`, `reachable
     /// Whether `authorization` is `Bearer` and the token (compared in constant time).
     private func authorised(_ authorization: String?) -> Bool {
         guard let token, let given = authorization, given.hasPrefix("Bearer ") else { return false }
-        let bytes = Array(given.utf8.dropFirst(7))
-        guard bytes.count == token.count else { return false }
-        return zip(bytes, token).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        return Secret.equal(token, given.utf8.dropFirst(7))
     }
 
     /// `GET /sessions`, `POST /sessions/ID/kill`: only with the admin token.

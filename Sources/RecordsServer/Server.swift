@@ -528,7 +528,7 @@ public final class Server {
         case .cancel(let target, let key):
             // Answered the same whether or not the session exists, the key fits, or anything
             // ran: the reply tells a guesser nothing.
-            if let other = byID[target], other !== connection, Self.sameSecret(other.session.cancelKey, key) {
+            if let other = byID[target], other !== connection, Secret.equal(other.session.cancelKey.utf8, key.utf8) {
                 if other.cancelBox.cancel() { Log.info("s\(target)'s running command cancelled from \(connection.peer)", session: connection.id) }
             }
             connection.append(.ok("cancel request sent"), limit: limit)
@@ -668,13 +668,6 @@ public final class Server {
         out.removeSubrange(start...)
         Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
             .encode(into: &out)
-    }
-
-    /// Compares a secret in time that does not depend on where the texts differ.
-    static func sameSecret(_ known: String, _ given: String) -> Bool {
-        let a = Array(known.utf8), b = Array(given.utf8)
-        guard a.count == b.count else { return false }
-        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     static func unavailable(_ error: PostgresError) -> Reply {

@@ -45,16 +45,7 @@ public enum HandOff {
     static let expiredKeptMinutes = 60
 
     /// A fresh token: `rt` and 128 random bits in hex (the system's CSPRNG, getrandom(2)).
-    public static func newToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let high = generator.next() as UInt64, low = generator.next() as UInt64
-        return "rt" + hex(high) + hex(low)
-    }
-
-    private static func hex(_ value: UInt64) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
-    }
+    public static func newToken() -> String { "rt" + Secret.hex128() }
 
     /// Whether `text` has a token's shape (checked before anything is asked of PostgreSQL).
     public static func isToken(_ text: String) -> Bool {

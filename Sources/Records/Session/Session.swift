@@ -308,13 +308,7 @@ public final class Session {
     public let id: Int
     /// What another connection must give to cancel this session's running command (`CANCEL
     /// KEY`): PostgreSQL's BackendKeyData, 128 random bits.
-    public let cancelKey: String = {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<2).map { _ in
-            let hex = String(generator.next() as UInt64, radix: 16)
-            return String(repeating: "0", count: 16 - hex.count) + hex
-        }.joined()
-    }()
+    public let cancelKey = Secret.hex128()
     let context: ServerContext
     /// The client's address, for login throttling, the loopback rule for AUTH, and logs.
     public private(set) var peer: String

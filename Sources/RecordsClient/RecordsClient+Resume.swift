@@ -56,7 +56,8 @@ extension RecordsClient {
                 try resumed.checked()  // spent, expired, another user's: no retry helps
                 connection = fresh
                 banner = fresh.banner
-                cancelTarget = Self.cancelTarget(of: fresh, at: endpoint)  // the session has another id here
+                // The session has another id here.
+                cancelRequest = CancelRequest(asking: fresh, host: endpoint.host, port: endpoint.port, options: endpoint.options)
                 resumeHandler?(resumed.message)
                 return
             } catch .connection(let text) {

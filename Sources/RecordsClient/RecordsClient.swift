@@ -25,20 +25,15 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     /// The token of a session whose RESUME found no server yet (on `queue`): the next request
     /// resumes it first.
     var strandedToken: String?
-    /// Where and how to stop a request from another connection when its Task is cancelled:
-    /// the server, `s12` and its key (`CANCEL KEY`); nil from a server without CANCEL. Under
-    /// `cancelLock`: read from the cancelling thread while the queue is busy with the request.
-    struct CancelTarget {
-        var endpoint: Endpoint
-        var session: String
-        var key: String
-    }
-    var cancelTarget: CancelTarget? {
-        get { cancelLock.withLock { storedCancelTarget } }
-        set { cancelLock.withLock { storedCancelTarget = newValue } }
+    /// How to stop a request from another connection when its Task is cancelled; nil from a
+    /// server without CANCEL. Under `cancelLock`: read from the cancelling thread while the
+    /// queue is busy with the request.
+    var cancelRequest: CancelRequest? {
+        get { cancelLock.withLock { storedCancelRequest } }
+        set { cancelLock.withLock { storedCancelRequest = newValue } }
     }
     private let cancelLock = NSLock()
-    private var storedCancelTarget: CancelTarget?
+    private var storedCancelRequest: CancelRequest?
 
     private init(label: String) {
         queue = DispatchQueue(label: "RecordsClient " + label)
@@ -82,7 +77,7 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
             client.banner = connection.banner
             client.endpoint = Endpoint(host: host, port: port, options: options)
             client.endpoint?.credentials = credentials
-            client.cancelTarget = cancelTarget(of: connection, at: client.endpoint!)
+            client.cancelRequest = CancelRequest(asking: connection, host: host, port: port, options: options)
         }
         await client.askForJSON()
         return client
@@ -169,22 +164,8 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
     /// Asks the server, on a connection of its own, to stop what this session runs now (from
     /// any thread: a Task's cancellation handler). Best effort, as PostgreSQL's cancel is.
     func requestCancel() {
-        guard let target = cancelTarget else { return }
-        DispatchQueue.global().async {
-            let endpoint = target.endpoint
-            guard let connection = try? LineConnection(host: endpoint.host, port: endpoint.port, options: endpoint.options) else { return }
-            _ = try? connection.send("CANCEL \(target.session) \(target.key)")
-            connection.close()
-        }
-    }
-
-    /// The session's own key and id, asked once a connection is made (nil from a server that
-    /// has no CANCEL).
-    static func cancelTarget(of connection: LineConnection, at endpoint: Endpoint) -> CancelTarget? {
-        guard let reply = try? connection.send("CANCEL KEY"), reply.isOK else { return nil }
-        let words = reply.message.split(separator: " ")
-        guard words.count == 2, words[0].hasPrefix("s") else { return nil }
-        return CancelTarget(endpoint: endpoint, session: String(words[0]), key: String(words[1]))
+        guard let request = cancelRequest else { return }
+        DispatchQueue.global().async { request.send() }
     }
 
     /// `handler` is told the server's `resumed: N pending change(s)` each time this session

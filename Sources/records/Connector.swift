@@ -12,9 +12,8 @@ final class InterruptCancel {
     /// Whether a Ctrl-C came (left to be taken), asked of the file that catches it: the C
     /// shim's flag is `static`, one copy an object file in a debug build.
     var ctrlC: () -> Bool = { false }
-    /// The line that cancels this session's command (`CANCEL KEY` told it); nil from a server
-    /// without CANCEL.
-    var line: String?
+    /// How this session's command is cancelled; nil from a server without CANCEL.
+    var request: CancelRequest?
 }
 
 /// How this CLI reaches its server: the address, TLS, sign-in and reply format, done the same
@@ -47,16 +46,11 @@ struct Connector {
         }
         connection.beforeWaiting = { clibedit_flush_stdout() }
         // Ctrl-C while waiting: the server is asked to stop the command.
-        interrupt.line = (try? connection.send("CANCEL KEY")).flatMap { reply in
-            let words = reply.message.split(separator: " ")
-            return reply.isOK && words.count == 2 ? "CANCEL \(words[0]) \(words[1])" : nil
-        }
-        connection.onInterrupted = { [interrupt, settings, host = options.host, port = options.port] in
-            guard interrupt.armed, interrupt.ctrlC(), let line = interrupt.line else { return }
+        interrupt.request = CancelRequest(asking: connection, host: options.host, port: options.port, options: settings)
+        connection.onInterrupted = { [interrupt] in
+            guard interrupt.armed, interrupt.ctrlC(), let request = interrupt.request else { return }
             interrupt.armed = false
-            guard let other = try? LineConnection(host: host, port: port, options: settings) else { return }
-            _ = try? other.send(line)
-            other.close()
+            request.send()
         }
         // json and csv: every reply that has a JSON form comes as JSON (DESCRIBE, INFO, CHANGES ...).
         if jsonReplies { _ = try connection.send("FORMAT JSON") }

@@ -83,20 +83,11 @@ enum FileValues {
         return uses
     }
 
-    /// Attribute name (lower case) → type (`binary`, `string` ...), from DESCRIBE as JSON.
+    /// Attribute name (lower case) → type (`binary`, `string` ...).
     private static func attributeTypes(of entity: String, on connection: LineConnection, jsonReplies: Bool) throws -> [String: String] {
-        if !jsonReplies { _ = try connection.send("FORMAT JSON") }
-        defer { if !jsonReplies { _ = try? connection.send("FORMAT TEXT") } }
-        let described = try connection.send("DESCRIBE \(entity)")
-        guard described.isOK, let line = described.lines.first,
-              let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-              let attributes = object["attributes"] as? [[String: Any]] else {
-            throw UsageError(description: "cannot learn the attributes of \(entity): \(described.statusText)")
+        guard let described = try Described.ask(entity, on: connection, jsonReplies: jsonReplies) else {
+            throw UsageError(description: "cannot learn the attributes of \(entity): DESCRIBE \(entity) answered no entity")
         }
-        var types: [String: String] = [:]
-        for attribute in attributes {
-            if let name = attribute["name"] as? String, let type = attribute["type"] as? String { types[name.lowercased()] = type }
-        }
-        return types
+        return Dictionary(described.attributes.map { ($0.name.lowercased(), $0.type) }) { first, _ in first }
     }
 }

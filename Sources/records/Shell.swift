@@ -329,17 +329,8 @@ final class Shell {
     /// each; asked while a Tab waits, the connection idle at the prompt).
     private func shape(of entity: String) -> TabCompletion.EntityShape? {
         if let known = shapes[entity] { return known }
-        let json = printer.asksForJSON
-        guard json || (try? connection.send("FORMAT JSON"))?.isOK == true else { return nil }
-        defer { if !json { _ = try? connection.send("FORMAT TEXT") } }
-        guard let described = try? connection.send("DESCRIBE \(entity)"), described.isOK, let line = described.lines.first,
-              let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
-        let attributes = (object["attributes"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
-        let relationships = (object["relationships"] as? [[String: Any]] ?? []).compactMap { item -> (name: String, target: String)? in
-            guard let name = item["name"] as? String, let target = item["target"] as? String else { return nil }
-            return (name, target)
-        }
-        let shape = TabCompletion.EntityShape(attributes: attributes, relationships: relationships)
+        guard let described = (try? Described.ask(entity, on: connection, jsonReplies: printer.asksForJSON)) ?? nil else { return nil }
+        let shape = TabCompletion.EntityShape(attributes: described.attributes.map(\.name), relationships: described.relationships)
         shapes[entity] = shape
         return shape
     }

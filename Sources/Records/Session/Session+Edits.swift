@@ -61,13 +61,6 @@ extension Session {
         return .text(value)
     }
 
-    /// A record's values as read, for a name an UPSERT gives it (nulls left out).
-    static func found(_ baseline: [String: String?]) -> ColumnValues {
-        var values = ColumnValues()
-        for (column, value) in baseline { values[column] = value }
-        return values
-    }
-
     /// Room for one more pending change, counting every nested scratchpad's copy.
     private func checkRoom() throws(CommandError) {
         guard unit.heldCount < context.limits.maxPendingChanges else {
@@ -337,7 +330,7 @@ extension Session {
             var update = existing
             for f in fields where !columns.contains(f.column) || update.fields[f.column] != nil { update.set(f.column, f.value) }
             unit.current.setUpdate(update)
-            if let ref { unit.name(ref, FoundRecord(key: update.key, values: Self.found(update.baseline))) }
+            if let ref { unit.name(ref, FoundRecord(key: update.key, values: ColumnValues(update.baseline))) }
             return .reply(.ok("pending update \(entity.name) \(entity.show(update.key))\(ref.map { " as #" + $0 } ?? "") (\(unit.current.count) pending)"))
         }
         try checkRoom()
@@ -388,7 +381,7 @@ extension Session {
                 var update = PendingUpdate(key: key, version: read ?? version, changedSinceRead: read.map { $0 != version } ?? false, baseline: baseline)
                 for f in fieldList where !keyColumns.contains(f.column) { update.set(f.column, f.value) }
                 session.unit.current.setUpdate(update)
-                if let ref { session.unit.name(ref, FoundRecord(key: key, values: Self.found(baseline))) }
+                if let ref { session.unit.name(ref, FoundRecord(key: key, values: ColumnValues(baseline))) }
             }
         }
     }

@@ -2,7 +2,6 @@ import RecordsProtocol
 
 /// Minimal JSON text helpers for the reply encoder; rows themselves are encoded by PostgreSQL.
 public enum JSON {
-    /// A JSON string literal.
     /// `text` (JSON) without the spaces outside its strings: `json_build_object` writes
     /// `{"k" : 1, "n" : 2}`, every other reply `{"k":1,"n":2}`.
     public static func compact(_ text: String) -> String {
@@ -22,6 +21,7 @@ public enum JSON {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// A JSON string literal.
     public static func quote(_ text: String) -> String { quotedString(text) }
 }
 

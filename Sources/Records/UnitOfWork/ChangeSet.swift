@@ -227,29 +227,31 @@ public struct ChangeSet: Sendable, Equatable, Codable {
         bytes += insert.bytes
     }
 
+    /// The name `addGenerated` will give the next insert of `entity` (an UPSERT answers with
+    /// it before its insert is added, the session running nothing in between).
+    func nextGeneratedName(_ entity: String) -> String { freeName(entity).name }
+
     /// Adds an insert the client did not name under a fresh `#ref` (`e1` for employee, ...),
     /// which it returns: the name claimed with one hashed probe (every pipelined INSERT line
     /// comes here).
-    /// The name `addGenerated` will give the next insert of `entity` (an UPSERT answers with
-    /// it before its insert is added, the session running nothing in between).
-    func nextGeneratedName(_ entity: String) -> String {
-        var number = nextRef
-        while !insertIndex.isEmpty && insertIndex[Self.refName(entity, number)] != nil { number += 1 }
-        return Self.refName(entity, number)
+    mutating func addGenerated(entity: String, fields: [(column: String, value: FieldValue)]) -> String {
+        let (number, name) = freeName(entity)
+        nextRef = number + 1
+        let serial = nextSerial
+        while generated.count < number { generated.append(-1) }
+        generated.append(serial)
+        append(PendingInsert(ref: name, entity: entity, fields: fields), serial: serial)
+        return name
     }
 
-    mutating func addGenerated(entity: String, fields: [(column: String, value: FieldValue)]) -> String {
+    /// The first number from `nextRef` on whose name no insert has (one the client gave, or a
+    /// decoded unit's, may hold the next).
+    private func freeName(_ entity: String) -> (number: Int, name: String) {
+        var number = nextRef
         while true {
-            let number = nextRef
-            let candidate = Self.refName(entity, number)
-            nextRef += 1
-            // Taken by a name the client gave (or a decoded unit's): try the next number.
-            if !insertIndex.isEmpty && insertIndex[candidate] != nil { continue }
-            let serial = nextSerial
-            while generated.count < number { generated.append(-1) }
-            generated.append(serial)
-            append(PendingInsert(ref: candidate, entity: entity, fields: fields), serial: serial)
-            return candidate
+            let name = Self.refName(entity, number)
+            if insertIndex.isEmpty || insertIndex[name] == nil { return (number, name) }
+            number += 1
         }
     }
 

@@ -9,6 +9,11 @@ public struct ColumnValues: Sendable, Equatable, Codable, Sequence, ExpressibleB
 
     public init() {}
 
+    /// A record's values as read, its nulls left out.
+    public init(_ values: [String: String?]) {
+        for (column, value) in values { self[column] = value }
+    }
+
     public init(dictionaryLiteral elements: (String, String)...) {
         for (column, value) in elements { self[column] = value }
     }

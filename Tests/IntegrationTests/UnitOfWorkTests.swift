@@ -233,6 +233,9 @@ import Testing
                 == "+OK pending update genre 1 as #rock, found by code (1 pending)")
         #expect(try second.send(#"INSERT genre AS #rock code="punk""#).status
                 == "-ERR VALIDATION #rock already names genre 1, found by an UPSERT in this unit of work")
+        // Nor may an UPSERT give it to another record, to insert or found (it did, to insert).
+        #expect(try second.send(#"UPSERT genre AS #rock ON code code="blues""#).status
+                == "-ERR VALIDATION #rock already names genre 1, found by an UPSERT in this unit of work")
         try second.ok(#"INSERT album title="Two" genre=#rock"#)
         try second.ok("INSERT badge genre=#rock")
         #expect(try second.send("GET genre #rock").lines == [#"{"id":1,"code":"rock","label":"Rock 2"}"#])

@@ -61,6 +61,13 @@ extension Session {
         return .text(value)
     }
 
+    /// A name already standing for a stored record an UPSERT found, given now to another (`key`;
+    /// nil: a record to insert): one name, one record, in a unit of work.
+    static func nameTaken(_ ref: String, _ named: FoundRecord?, by key: RecordKey?) -> CommandError? {
+        guard let named, named.key != key else { return nil }
+        return CommandError(.validation, "#\(ref) already names \(named.key.entity) \(named.key.values.joined(separator: " ")), found by an UPSERT in this unit of work")
+    }
+
     /// Room for one more pending change, counting every nested scratchpad's copy.
     private func checkRoom() throws(CommandError) {
         guard unit.heldCount < context.limits.maxPendingChanges else {
@@ -77,9 +84,7 @@ extension Session {
         if let ref, unit.current.insertEntity(ref) != nil {
             throw CommandError(.validation, "#\(ref) already names a pending insert in this unit of work")
         }
-        if let ref, let found = unit.found[ref] {
-            throw CommandError(.validation, "#\(ref) already names \(found.key.entity) \(found.key.values.joined(separator: " ")), found by an UPSERT in this unit of work")
-        }
+        if let ref, let taken = Self.nameTaken(ref, unit.found[ref], by: nil) { throw taken }
         let fields = try fields(values, plan: plan, entity: entity)
         try checkRoom()
         let name: String
@@ -327,6 +332,7 @@ extension Session {
                 update.fields[pair.column] == pair.value || (update.fields[pair.column] == nil && pair.value == (update.baseline[pair.column] ?? nil).map(FieldValue.text))
             }
         }) {
+            if let ref, let taken = Self.nameTaken(ref, unit.found[ref], by: existing.key) { throw taken }
             var update = existing
             for f in fields where !columns.contains(f.column) || update.fields[f.column] != nil { update.set(f.column, f.value) }
             unit.current.setUpdate(update)
@@ -343,6 +349,7 @@ extension Session {
         }
         let filter = filtered
         let keyColumns = columns
+        let named = ref.flatMap { unit.found[$0] }
         let snapshot = self.snapshot
         let reads = unit.reads
         let count = unit.current.count
@@ -357,6 +364,7 @@ extension Session {
             sql.text = "SELECT \(entity.keyText(alias: nil)) FROM \(model.table(entity)) WHERE " + conditions.joined(separator: " AND ")
             let found = try context.retryingOnce { try context.connection.query(sql.text, sql.parameters) }
             guard found.rowCount == 1 else {
+                if let ref, let taken = Self.nameTaken(ref, named, by: nil) { throw taken }
                 // Named as INSERT names it: the #ref first, the one given or the next free.
                 let name = ref ?? generatedName
                 return WorkResult(reply: .ok("#\(name) pending insert \(entity.name), no \(described) yet (\(count + 1) pending)")) { session in
@@ -370,6 +378,7 @@ extension Session {
             }
             let stored = try context.readStored(entity, entity.recordKey((0..<entity.key.count).map { found.string(0, $0) }), model: model)
             let key = stored.key
+            if let ref, let taken = Self.nameTaken(ref, named, by: key) { throw taken }
             if snapshot.changes.deletes[key] != nil {
                 throw CommandError(.validation, "\(entity.name) \(entity.show(key)) with \(described) is pending deletion")
             }

@@ -46,27 +46,24 @@ final class ClientConnection {
     /// Whose `durableToken` is (`Session.handOffOwner` when it was given).
     var durableOwner: String?
     var announced = false
-    /// The session ended with QUIT (its durable state goes, nothing to resume).
-    var quit = false
     /// The running step's stream, stopped when the server must stop.
     var streamSink: StreamSink?
-    /// Shutting down: this session was handed off or told goodbye (once).
-    var farewelled = false
     /// Its state is being written for RESUME (the shutdown waits for that longer than for steps).
     var handingOff = false
     /// Shutting down: it was handed off and its token is among its unread output (the shutdown
     /// waits past the grace for a slow reader to reach it; a client owed only goodbye is not).
     var owesNotice = false
-    /// From a trusted balancer (--proxy-from): its first line is a PROXY header.
-    var awaitsProxyHeader = false
 
-    init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int, now: UInt64) {
+    /// `awaitsProxyHeader`: from a trusted balancer (--proxy-from), its first line is a PROXY
+    /// header.
+    init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int,
+         awaitsProxyHeader: Bool = false, now: UInt64) {
         self.id = id
         self.transport = transport
         self.session = session
         self.peer = peer
         self.framer = LineFramer(maxLineLength: maxLineLength)
-        self.machine = ConnectionStateMachine(highWater: highWater)
+        self.machine = ConnectionStateMachine(highWater: highWater, awaitsProxyHeader: awaitsProxyHeader)
         self.lastActivity = now
         self.connectedAt = now
         self.boardEntry = SessionBoard.Entry(id: id, user: nil, address: peer, tls: session.secure, connectedAt: Date(), pending: 0,

@@ -5,6 +5,9 @@ import Records
 /// and performs what it answers; tested without sockets (`ConnectionStateMachineTests`).
 struct ConnectionStateMachine: Equatable {
     enum State: Equatable {
+        /// From a trusted balancer (--proxy-from): its first line is a PROXY header naming the
+        /// client.
+        case awaitingProxyHeader
         /// Taking request lines.
         case reading
         /// A step runs on the pool: no new line is taken until its reply is back, so replies
@@ -25,6 +28,8 @@ struct ConnectionStateMachine: Equatable {
 
     /// What the server does with one framed event.
     enum Route: Equatable {
+        /// A balancer's PROXY header (or what came in its place).
+        case proxyHeader(LineFramer.Event)
         case run(String)
         /// An IMPORT data line (or its `.`).
         case gather(LineFramer.Event)
@@ -37,9 +42,11 @@ struct ConnectionStateMachine: Equatable {
     /// What a command turned into (the kinds of `Session.Step`).
     enum Step: Equatable {
         case reply, close, skipData, collect, database, startTLS
+        /// QUIT: `close`, and nothing is kept to resume.
+        case quit
     }
 
-    private(set) var state = State.reading
+    private(set) var state: State
     /// The peer sent FIN: what it sent is answered, then the connection closes.
     private(set) var peerClosed = false
     /// The running step has been slow: replies held behind it go out without waiting.
@@ -47,13 +54,21 @@ struct ConnectionStateMachine: Equatable {
     /// The step is writing the session's state (--durable-units): the replies it covers are
     /// acknowledged only once it is written, so none goes out before, however slow.
     private(set) var persisting = false
+    /// The session ended as with QUIT (by the client, or an operator): its durable state goes,
+    /// nothing is kept to resume.
+    private(set) var quit = false
+    /// Shutting down: the session was handed off or told goodbye (that happens once).
+    private(set) var farewelled = false
+    /// Told to close while a step ran: it closes once the step is answered.
+    private(set) var closesAfterStep = false
     /// The epoll interest last set.
     private(set) var interest: UInt32 = 0
     /// Past this much unsent output the client is not read (backpressure).
     let highWater: Int
 
-    init(highWater: Int) {
+    init(highWater: Int, awaitsProxyHeader: Bool = false) {
         self.highWater = highWater
+        self.state = awaitsProxyHeader ? .awaitingProxyHeader : .reading
     }
 
     var isBusy: Bool { state == .awaitingDatabase }
@@ -65,13 +80,16 @@ struct ConnectionStateMachine: Equatable {
     /// Whether another line may be taken now.
     func takesLine(pendingOutput: Int, importPaused: Bool) -> Bool {
         switch state {
-        case .reading, .importing, .skippingData: return !importPaused && pendingOutput < highWater
+        case .awaitingProxyHeader, .reading, .importing, .skippingData: return !importPaused && pendingOutput < highWater
         case .awaitingDatabase, .switchingToTLS, .closing, .closed: return false
         }
     }
 
     mutating func route(_ event: LineFramer.Event) -> Route {
         switch state {
+        case .awaitingProxyHeader:
+            state = .reading
+            return .proxyHeader(event)
         case .importing:
             return .gather(event)
         case .skippingData:
@@ -92,6 +110,9 @@ struct ConnectionStateMachine: Equatable {
         switch step {
         case .reply: break
         case .close: state = .closing
+        case .quit:
+            state = .closing
+            quit = true
         case .skipData: state = .skippingData
         case .collect: state = .importing
         case .database: startedDatabase()
@@ -140,10 +161,11 @@ struct ConnectionStateMachine: Equatable {
         if answered { state = .reading } else { startedDatabase() }
     }
 
-    /// A step's reply is back; while the server stops, the connection closes after it.
+    /// A step's reply is back; while the server stops, or when told to close meanwhile, the
+    /// connection closes after it.
     mutating func databaseFinished(stopping: Bool) {
         guard state == .awaitingDatabase else { return }
-        state = stopping ? .closing : .reading
+        state = stopping || closesAfterStep ? .closing : .reading
         flushHeld = false
         persisting = false
     }
@@ -155,12 +177,38 @@ struct ConnectionStateMachine: Equatable {
 
     mutating func peerDidClose() { peerClosed = true }
 
-    /// Idle, shutting down: answer what is buffered, then close. Not while a step runs (its
-    /// reply closes it).
+    /// Ended by an operator: as QUIT, once a running step is answered.
+    mutating func quitWhenIdle() {
+        quit = true
+        closeWhenIdle()
+    }
+
+    // MARK: - Shutdown
+
+    /// Stopping: whether the session is handed off (or told goodbye) now. Only once, and only
+    /// between steps: a running step, an IMPORT still taking its lines, or a close under way
+    /// is let finish first.
+    func handsOffNow(stopping: Bool, importing: Bool) -> Bool {
+        stopping && !farewelled && !isBusy && !importing && !isClosing
+    }
+
+    /// Stopping, a step just answered: whether the session is handed off now.
+    func handsOffAfterStep(stopping: Bool) -> Bool { stopping && !farewelled }
+
+    /// It is being handed off or told goodbye; false when it already was.
+    mutating func farewell() -> Bool {
+        guard !farewelled else { return false }
+        farewelled = true
+        return true
+    }
+
+    /// Idle, shutting down, ended: answer what is buffered, then close. A running step is
+    /// answered first: the connection closes after its reply.
     mutating func closeWhenIdle() {
         switch state {
-        case .reading, .importing, .skippingData, .switchingToTLS: state = .closing
-        case .awaitingDatabase, .closing, .closed: break
+        case .awaitingProxyHeader, .reading, .importing, .skippingData, .switchingToTLS: state = .closing
+        case .awaitingDatabase: closesAfterStep = true
+        case .closing, .closed: break
         }
     }
 

@@ -13,8 +13,7 @@ extension Server {
     func farewell(_ idle: [ClientConnection]) {
         var entries: [HandOff.Entry] = []
         var handing: [ClientConnection] = []
-        for connection in idle where !connection.farewelled {
-            connection.farewelled = true
+        for connection in idle where connection.machine.farewell() {
             let session = connection.session
             guard let state = connection.durableToken != nil ? session.state() : session.handOffState(),
                   let text = try? HandOff.encode(state) else {
@@ -150,7 +149,7 @@ extension Server {
         }
         // Stopping: the session is handed off now, as after a step (closing here dropped its
         // notices).
-        if stopping && !connection.farewelled { return farewell([connection]) }
+        if connection.machine.handsOffAfterStep(stopping: stopping) { return farewell([connection]) }
         service(connection)
     }
 

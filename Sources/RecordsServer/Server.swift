@@ -240,8 +240,7 @@ public final class Server {
             // command is answered first (a SAVE is all or nothing either way).
             Log.info("ended by an operator", session: id)
             connection.push(Notice.ended.text)
-            connection.quit = true
-            connection.machine.closeWhenIdle()
+            connection.machine.quitWhenIdle()
             service(connection)
         case .stop:
             beginShutdown()
@@ -306,21 +305,21 @@ public final class Server {
             let session = Session(id: nextSessionID, context: context, peer: peer)
             session.secure = secure
             nextSessionID += 1
+            // A trusted balancer's first line names the client (TLS from the first byte has no
+            // room for it: behind a balancer, STARTTLS on the plain listener).
+            let proxied = !secure && !configuration.proxyFrom.isEmpty
+                && ProxyHeader.balancerAddress(peer).map(configuration.proxyFrom.contains) == true
             // Before sign-in a line is short: an unknown client holds little.
             let connection = ClientConnection(id: session.id, transport: transport, session: session, peer: peer,
                                               maxLineLength: session.mustAuthenticate ? min(configuration.preAuthLineLength, configuration.maxLineLength)
                                                                                       : configuration.maxLineLength,
-                                              highWater: configuration.outputHighWater, now: now())
+                                              highWater: configuration.outputHighWater, awaitsProxyHeader: proxied, now: now())
             do {
                 try loop.add(fd, events: 0) { [unowned self, unowned connection] events in self.handle(connection, events: events) }
             } catch {
                 close(fd)
                 continue
             }
-            // A trusted balancer's first line names the client (TLS from the first byte has no
-            // room for it: behind a balancer, STARTTLS on the plain listener).
-            connection.awaitsProxyHeader = !secure && !configuration.proxyFrom.isEmpty
-                && ProxyHeader.balancerAddress(peer).map(configuration.proxyFrom.contains) == true
             connections[fd] = connection
             byID[connection.id] = connection
             sessionCount.value = connections.count
@@ -417,11 +416,9 @@ public final class Server {
                   let event = connection.nextEvent() {
                 progressed = true
                 defer { budget.spend(now: now()) }
-                if connection.awaitsProxyHeader {
-                    takeProxyHeader(event, on: connection)
-                    continue
-                }
                 switch connection.machine.route(event) {
+                case .proxyHeader(let event):
+                    takeProxyHeader(event, on: connection)
                 case .run(let line):
                     ranCommand = true
                     run(line, on: connection)
@@ -473,7 +470,7 @@ public final class Server {
         }
         publish(connection)
         // Stopping, and this session's last step (an IMPORT's too) is answered: hand it off.
-        if stopping, !connection.farewelled, !connection.busy, connection.importing == nil, !connection.machine.isClosing {
+        if connection.machine.handsOffNow(stopping: stopping, importing: connection.importing != nil) {
             return farewell([connection])
         }
         if connection.machine.switchesTransport(pendingOutput: connection.pendingOutput), let tls = configuration.tls {
@@ -508,8 +505,7 @@ public final class Server {
             connection.machine.stepped(.reply)
         case .close(let reply):
             connection.append(reply, limit: limit)
-            connection.machine.stepped(.close)
-            connection.quit = true  // QUIT: its pending changes are dropped, nothing to resume
+            connection.machine.stepped(.quit)  // its pending changes are dropped, nothing to resume
         case .skipData(let reply):
             connection.append(reply, limit: limit)
             connection.machine.stepped(.skipData)
@@ -541,7 +537,6 @@ public final class Server {
     /// balancer that sends no header is misconfigured, and its clients would all share its
     /// address).
     func takeProxyHeader(_ event: LineFramer.Event, on connection: ClientConnection) {
-        connection.awaitsProxyHeader = false
         let parsed: Result<ProxyHeader.Parsed, ProxyHeader.Invalid>
         switch event {
         case .line(let line): parsed = ProxyHeader.parse(line)
@@ -698,7 +693,7 @@ public final class Server {
         if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
             connection.framer.maxLineLength = configuration.maxLineLength
         }
-        if stopping && !connection.farewelled { return farewell([connection]) }
+        if connection.machine.handsOffAfterStep(stopping: stopping) { return farewell([connection]) }
         if !connection.session.watches.isEmpty { startLedgers(for: connection) }
         service(connection)
     }
@@ -708,7 +703,7 @@ public final class Server {
     func closeConnection(_ connection: ClientConnection, graceful: Bool = false) {
         guard !connection.closed else { return }
         board.remove(connection.id)  // before its client can see the close
-        if let token = connection.durableToken { durableSessionEnded(token, quit: connection.quit) }
+        if let token = connection.durableToken { durableSessionEnded(token, quit: connection.machine.quit) }
         connection.machine.didClose()
         connection.session.close()
         connection.waitingSink?.release(gone: true)

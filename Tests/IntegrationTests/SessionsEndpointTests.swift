@@ -49,6 +49,37 @@ import Testing
         #expect(try watcher.send("PING").status == "+OK PONG")
     }
 
+    /// A session ended while its command runs: the command is answered, then the connection
+    /// closes (it stayed open and went on serving once its SAVE was answered).
+    @Test func aSessionEndedMidCommandClosesAfterItsReply() throws {
+        let file = try Self.tokenFile("token-of-this-test-0123456789")
+        let server = try TestServer(arguments: ["--admin-listen", "127.0.0.1:0", "--admin-token-file", file, "--lock-timeout", "60"])
+        let admin = try server.adminPort()
+        let db = try server.database()
+        try db.execute("INSERT INTO department (id, name, number) VALUES (1, 'Ops', 1)")
+        let writer = try server.client()
+        try writer.ok(#"UPDATE department 1 name="Mine""#)
+        // Another transaction holds the row: the SAVE waits for it.
+        let holder = try server.database()
+        try holder.execute("BEGIN")
+        _ = try holder.query("SELECT 1 FROM department WHERE id = 1 FOR UPDATE")
+        try writer.write("SAVE\n")
+        var running = false
+        for _ in 0..<200 where !running {
+            running = try Self.sessions(admin, file).contains { $0["state"] as? String == "running" }
+            if !running { usleep(50_000) }
+        }
+        #expect(running)
+        let id = try #require(try Self.sessions(admin, file).first?["id"] as? Int)
+        let killed = try runRecordsd(["sessions", "kill", "\(id)", "--admin-listen", "127.0.0.1:\(admin)", "--admin-token-file", file])
+        #expect(killed.status == 0, "\(killed)")
+        try holder.execute("ROLLBACK")
+        let told = try writer.readToEnd()
+        #expect(told.count == 2 && told.first == "! ended an operator ended this session" && told.last?.hasPrefix("+OK saved: 0 inserted, 1 updated") == true, "\(told)")
+        #expect(try db.query("SELECT name FROM department WHERE id = 1").string(0, 0) == "Mine")
+        #expect(try Self.sessions(admin, file).isEmpty)
+    }
+
     @Test func sessionsAreRefusedWithoutTheToken() throws {
         let file = try Self.tokenFile("token-of-this-test-0123456789")
         let server = try TestServer(arguments: ["--admin-listen", "127.0.0.1:0", "--admin-token-file", file])

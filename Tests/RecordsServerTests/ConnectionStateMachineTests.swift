@@ -117,6 +117,61 @@ import Records
         #expect(machine.interest(pendingOutput: 80, bufferedBytes: 0, importPaused: false) == Readiness.readable | Readiness.writable)
     }
 
+    @Test func aBalancersFirstLineIsItsProxyHeaderThenLinesRun() {
+        var machine = ConnectionStateMachine(highWater: highWater, awaitsProxyHeader: true)
+        #expect(machine.takesLine(pendingOutput: 0, importPaused: false))
+        // Whatever comes first is taken as the header, a line too long included ...
+        #expect(machine.route(.tooLong(length: 300)) == .proxyHeader(.tooLong(length: 300)))
+        // ... and only the first.
+        #expect(machine.route(.line("PROXY TCP4 10.0.0.1 10.0.0.2 1 2")) == .run("PROXY TCP4 10.0.0.1 10.0.0.2 1 2"))
+        // A connection not from a balancer runs its first line.
+        var direct = ConnectionStateMachine(highWater: highWater)
+        #expect(direct.route(.line("PING")) == .run("PING"))
+        // Closed while waiting for the header (shutdown, idle), it is not read.
+        var waiting = ConnectionStateMachine(highWater: highWater, awaitsProxyHeader: true)
+        waiting.closeWhenIdle()
+        #expect(waiting.isClosing)
+    }
+
+    @Test func quitKeepsNothingToResumeAndCloseDoes() {
+        var quit = ConnectionStateMachine(highWater: highWater)
+        quit.stepped(.quit)
+        #expect(quit.isClosing && quit.quit)
+        // A balancer's bad header closes the connection; its session may still be resumed.
+        var refused = ConnectionStateMachine(highWater: highWater)
+        refused.stepped(.close)
+        #expect(refused.isClosing && !refused.quit)
+        // An operator's end waits for the running step, then closes as QUIT.
+        var ended = ConnectionStateMachine(highWater: highWater)
+        ended.stepped(.database)
+        ended.quitWhenIdle()
+        #expect(ended.isBusy && ended.quit)
+        ended.databaseFinished(stopping: false)
+        #expect(ended.closesNow(pendingOutput: 0, budgetSpent: false))
+    }
+
+    @Test func stoppingHandsEachSessionOffOnceBetweenSteps() {
+        var machine = ConnectionStateMachine(highWater: highWater)
+        #expect(!machine.handsOffNow(stopping: false, importing: false))
+        // Not while a step runs, nor while an IMPORT still takes its lines.
+        machine.stepped(.database)
+        #expect(!machine.handsOffNow(stopping: true, importing: false))
+        #expect(machine.handsOffAfterStep(stopping: true))
+        machine.databaseFinished(stopping: false)
+        #expect(!machine.handsOffNow(stopping: true, importing: true))
+        #expect(machine.handsOffNow(stopping: true, importing: false))
+        // Once.
+        let first = machine.farewell()
+        let second = machine.farewell()
+        #expect(first && !second)
+        #expect(!machine.handsOffNow(stopping: true, importing: false))
+        #expect(!machine.handsOffAfterStep(stopping: true))
+        // A session already closing (QUIT) is let close.
+        var quitting = ConnectionStateMachine(highWater: highWater)
+        quitting.stepped(.quit)
+        #expect(!quitting.handsOffNow(stopping: true, importing: false))
+    }
+
     @Test func aClosedConnectionDoesNothingMore() {
         var machine = ConnectionStateMachine(highWater: highWater)
         machine.didClose()

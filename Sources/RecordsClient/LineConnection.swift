@@ -330,9 +330,21 @@ public final class LineConnection {
     /// run (a stopping server reads nothing after its notices), so it may be sent again.
     public private(set) var serverStopped = false
 
-    /// A pushed line as it arrives: a handoff notice's token is kept, a shutdown noted.
+    /// The server said the copy it keeps of this session is not what it answered (a state
+    /// write failed, a hand-off failed), and no handoff notice came after: the session cannot
+    /// be resumed as it was.
+    public private(set) var handOffRevoked = false
+
+    /// A pushed line as it arrives: a handoff notice's token is kept (and forgotten when the
+    /// copy it names is said to be stale), a shutdown noted.
     private func arrived(_ line: String) -> String {
-        if let token = Self.handOffToken(line) { handOffToken = token }
+        if let token = Self.handOffToken(line) {
+            handOffToken = token
+            handOffRevoked = false
+        } else if Notice.revokesHandOff(line) {
+            handOffToken = nil
+            handOffRevoked = true
+        }
         if line.hasPrefix(Notice.shutdown(lost: nil).kind + " ") { serverStopped = true }
         return line
     }

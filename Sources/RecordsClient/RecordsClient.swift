@@ -149,6 +149,9 @@ public final class RecordsClient: @unchecked Sendable {  // `connection` confine
                     // never ran; they go again on the resumed session. After a crash (a durable
                     // session's token) the session is resumed, but an unanswered line may have
                     // run: that is said, not guessed.
+                    if case .connection = error, connection.handOffRevoked {
+                        throw RecordsError.connection("the server went away and could not keep this session (its state could not be written to PostgreSQL): its pending changes are lost, and this request may or may not have run")
+                    }
                     guard !resumed, case .connection = error, let token = Self.handOffToken(connection) else { throw error }
                     let stopped = connection.serverStopped
                     try resume(token)

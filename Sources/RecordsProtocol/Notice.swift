@@ -62,6 +62,15 @@ public enum Notice: Equatable, Sendable {
         case warning
     }
 
+    /// Whether a pushed line (`text` without `! `) says the session's kept copy is not what
+    /// the client was told: a state write that failed (--durable-units: the copy is older than
+    /// the replies since), or a shutdown that could not hand the session off. A token taken
+    /// before it must not be RESUMEd: that would bring back an older unit in silence. A later
+    /// `handoff` notice (the state written again) makes its token good.
+    public static func revokesHandOff(_ text: String) -> Bool {
+        text == Notice.durableFailed.text || text.hasPrefix(Notice.shutdown(lost: nil).kind + " ") && text != Notice.shutdown(lost: nil).text
+    }
+
     public static func kind(of text: String) -> Kind {
         let words = text.split(separator: " ", maxSplits: 2)
         switch words.first {

@@ -74,7 +74,8 @@ extension Server {
         guard !stopping, !connection.busy, !connection.machine.isClosing, session.stateVersion != connection.writtenVersion else { return }
         // Only a SAVE committed since the last write: that state names the SAVE's mark, which
         // RESUME finds; writing the emptied unit would cost a write per SAVE for nothing.
-        if let save = session.lastSave, save.before == connection.writtenVersion, save.after == session.stateVersion {
+        // Not after a failed write: the client was told its token is stale until it is told again.
+        if connection.announced, let save = session.lastSave, save.before == connection.writtenVersion, save.after == session.stateVersion {
             connection.writtenVersion = save.after
             return
         }
@@ -124,6 +125,7 @@ extension Server {
         if let failure {
             Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
             connection.push(Notice.durableFailed.text)
+            connection.announced = false  // the token is good again once written and told again
         } else if !connection.announced, let token = connection.durableToken {
             connection.announced = true
             connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
@@ -136,9 +138,11 @@ extension Server {
     func persisted(_ connection: ClientConnection, version: Int, pending: Int, failure: String?) {
         connection.machine.databaseFinished(stopping: stopping)
         if let failure {
-            // Answered all the same: the edit is in the session; only a crash would lose it.
+            // Answered all the same: the edit is in the session; only a crash would lose it. The
+            // notice tells the client its token names an older copy until it is told again.
             Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
             connection.push(Notice.durableFailed.text)
+            connection.announced = false
             connection.writtenVersion = version
         } else {
             if !connection.announced, let token = connection.durableToken {

@@ -351,6 +351,8 @@ final class Shell {
             handOffToken = token
             return nil
         }
+        // The copy the token names is older than what the server answered since: never resumed.
+        if Notice.revokesHandOff(line) { handOffToken = nil }
         if line.hasPrefix(Notice.shutdown(lost: nil).kind + " ") {
             serverStopped = true
             if handOffToken != nil { return nil }

@@ -4,6 +4,7 @@ import Glibc
 import Foundation
 import Postgres
 import RecordsClient
+import RecordsProtocol
 import Testing
 
 /// --durable-units: each session's state is written as it changes, before the replies that
@@ -316,6 +317,67 @@ import Testing
         replicas.servers[0].process.waitUntilExit()
         let moved = try replicas.servers[1].client()
         #expect(try moved.send("RESUME \(token)").status == "+OK resumed: 1 pending change(s)")
+    }
+
+    /// Makes every write of a session's state fail (PostgreSQL refusing it), until `undo`.
+    static func refuseStateWrites(_ db: Connection) throws {
+        try db.execute("""
+            CREATE FUNCTION records.refuse_state() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$;
+            CREATE TRIGGER refuse_state BEFORE INSERT OR UPDATE ON records.handoff FOR EACH ROW EXECUTE FUNCTION records.refuse_state();
+            """)
+    }
+
+    static func acceptStateWrites(_ db: Connection) throws {
+        try db.execute("DROP TRIGGER refuse_state ON records.handoff; DROP FUNCTION records.refuse_state()")
+    }
+
+    /// A change whose state write failed is answered with `! durable: ...`: the copy kept is
+    /// older than the reply. The token is good again once a later write succeeds, and the
+    /// server says so with the handoff notice again; a crash before that would resume the
+    /// older copy, which a client must not do in silence.
+    @Test func aFailedStateWriteIsToldAndTheTokenGivenAgainOnceWritten() throws {
+        let replicas = try Replicas(arguments: ["--durable-units"])
+        let db = try replicas.servers[1].database()
+        let client = try replicas.servers[0].client()
+        try client.ok(#"INSERT project name="first""#)
+        let token = try Self.token(client)
+        try Self.refuseStateWrites(db)
+        try client.ok(#"INSERT project name="second""#)
+        try client.ok("PING")
+        #expect(client.pushed.last == "! " + Notice.durableFailed.text, "\(client.pushed)")
+        try Self.acceptStateWrites(db)
+        try client.ok(#"INSERT project name="third""#)
+        try client.ok("PING")
+        #expect(client.pushed.last == "! handoff \(token) (3 pending change(s)): RESUME \(token) on any server within 900 s restores this session", "\(client.pushed)")
+        kill(replicas.servers[0].process.processIdentifier, SIGKILL)
+        replicas.servers[0].process.waitUntilExit()
+        #expect(try replicas.servers[1].client().send("RESUME \(token)").status == "+OK resumed: 3 pending change(s)")
+    }
+
+    /// The library never resumes an older copy in silence: a state write failed, then the
+    /// server crashed, and the next request fails saying the session's changes are lost. (It
+    /// resumed the copy written before the failure, and a SAVE then wrote one insert of two.)
+    @Test func theLibraryDoesNotResumeACopyOlderThanItWasTold() async throws {
+        let stack = try BalancedStack(arguments: ["--durable-units"])
+        let db = try Connection(stack.databaseURL)
+        let client = try await RecordsClient.connect(stack.url)
+        _ = try await client.insert("project", ["name": "older-1"])
+        _ = try await client.pendingCount()  // the handoff notice read
+        try Self.refuseStateWrites(db)
+        _ = try await client.insert("project", ["name": "older-2"])
+        _ = try await client.pendingCount()  // the durable notice read
+        try Self.acceptStateWrites(db)
+        stack.stop(0, signal: SIGKILL)
+        stack.stop(1, signal: SIGKILL)
+        try stack.start(0)
+        try stack.start(1)
+        do {
+            let count = try await client.pendingCount().pending
+            Issue.record("the session was resumed with \(count) pending change(s) after a write of its state failed")
+        } catch RecordsError.connection(let text) {
+            #expect(text.hasPrefix("the server went away and could not keep this session"), "\(text)")
+        }
+        #expect(try db.query("SELECT count(*) FROM project WHERE name LIKE 'older-%'").string(0, 0) == "0")
     }
 
     /// Behind the balancer, one replica killed with SIGKILL: library clients resume on the

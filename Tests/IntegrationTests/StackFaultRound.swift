@@ -18,8 +18,12 @@ import Testing
         var tasks: [Task<FaultWorker.Tally, Never>] = []
         for index in 0..<6 {
             let client = try await stack.libraryClient()
-            await client.onResume { _ in moves.add() }
-            tasks.append(Task { await FaultWorker(client: client, prefix: "\(run)-w\(index)").run(until: stop) })
+            let events = EventLog()
+            await client.onResume { line in
+                moves.add()
+                events.add(line)
+            }
+            tasks.append(Task { await FaultWorker(client: client, prefix: "\(run)-w\(index)", events: events).run(until: stop) })
         }
         func load(_ seconds: Double) async throws { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) }
 
@@ -52,7 +56,8 @@ import Testing
             inserts settled by the unit's count \(tally.settled), sessions moved \(moves.value)
             """)
         #expect(tally.saves > 0 && moves.value > 0)
-        #expect(tally.unitsLost == 0 && lost == 0 && doubled == 0 && unacknowledged == 0)
+        #expect(tally.unitsLost == 0 && lost == 0 && doubled == 0 && unacknowledged == 0,
+                "lost \(acknowledged.filter { stored[$0] == nil }.sorted().prefix(10)); doubled \(stored.filter { $0.value > 1 }.keys.sorted().prefix(10))")
         #expect(tally.failures.isEmpty, "\(tally.failures.prefix(10))")
         // The round leaves the stack as it found it.
         try db.execute("DELETE FROM contact WHERE name LIKE '\(run)-%'")
@@ -83,14 +88,18 @@ final class FaultWorker {
 
     private let client: RecordsClient
     private let prefix: String
+    /// What happened to this client, for a failure's message: resumes, faults met.
+    private let events: EventLog
     private var pending: [String] = []
+    private var refs: [RecordRef] = []
     private var inserted = 0
     private var unit = 0
     private var tally = Tally()
 
-    init(client: RecordsClient, prefix: String) {
+    init(client: RecordsClient, prefix: String, events: EventLog) {
         self.client = client
         self.prefix = prefix
+        self.events = events
     }
 
     func run(until stop: Flag) async -> Tally {
@@ -117,6 +126,7 @@ final class FaultWorker {
                 try await body()
                 return
             } catch let error as RecordsError {
+                events.add("\(error)")
                 guard Date() < deadline else { throw error }
                 switch error {
                 case .server(code: .unavailable, _, _):
@@ -153,20 +163,43 @@ final class FaultWorker {
         inserted += 1
         let name = "\(prefix)-\(inserted)"
         let before = pending.count
+        var ref: RecordRef?
         try await retrying(settle: { try await self.client.pendingCount().pending == before + 1 }) {
-            _ = try await client.insert("contact", ["name": name])
+            ref = try await client.insert("contact", ["name": name])
         }
         pending.append(name)
+        if let ref { refs.append(ref) }
     }
 
     /// RecordsClient's `save(key:)` sends the same SAVE KEY again after an UNAVAILABLE or a
     /// lost answer (on the session resumed elsewhere): the unit is saved once.
     private func saveUnit() async throws {
-        try await client.save(key: UUID().uuidString.lowercased(), patience: 120)
+        events.add("SAVE of \(pending.joined(separator: ", ")) as \(refs.map(\.description).joined(separator: ", "))")
+        let saved = try await client.save(key: UUID().uuidString.lowercased(), patience: 120)
         tally.saves += 1
         tally.acknowledged += pending
+        // Every insert the unit was told of is among what SAVE says it wrote.
+        let missing = refs.filter { saved.ids[$0] == nil }
+        if !missing.isEmpty {
+            tally.failures.append("\(prefix): SAVE wrote \(saved.ids.count) of the unit's \(refs.count) inserts (\(saved.summary)); missing \(missing); what happened: \(events.recent)")
+        }
         pending.removeAll()
+        refs.removeAll()
+        events.add("saved: \(saved.summary)")
     }
+}
+
+/// A client's recent events, kept for a failure's message.
+final class EventLog: @unchecked Sendable {  // `lines` guarded by `lock`
+    private let lock = NSLock()
+    private var lines: [String] = []
+    func add(_ line: String) {
+        lock.withLock {
+            lines.append("\(Date().timeIntervalSince1970): \(line)")
+            if lines.count > 12 { lines.removeFirst() }
+        }
+    }
+    var recent: [String] { lock.withLock { lines } }
 }
 
 final class Flag: @unchecked Sendable {  // `value` guarded by `lock`

@@ -198,7 +198,8 @@ public struct PendingChange: Sendable, Equatable, Decodable {
     public var text: String?
 
     public struct FieldChange: Sendable, Equatable, Decodable {
-        public var old: String?
+        /// The value read (`.null` for NULL).
+        public var old: RecordsValue
         public var new: RecordsValue
     }
 }
@@ -214,6 +215,44 @@ public struct ChangeEvent: Sendable, Equatable {
         self.entity = entity
         self.key = key
         self.operation = operation
+    }
+
+    /// The key typed as its columns are: `.integer(42)`, `.text("a-uuid")`, and for a
+    /// composite key an object of its columns (`project=3 employee=7` as
+    /// `.object(["project": .integer(3), "employee": .integer(7)])`).
+    public var keyValue: RecordsValue { Self.typed(key) }
+
+    /// A key as the server prints it: numbers bare, other values quoted as JSON strings, a
+    /// composite key's columns as `name=value` separated by spaces.
+    static func typed(_ key: String) -> RecordsValue {
+        var parts: [String] = []
+        var current = "", inQuote = false, escaped = false
+        for character in key {
+            if inQuote {
+                if escaped { escaped = false } else if character == "\\" { escaped = true } else if character == "\"" { inQuote = false }
+            } else if character == "\"" {
+                inQuote = true
+            } else if character == " " {
+                parts.append(current)
+                current = ""
+                continue
+            }
+            current.append(character)
+        }
+        parts.append(current)
+        func word(_ text: String) -> RecordsValue {
+            if text.hasPrefix("\""), let value = try? JSONDecoder().decode(String.self, from: Data(text.utf8)) { return .text(value) }
+            if let integer = Int(text) { return .integer(integer) }
+            if let number = Decimal(string: text), text.first.map({ $0 == "-" || $0.isNumber }) == true { return .decimal(number) }
+            return .text(text)
+        }
+        guard parts.count > 1 || key.first != "\"" && key.contains("=") else { return word(key) }
+        var fields: [String: RecordsValue] = [:]
+        for part in parts {
+            guard let equals = part.firstIndex(of: "=") else { return .text(key) }
+            fields[String(part[..<equals])] = word(String(part[part.index(after: equals)...]))
+        }
+        return .object(fields)
     }
 
     /// `memo 14 inserted`; nil for other pushed lines (`overflow ...`, `shutdown ...`).

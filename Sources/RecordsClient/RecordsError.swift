@@ -1,3 +1,4 @@
+import Foundation
 import RecordsProtocol
 /// What can go wrong talking to recordsd.
 public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -45,9 +46,19 @@ public enum RecordsError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// A field's value as the server shows it in JSON: text, NULL, or a pending record.
-public enum RecordsValue: Sendable, Equatable, Decodable {
+/// A field's value in a conflict or a pending change, typed as a read types the field: text,
+/// dates, uuids and binary (base64) as `.text`, integers, decimals and floats as numbers,
+/// booleans, arrays, json values, NULL, or a pending record. `decode(_:)` turns it into the
+/// type a model declares for the field (`Date`, `Data`, `Decimal`, ...), as reads decode.
+public indirect enum RecordsValue: Sendable, Equatable, Decodable, CustomStringConvertible {
     case text(String)
+    case integer(Int)
+    /// A number that is not an integer (numeric, real, double precision), its digits kept.
+    case decimal(Decimal)
+    case bool(Bool)
+    case array([RecordsValue])
+    /// A json attribute's object.
+    case object([String: RecordsValue])
     case null
     /// A pending record's `#ref`.
     case ref(RecordRef)
@@ -60,9 +71,39 @@ public enum RecordsValue: Sendable, Equatable, Decodable {
             self = .null
         } else if let text = try? container.decode(String.self) {
             self = .text(text)
+        } else if let flag = try? container.decode(Bool.self) {
+            self = .bool(flag)
+        } else if let integer = try? container.decode(Int.self) {
+            self = .integer(integer)
+        } else if let number = try? container.decode(Decimal.self) {
+            self = .decimal(number)
+        } else if let items = try? container.decode([RecordsValue].self) {
+            self = .array(items)
+        } else if let pending = try? container.decode(Pending.self) {
+            self = .ref(RecordRef(pending.ref))
         } else {
-            self = .ref(RecordRef(try container.decode(Pending.self).ref))
+            self = .object(try container.decode([String: RecordsValue].self))
         }
+    }
+
+    /// As JSON (a pending record as `{"ref":"#e1"}`).
+    public var description: String {
+        switch self {
+        case .text(let text): quotedString(text)
+        case .integer(let value): String(value)
+        case .decimal(let value): "\(value)"
+        case .bool(let value): value ? "true" : "false"
+        case .array(let items): "[" + items.map(\.description).joined(separator: ",") + "]"
+        case .object(let fields): "{" + fields.sorted { $0.key < $1.key }.map { quotedString($0.key) + ":" + $0.value.description }.joined(separator: ",") + "}"
+        case .null: "null"
+        case .ref(let ref): "{\"ref\":\(quotedString(ref.description))}"
+        }
+    }
+
+    /// The value as `T`, decoded as a record's field of that type is (`Int`, `Date` from its
+    /// timestamp, `Data` from base64, an optional for NULL).
+    public func decode<T: Decodable>(_ type: T.Type = T.self) throws -> T {
+        try RecordDecoding.decode(T.self, description)
     }
 }
 

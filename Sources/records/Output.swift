@@ -134,11 +134,12 @@ final class Printer {
         FileHandle.standardError.write(((errorColor ? "\u{1B}[31m" + text + "\u{1B}[0m" : text) + "\n").data(using: .utf8)!)
     }
 
-    /// A pushed line (WATCH): as sent, or under json one object (`{"entity":"game","key":"5","operation":"inserted"}`).
+    /// A pushed line (WATCH): as sent, or under json one object (`{"entity":"game","key":5,"operation":"inserted"}`, the key typed as its columns are).
     func event(_ line: String) {
         guard format == .json else { return print("! " + line) }
         if let event = ChangeEvent(line: line) {
-            print("{\"entity\":\(quotedString(event.entity)),\"key\":\(quotedString(event.key)),\"operation\":\(quotedString(event.operation.rawValue))}")
+            // The key typed as its columns are: a number, a string, an object for a composite key.
+            print("{\"entity\":\(quotedString(event.entity)),\"key\":\(event.keyValue),\"operation\":\(quotedString(event.operation.rawValue))}")
         } else {
             print("{\"notice\":\(quotedString(line))}")
         }

@@ -42,7 +42,7 @@ import Testing
     }
 
     /// CHANGES COUNT is one JSON line in either format; CHANGES under FORMAT JSON is one object
-    /// a change, a pending record's values as {"ref":...}.
+    /// a change, values typed as FIND writes them, a pending record's as {"ref":...}.
     @Test func pendingChangesAsJSON() throws {
         let server = try TestServer()
         let client = try server.client()
@@ -62,8 +62,8 @@ import Testing
         try client.ok("FORMAT JSON")
         let changes = try client.send("CHANGES")
         #expect(changes.lines == [
-            ##"{"op":"insert","ref":"#s","entity":"department","values":{"name":"Sales","number":"2"}}"##,
-            ##"{"op":"insert","ref":"#e","entity":"employee","values":{"first_name":"A","last_name":"B","gender":"1","department":{"ref":"#s"}}}"##,
+            ##"{"op":"insert","ref":"#s","entity":"department","values":{"name":"Sales","number":2}}"##,
+            ##"{"op":"insert","ref":"#e","entity":"employee","values":{"first_name":"A","last_name":"B","gender":1,"department":{"ref":"#s"}}}"##,
             ##"{"op":"update","entity":"department","key":"1","changes":{"name":{"old":"Ops","new":"Ops 2"}}}"##,
             ##"{"op":"deleteWhere","entity":"employee","text":"DELETE employee WHERE last_name == \"Z\""}"##,
             ##"{"op":"delete","entity":"department","key":"2"}"##,

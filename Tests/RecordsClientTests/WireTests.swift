@@ -46,6 +46,13 @@ import Testing
         #expect(abs(precise - 1_717_243_200.25) < 1e-6)
         #expect(ChangeEvent(line: "assignment project=3 employee=7 deleted") == ChangeEvent(entity: "assignment", key: "project=3 employee=7", operation: .deleted))
         #expect(ChangeEvent(line: "overflow 3 events dropped") == nil)
+        // Keys typed as their columns are.
+        #expect(ChangeEvent(line: "assignment project=3 employee=7 deleted")?.keyValue == .object(["project": .integer(3), "employee": .integer(7)]))
+        #expect(ChangeEvent(line: "memo 14 inserted")?.keyValue == .integer(14))
+        #expect(ChangeEvent(line: #"tag "a b=c \"d\"" updated"#)?.keyValue == .text(#"a b=c "d""#))
+        #expect(ChangeEvent(line: "price 2.50 updated")?.keyValue == .decimal(Decimal(string: "2.5")!))
+        #expect(ChangeEvent(line: #"visit member="x y" day="2026-01-02" inserted"#)?.keyValue == .object(["member": .text("x y"), "day": .text("2026-01-02")]))
+        #expect(ChangeEvent(line: #"tag "a-uuid" inserted"#)?.keyValue.description == #""a-uuid""#)
         #expect(RecordsClient.nextCursor("2 records; next page: AFTER c6264") == "c6264")
         #expect(RecordsClient.nextCursor("2 records") == nil)
     }

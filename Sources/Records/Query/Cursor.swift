@@ -63,14 +63,7 @@ enum Cursor {
     }
 
     private static func unhex(_ token: String) -> [UInt8]? {
-        guard token.hasPrefix("c"), token.utf8.count % 2 == 1, token.utf8.count < 1 << 20 else { return nil }
-        var bytes: [UInt8] = []
-        var hex = token.utf8.dropFirst()
-        while !hex.isEmpty {
-            guard let byte = UInt8(String(decoding: hex.prefix(2), as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-            hex = hex.dropFirst(2)
-        }
-        return bytes
+        guard token.hasPrefix("c"), token.utf8.count < 1 << 20 else { return nil }
+        return Hex.decode(token.dropFirst())
     }
 }

@@ -14,22 +14,28 @@ extension Session {
         return .ok(jsonStatus, lines: [object.text])
     }
 
-    /// CHANGES under FORMAT JSON: one object a change, values as text (null for NULL, a
-    /// pending record as {"ref":"#e1"}).
+    /// CHANGES under FORMAT JSON: one object a change, values typed as a FIND writes them
+    /// (`ValueJSON`; null for NULL, a pending record as {"ref":"#e1"}).
     func changesJSON() -> Reply {
         let set = unit.current
         var lines: [String] = []
         for insert in set.inserts {
             let entity = context.model.entity(named: insert.entity)
-            let values = insert.fields.map { field in (label(field.column, entity), field.value.json) }
+            let model = context.model
+            let values = insert.fields.map { field in
+                (label(field.column, entity), ValueJSON.value(field.value, kind: model.kind(ofColumn: field.column, in: entity)))
+            }
             lines.append(JSON.Value.object([("op", .string("insert")), ("ref", .string("#" + insert.ref)), ("entity", .string(insert.entity)),
                                             ("values", .object(values))]).text)
         }
         for key in set.updateOrder {
             guard let update = set.updates[key] else { continue }
             let entity = context.model.entity(named: update.entity)
+            let model = context.model
             let changed = update.order.map { column in
-                (label(column, entity), JSON.Value.object([("old", .optional(update.baseline[column] ?? nil)), ("new", update.fields[column]!.json)]))
+                let kind = model.kind(ofColumn: column, in: entity)
+                return (label(column, entity), JSON.Value.object([("old", ValueJSON.value(update.baseline[column] ?? nil, kind: kind)),
+                                                                  ("new", ValueJSON.value(update.fields[column]!, kind: kind))]))
             }
             lines.append(JSON.Value.object([("op", .string("update")), ("entity", .string(update.entity)), ("key", Self.json(key, entity)),
                                             ("changes", .object(changed))]).text)

@@ -29,6 +29,8 @@ extension JSON {
     /// A JSON value written with its object keys in the order given (FORMAT JSON replies).
     public indirect enum Value: Sendable, Equatable {
         case string(String), int(Int), bool(Bool), null
+        /// JSON text as it stands (a number's digits, an array as PostgreSQL wrote it).
+        case raw(String)
         case array([Value])
         case object([(String, Value)])
 
@@ -38,6 +40,7 @@ extension JSON {
             case .int(let i): String(i)
             case .bool(let b): b ? "true" : "false"
             case .null: "null"
+            case .raw(let text): text
             case .array(let items): "[" + items.map(\.text).joined(separator: ",") + "]"
             case .object(let pairs): "{" + pairs.map { JSON.quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
             }
@@ -46,5 +49,29 @@ extension JSON {
         public static func == (a: Value, b: Value) -> Bool { a.text == b.text }
 
         static func optional(_ text: String?) -> Value { text.map(Value.string) ?? .null }
+    }
+
+    /// Whether `text` is a JSON number (`-0.5`, `12e3`; not `NaN`, `+1`, `.5` or `1.`).
+    static func isNumber(_ text: String) -> Bool {
+        var bytes = text.utf8[...]
+        func digits() -> Int {
+            let count = bytes.prefix { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }.count
+            bytes = bytes.dropFirst(count)
+            return count
+        }
+        if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        let leading = bytes.first
+        let whole = digits()
+        guard whole > 0, whole == 1 || leading != UInt8(ascii: "0") else { return false }
+        if bytes.first == UInt8(ascii: ".") {
+            bytes = bytes.dropFirst()
+            guard digits() > 0 else { return false }
+        }
+        if bytes.first == UInt8(ascii: "e") || bytes.first == UInt8(ascii: "E") {
+            bytes = bytes.dropFirst()
+            if bytes.first == UInt8(ascii: "+") || bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+            guard digits() > 0 else { return false }
+        }
+        return bytes.isEmpty
     }
 }

@@ -84,15 +84,20 @@ struct ConflictCheck {
         var conflictJSON: [String] = []
         var conflicted = 0
 
-        mutating func conflict(_ text: String, _ key: RecordKey, _ reason: String, field: String? = nil, read: String?? = nil,
+        /// `column`: the field both sides changed; its three values are shown typed by its kind.
+        mutating func conflict(_ text: String, _ key: RecordKey, _ reason: String, column: String? = nil, read: String?? = nil,
                                yours: FieldValue? = nil, now: String?? = nil) {
             conflicts.append(text)
-            var pairs: [(String, JSON.Value)] = [("entity", .string(key.entity)), ("key", .string(model.entity(exactly: key.entity)?.show(key) ?? key.values.joined(separator: ","))),
+            let entity = model.entity(exactly: key.entity)
+            var pairs: [(String, JSON.Value)] = [("entity", .string(key.entity)), ("key", .string(entity?.show(key) ?? key.values.joined(separator: ","))),
                                                  ("reason", .string(reason))]
-            if let field { pairs.append(("field", .string(field))) }
-            if let read { pairs.append(("read", .optional(read))) }
-            if let yours { pairs.append(("yours", yours.json)) }
-            if let now { pairs.append(("now", .optional(now))) }
+            if let column {
+                let kind = model.kind(ofColumn: column, in: entity)
+                pairs.append(("field", .string(entity?.label(column) ?? column)))
+                if let read { pairs.append(("read", ValueJSON.value(read, kind: kind))) }
+                if let yours { pairs.append(("yours", ValueJSON.value(yours, kind: kind))) }
+                if let now { pairs.append(("now", ValueJSON.value(now, kind: kind))) }
+            }
             conflictJSON.append(JSON.Value.object(pairs).text)
         }
     }
@@ -158,7 +163,7 @@ struct ConflictCheck {
         func fieldConflicts() {
             for column in both {
                 verdict.conflict("\(label) \(column): read \(show(update.baseline[column] ?? nil)), yours \(update.fields[column]!), now \(show(now.values[column] ?? nil))",
-                                 key, "both changed", field: model.entity(exactly: key.entity)?.label(column) ?? column,
+                                 key, "both changed", column: column,
                                  read: .some(update.baseline[column] ?? nil), yours: update.fields[column]!, now: .some(now.values[column] ?? nil))
             }
         }

@@ -7,10 +7,14 @@ public protocol RecordsEntity: Decodable, Sendable {
     /// The property holding the record's key, by which `update(_:)` and `delete(_:)` name a
     /// stored record; `id` unless the type says otherwise.
     static var keyAttribute: String { get }
+    /// The properties of a composite key (`["team", "person"]`), by which model writes name a
+    /// stored record; `[keyAttribute]` unless the type says otherwise.
+    static var keyAttributes: [String] { get }
 }
 
 extension RecordsEntity {
     public static var keyAttribute: String { "id" }
+    public static var keyAttributes: [String] { [keyAttribute] }
 }
 
 enum RecordDecoding {

@@ -18,23 +18,25 @@ extension RecordsClient {
         return RecordRef(String(first))
     }
 
-    /// A pending update of the stored record `model` names by its key (`T.keyAttribute`):
+    /// A pending update of the stored record `model` names by its key (`T.keyAttributes`):
     /// given `original` (the value as read), only the fields that differ from it are sent (one
     /// now nil is set to nil), so a SAVE's conflict check looks at what this session changed;
     /// without it, every field but the key. Returns how many fields were sent; none, nothing.
     @discardableResult
     public func update<T: RecordsEntity & Encodable>(_ model: T, from original: T? = nil) async throws -> Int {
         let now = try Self.fields(model, omitting: [])
-        let (keyName, key) = try Self.key(of: T.self, in: now)
-        var changed = now.filter { $0.name != keyName }
+        let (keyNames, key) = try Self.key(of: T.self, in: now)
+        var changed = now.filter { !keyNames.contains($0.name) }
         if let original {
             let before = Dictionary(try Self.fields(original, omitting: []).map { ($0.name, $0.literal) }, uniquingKeysWith: { first, _ in first })
             let after = Set(changed.map(\.name))
             changed = changed.filter { before[$0.name] != $0.literal }
-                + before.keys.sorted().filter { $0 != keyName && !after.contains($0) }.map { (name: $0, literal: "nil") }
+                + before.keys.sorted().filter { !keyNames.contains($0) && !after.contains($0) }.map { (name: $0, literal: "nil") }
         }
         guard !changed.isEmpty else { return 0 }
-        try await request("UPDATE \(try Self.name(T.entityName)) \(key)" + (try Self.assignments(changed)))
+        // After key columns, SET says where the new values begin.
+        let set = keyNames.count > 1 ? " SET" : ""
+        try await request("UPDATE \(try Self.name(T.entityName)) \(key)\(set)" + (try Self.assignments(changed)))
         return changed.count
     }
 
@@ -61,13 +63,19 @@ extension RecordsClient {
         return try ModelEncoding.fields(model).filter { !left.contains($0.name) }
     }
 
-    /// The key attribute's name and its literal among `fields`: an update or a delete names a
-    /// stored record by it.
-    static func key<T: RecordsEntity>(of type: T.Type, in fields: [(name: String, literal: String)]) throws(RecordsError) -> (name: String, literal: String) {
-        let name = ModelEncoding.snakeCase(T.keyAttribute)
-        guard let literal = fields.first(where: { $0.name == name })?.literal else {
-            throw .invalidRequest("\(T.self) has no value for its key '\(T.keyAttribute)': an update or a delete names a stored record")
+    /// The key attributes' names and how a line names the record among `fields`: its key's
+    /// literal (`42`), or a composite key's columns (`team=1 person=7`). An update or a delete
+    /// names a stored record by it.
+    static func key<T: RecordsEntity>(of type: T.Type, in fields: [(name: String, literal: String)]) throws(RecordsError) -> (names: Set<String>, text: String) {
+        guard !T.keyAttributes.isEmpty else { throw .invalidRequest("\(T.self) names no key attribute: an update or a delete names a stored record") }
+        var parts: [String] = []
+        for attribute in T.keyAttributes {
+            let name = ModelEncoding.snakeCase(attribute)
+            guard let literal = fields.first(where: { $0.name == name })?.literal, literal != "nil" else {
+                throw .invalidRequest("\(T.self) has no value for its key '\(attribute)': an update or a delete names a stored record")
+            }
+            parts.append(T.keyAttributes.count == 1 ? literal : "\(try Self.name(name))=\(literal)")
         }
-        return (name, literal)
+        return (Set(T.keyAttributes.map(ModelEncoding.snakeCase)), parts.joined(separator: " "))
     }
 }

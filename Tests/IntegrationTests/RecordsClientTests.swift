@@ -113,8 +113,9 @@ import Testing
         #expect(try await app.count("friend") == 0)
     }
 
-    /// A text key without a default and a self-reference, and a composite key, which a model
-    /// write cannot name (one key attribute): refused with the reason, nothing sent.
+    /// A text key without a default and a self-reference, and a composite key: named by the
+    /// type's `keyAttributes`, or refused with the reason and nothing sent when the type names
+    /// none of its columns.
     struct Category: RecordsEntity, Encodable, Equatable {
         static let entityName = "category"
         static let keyAttribute = "code"
@@ -129,12 +130,20 @@ import Testing
         var person: Int
     }
 
+    struct Seat: RecordsEntity, Encodable, Equatable {
+        static let entityName = "membership"
+        static let keyAttributes = ["team", "person"]
+        var team: Int
+        var person: Int
+        var role: String?
+    }
+
     @Test func modelWritesOnTextSelfReferencingAndCompositeKeys() async throws {
         let url = try TestEnvironment.freshDatabase()
         let db = try Connection(url)
         try db.execute("""
             CREATE TABLE category (code text PRIMARY KEY, title text NOT NULL, parent text REFERENCES category (code) ON DELETE CASCADE);
-            CREATE TABLE membership (team integer, person integer, PRIMARY KEY (team, person))
+            CREATE TABLE membership (team integer, person integer, role text, PRIMARY KEY (team, person))
             """)
         let server = try TestServer(databaseURL: url)
         let app = try await RecordsClient.connect("records://127.0.0.1:\(server.port)")
@@ -165,6 +174,19 @@ import Testing
         try await app.rollback()
         #expect(try await app.count("membership") == 1)
         #expect(try await app.count("category") == 1)
+        // A type that names its key's columns writes as any other.
+        let seat = Seat(team: 2, person: 9, role: "lead")
+        try await app.insert(seat)
+        try await app.save()
+        var coach = seat
+        coach.role = "coach"
+        #expect(try await app.update(coach, from: seat) == 1)
+        #expect(try await app.changes().first?.key == "team=2 person=9")
+        try await app.save()
+        #expect(try db.query("SELECT role FROM membership WHERE team = 2 AND person = 9").string(0, 0) == "coach")
+        try await app.delete(coach)
+        #expect(try await app.save().summary == "saved: 0 inserted, 0 updated, 1 deleted, 0 cascaded, 0 nullified")
+        #expect(try await app.count("membership") == 1)
     }
 
     @Test func theDepartmentAppThroughTheLibrary() async throws {

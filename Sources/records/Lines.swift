@@ -1,3 +1,4 @@
+import Foundation
 /// Lines of a script or a CSV file, split at `\n` bytes (a Swift `Character` holds `\r\n` as
 /// one, so a String split on "\n" would not split a CRLF file at all).
 enum Lines {
@@ -38,6 +39,29 @@ enum Lines {
             }
         }
         return (quote, depth)
+    }
+
+    /// `text` cut at each `;` outside quotes: the commands a `;` ended (trimmed, empty ones
+    /// left out) and what follows the last `;`, not yet ended.
+    static func statements(_ text: String) -> (ended: [String], rest: String) {
+        var ended: [String] = []
+        var current = ""
+        var quote: Character?
+        var escaped = false
+        for character in text {
+            if let open = quote {
+                if escaped { escaped = false } else if character == "\\" { escaped = true } else if character == open { quote = nil }
+            } else if character == "\"" || character == "'" {
+                quote = character
+            } else if character == ";" {
+                let command = current.trimmingCharacters(in: .whitespaces)
+                if !command.isEmpty { ended.append(command) }
+                current = ""
+                continue
+            }
+            current.append(character)
+        }
+        return (ended, current)
     }
 
     /// A script's command line: a CRLF file's `\r` is not part of it.

@@ -81,6 +81,11 @@ final class Printer {
         }
         let status = reply.statusText.isEmpty || Self.readsRecords(verb) && format != .table ? nil : reply.statusText
         switch format {
+        case .table where verb == .help:
+            // Prose: wrapped at word boundaries to the terminal's width, paged when taller.
+            let width = terminalSize?.columns ?? Int.max
+            let body = reply.lines.flatMap { Self.wrapped($0, width: width) }
+            show(body + (status.map { Self.wrapped($0, width: width).map(dim) } ?? []))
         case .table:
             reply.lines.forEach { print($0) }
             if let status { print(dim(status)) }
@@ -153,6 +158,35 @@ final class Printer {
 
     /// nil is shown distinctly from an empty string.
     private var nilText: String { color ? "\u{1B}[2m∅\u{1B}[0m" : "∅" }
+
+    /// `line` cut at spaces into lines of at most `width` columns, each continuation indented
+    /// as the line is; a word longer than the width stands alone on its line.
+    static func wrapped(_ line: String, width: Int) -> [String] {
+        guard width > 0, displayWidth(line) > width else { return [line] }
+        // HELP's columns: in a terminal too narrow for a deep indent, two spaces stand for it.
+        let leading = line.prefix { $0 == " " }.count
+        let indent = String(repeating: " ", count: leading * 2 <= width ? leading : min(leading, 2))
+        var lines: [String] = []
+        var current = ""
+        var currentWidth = 0
+        for word in line.dropFirst(leading).split(separator: " ", omittingEmptySubsequences: false) {
+            let wordWidth = displayWidth(String(word))
+            if currentWidth > indent.count && currentWidth + 1 + wordWidth > width {
+                lines.append(current)
+                current = ""
+                currentWidth = 0
+            }
+            if currentWidth == 0 {
+                current = indent + word
+                currentWidth = indent.count + wordWidth
+            } else {
+                current += " " + word
+                currentWidth += 1 + wordWidth
+            }
+        }
+        lines.append(current)
+        return lines
+    }
 
     /// Columns a terminal gives `text`: wide (CJK, most emoji) characters take two, combining
     /// marks none (wcwidth, under a UTF-8 locale).

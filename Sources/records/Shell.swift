@@ -95,6 +95,8 @@ final class Shell {
     /// was warned of, and the names completion offers.
     private var pending = 0
     private var warned = false
+    /// `\semicolon on`: a command ends at `;`, as in psql, not at the end of a line.
+    private var semicolons = false
     private var entities: [String] = []
     private var shapes: [String: TabCompletion.EntityShape] = [:]
     private let history = (ProcessInfo.processInfo.environment["HOME"] ?? ".") + "/.records_history"
@@ -132,9 +134,12 @@ final class Shell {
                 break loop
             case .line(let text):
                 guard let line = continued(text), !line.isEmpty else { continue }
-                if case .leave(let code) = take(line) {
-                    status = code
-                    break loop
+                let commands = semicolons && !Self.takenAtOnce(line) ? Lines.statements(line).ended : [line]
+                for command in commands {
+                    if case .leave(let code) = take(command) {
+                        status = code
+                        break loop
+                    }
                 }
             }
         }
@@ -172,12 +177,15 @@ final class Shell {
     /// one line), trimmed; nil when Ctrl-C or Ctrl-D abandoned a continuation.
     /// A quote or a parenthesis left open reads on too, as psql does: a line break inside a
     /// string is the string's (`\n`, the protocol's line being one line), elsewhere a space.
+    /// With `\semicolon on`, it reads on until a `;` outside quotes ends it.
     private func continued(_ text: String) -> String? {
         var joined = text
         while true {
             let open = Lines.open(joined)
             let backslash = joined.hasSuffix("\\") && open.quote == nil
-            guard backslash || open.quote != nil || open.depth > 0 else { break }
+            let unended = semicolons && !Self.takenAtOnce(joined)
+                && !Lines.statements(joined).rest.trimmingCharacters(in: .whitespaces).isEmpty
+            guard backslash || open.quote != nil || open.depth > 0 || unended else { break }
             guard case .line(let more) = readLine("... ") else { return nil }
             joined = backslash ? String(joined.dropLast()) + more : joined + (open.quote != nil ? "\\n" : " ") + more
         }
@@ -206,6 +214,10 @@ final class Shell {
             return .prompt
         }
         if line.hasPrefix("\\import") { return importFile(line) }
+        if line == "\\semicolon" || line.hasPrefix("\\semicolon ") {
+            semicolonMode(line.dropFirst(10).trimmingCharacters(in: .whitespaces))
+            return .prompt
+        }
         if line == "\\?" || line == "\\h" {
             printer.note(Self.shellCommands)
             return .prompt
@@ -222,6 +234,7 @@ final class Shell {
         ("\\?", "the shell's own commands (HELP lists the server's verbs)"),
         ("\\x [on|off|auto]", "expanded display: one block a record (auto: when a table is too wide)"),
         ("\\import ENTITY FILE.csv", "load a CSV file, with a progress bar"),
+        ("\\semicolon [on|off]", "on: a command ends at ;, as in psql (several on a line, one over several lines)"),
         ("\\q, QUIT, EXIT", "leave (asks first when changes are not saved)"),
         ("Ctrl-C", "drop the line being typed, or cancel the running command on the server"),
         ("Ctrl-D", "leave, as QUIT"),
@@ -235,6 +248,26 @@ final class Shell {
               let column = Int(reply.message.dropFirst(3).prefix { $0.isNumber }), column >= 1, column <= line.count + 1 else { return }
         printer.note("  " + line)
         printer.note("  " + String(repeating: " ", count: Printer.displayWidth(String(line.prefix(column - 1)))) + "^")
+    }
+
+    /// Lines that are never held for a `;`: the shell's own commands and leaving, as psql
+    /// takes its backslash commands at once.
+    private static func takenAtOnce(_ line: String) -> Bool {
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        return trimmed.hasPrefix("\\") || ["QUIT", "EXIT"].contains(trimmed.uppercased())
+    }
+
+    /// `\semicolon [on|off]`: whether a command ends at `;` or at the end of its line.
+    private func semicolonMode(_ word: String) {
+        switch word.lowercased() {
+        case "": semicolons.toggle()
+        case "on": semicolons = true
+        case "off": semicolons = false
+        default:
+            printer.note("usage: \\semicolon [on|off]")
+            return
+        }
+        printer.note(semicolons ? "a command ends at ; (several on a line, or one over several lines)" : "a command ends at the end of its line")
     }
 
     /// `\x [on|off|auto]`: psql's expanded display.

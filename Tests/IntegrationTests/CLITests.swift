@@ -296,6 +296,20 @@ import Testing
         #expect(try server.database().query("SELECT name FROM game").string(0, 0) == "two\nlines")
     }
 
+    /// `\semicolon on`: a command ends at `;` outside quotes, as in psql — one over several
+    /// lines, several on one line; the shell's own commands and QUIT are taken at once.
+    @Test func semicolonModeEndsCommandsAtSemicolons() throws {
+        let server = try seeded()
+        let out = try typed(server, [("\\semicolon on\r", 0.5), ("INSERT game\r", 0.5), ("name=\"a;b\";\r", 1),
+                                     ("INSERT game name=\"c\"; INSERT game name=\"d\"; SAVE;\r", 1.5),
+                                     ("\\semicolon off\r", 0.5), ("COUNT game\r", 1), ("QUIT\r", 1)])
+        #expect(out.contains("a command ends at ; (several on a line, or one over several lines)"), "\(out)")
+        #expect(out.contains("... "), "\(out)")
+        #expect(out.contains("#g3 pending insert game (3 pending)"), "\(out)")
+        #expect(out.contains("saved: 3 inserted"), "\(out)")
+        #expect(try server.database().query("SELECT string_agg(name, ',' ORDER BY name) FROM game").string(0, 0) == "a;b,c,d")
+    }
+
     /// psql's habits: `\?` lists the shell's own commands, an unknown backslash command is
     /// said to be one (not sent as a verb), and a SYNTAX error shows a caret under its column,
     /// wide characters counted as the terminal shows them.
@@ -484,6 +498,22 @@ import Testing
         let port = String(UInt16(bigEndian: address.sin_port))
         let run = try records(["-p", port, "--connect-timeout", "1", "-c", "PING"])
         #expect(run.status == 3 && run.error.contains("no reply from the server in time"), "\(run)")
+    }
+
+    /// HELP on a terminal is wrapped at word boundaries to its width and paged when taller,
+    /// as FIND's tables are; every word is kept, in order.
+    @Test func helpIsWrappedAndPaged() throws {
+        let server = try seeded()
+        let out = try typed(server, [("HELP\r", 1.5), ("QUIT\r", 1)], rows: 12, columns: 40, pager: "sed s/^/P:/")
+        let plainText = { (text: String) in
+            text.replacingOccurrences(of: "\u{1B}\\[[0-9;]*m", with: "", options: .regularExpression).replacingOccurrences(of: "\r", with: "")
+        }
+        let paged = plainText(out).split(separator: "\n").filter { $0.hasPrefix("P:") }.map { String($0.dropFirst(2)) }
+        #expect(paged.count > 12, "\(out)")
+        #expect(paged.allSatisfy { $0.count <= 40 || !$0.trimmingCharacters(in: .whitespaces).contains(" ") }, "\(paged.filter { $0.count > 40 })")
+        let plain = plainText(try records(["-p", String(server.port), "-c", "HELP"]).output)
+        let words = { (text: String) in text.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init) }
+        #expect(words(paged.joined(separator: "\n")) == words(plain))
     }
 
     /// On a terminal: a table wider than it becomes one block a record (psql's `\\x auto`),

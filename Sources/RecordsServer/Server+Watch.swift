@@ -24,7 +24,7 @@ extension Server {
     static func render(_ events: [ChangeFeed.Event], model: Model) -> Delivery {
         Delivery(events: events, lines: events.map { event in
             guard let entity = model.entity(named: event.entity) else { return PushLines([]) }
-            return PushLines(Session.lines(entity, event.operation, event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }))
+            return PushLines(WatchEvents.lines(entity, event.operation, event.ids.compactMap { ChangeFeed.recordKey($0, of: entity) }))
         })
     }
 

@@ -93,7 +93,7 @@ extension Session {
                     if !secured.isEmpty {
                         context.identity = userIdentity
                         try context.assumeIdentity()
-                        for entity in secured { seeds[entity.name] = try Self.watchSeed(entity, model: model, context.connection) }
+                        for entity in secured { seeds[entity.name] = try WatchEvents.seed(entity, model: model, context.connection) }
                     }
                     lines = watches.map { "watching \($0.entity) again: changes committed while the session moved (\(secondsAgo) s) were not delivered" }
                 }

@@ -195,17 +195,17 @@ public final class VisibilityLedger: @unchecked Sendable {  // `queue`, `schedul
         // everything it sees, which a change would then copy whole).
         let couldSee = event.operation == .deleted ? Set(told) : []
         if !batch.all.isEmpty && (!told.isEmpty || unchecked > 0) {
-            outputs.append(Output(connections: batch.all, lines: Session.lines(entity, event.operation, told), unchecked: unchecked))
+            outputs.append(Output(connections: batch.all, lines: WatchEvents.lines(entity, event.operation, told), unchecked: unchecked))
         }
         for (predicate, connections) in batch.filtered {
             // The policies filter inserts and updates as the query reads the table; a deleted
             // row's old values are matched, then kept only if the identity could see it.
-            guard let match = Session.matching(event, predicate, model: model) else { continue }
+            guard let match = WatchEvents.matching(event, predicate, model: model) else { continue }
             do {
                 var matched = keys(try query(match.sql, match.parameters), entity)
                 if event.operation == .deleted { matched = matched.filter { couldSee.contains($0) } }
                 if !matched.isEmpty || unchecked > 0 {
-                    outputs.append(Output(connections: connections, lines: Session.lines(entity, event.operation, matched), unchecked: unchecked))
+                    outputs.append(Output(connections: connections, lines: WatchEvents.lines(entity, event.operation, matched), unchecked: unchecked))
                 }
             } catch {
                 outputs.append(Output(connections: connections, lines: [], unchecked: changed.count))

@@ -12,7 +12,7 @@ public struct WatchFilter: Sendable {
 
     /// Nil when the predicate no longer compiles (the model changed).
     public init?(_ event: ChangeFeed.Event, predicate: Predicate, identity: Identity, model: Model) {
-        guard let query = Session.matching(event, predicate, model: model) else { return nil }
+        guard let query = WatchEvents.matching(event, predicate, model: model) else { return nil }
         (self.event, self.identity, sql, parameters) = (event, identity, query.sql, query.parameters)
     }
 
@@ -24,7 +24,7 @@ public struct WatchFilter: Sendable {
         let keys = (0..<rows.rowCount).map { row in
             RecordKey(entity: entity.name, values: (0..<entity.key.count).map { rows.string(row, $0) ?? "" })
         }
-        return keys.isEmpty ? [] : Session.lines(entity, event.operation, keys)
+        return keys.isEmpty ? [] : WatchEvents.lines(entity, event.operation, keys)
     }
 }
 

@@ -437,10 +437,7 @@ extension Session {
     /// A value as the client would type it: numbers and booleans bare, text quoted.
     func show(_ value: FieldValue, _ column: String, _ entity: Entity?) -> String {
         guard case .text(let text) = value else { return value.description }
-        if let relationship = entity?.relationship(column: column) {
-            return Entity.word(text, kind: context.model.referencedKind(relationship))
-        }
-        switch entity?.attribute(named: column)?.kind {
+        switch context.model.kind(ofColumn: column, in: entity) {
         case .integer?, .decimal?, .double?, .boolean?: return text
         case .timestamp?: return JSON.quote(TimestampText.iso(text))
         case .array(let element)?: return ArrayText.json(text, element: element) ?? JSON.quote(text)

@@ -48,7 +48,7 @@ extension Model {
     /// column's.
     func kind(ofColumn column: String, in entity: Entity?) -> ValueKind? {
         guard let entity else { return nil }
-        if let attribute = entity.attribute(named: column) { return attribute.kind }
-        return entity.relationship(column: column).map(referencedKind)
+        if let relationship = entity.relationship(column: column) { return referencedKind(relationship) }
+        return entity.attribute(named: column)?.kind
     }
 }

@@ -6,10 +6,14 @@ import Postgres
 import Records
 
 /// One client on the event loop: its transport, framer, pending output, session, and the
-/// state machine that says what to do with them. Confined to the loop: pool workers refer to
-/// it by `id` in the messages they post back.
+/// state machine that says what to do with them; its handler (`ClientConnection+Handler`)
+/// answers its events. Confined to the loop: pool workers refer to it by `id` in the messages
+/// they post back.
 final class ClientConnection {
     let id: Int
+    /// The server it belongs to: what all connections share.
+    unowned let host: any ConnectionHost
+    let settings: ConnectionSettings
     /// Plain, or TLS (from the start, or after STARTTLS).
     var transport: Transport
     var fd: Int32 { transport.fd }
@@ -56,9 +60,11 @@ final class ClientConnection {
 
     /// `awaitsProxyHeader`: from a trusted balancer (--proxy-from), its first line is a PROXY
     /// header.
-    init(id: Int, transport: Transport, session: Session, peer: String, maxLineLength: Int, highWater: Int,
-         awaitsProxyHeader: Bool = false, now: UInt64) {
+    init(id: Int, host: any ConnectionHost, settings: ConnectionSettings, transport: Transport, session: Session, peer: String,
+         maxLineLength: Int, highWater: Int, awaitsProxyHeader: Bool = false, now: UInt64) {
         self.id = id
+        self.host = host
+        self.settings = settings
         self.transport = transport
         self.session = session
         self.peer = peer

@@ -19,7 +19,7 @@ extension Server {
                   let text = try? HandOff.encode(state) else {
                 connection.push(Notice.shutdown(lost: nil).text)
                 connection.machine.closeWhenIdle()
-                service(connection)
+                connection.service()
                 continue
             }
             let (token, retired) = stateToken(connection)
@@ -59,7 +59,7 @@ extension Server {
                 connection.push(Notice.shutdown(lost: nil).text)
                 connection.owesNotice = true
             }
-            service(connection)
+            connection.service()
         }
     }
 
@@ -154,7 +154,7 @@ extension Server {
         // Stopping: the session is handed off now, as after a step (closing here dropped its
         // notices).
         if connection.machine.handsOffAfterStep(stopping: stopping) { return farewell([connection]) }
-        service(connection)
+        connection.service()
     }
 
     /// A durable session closed: with QUIT its state goes; otherwise it stays to be resumed,

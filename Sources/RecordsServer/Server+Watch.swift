@@ -46,7 +46,7 @@ extension Server {
             guard !connection.session.watches.isEmpty else { return false }
             guard let signedOut = connection.session.followUsersTable() else { return true }
             connection.push(Notice.signedOut(signedOut.statusMessage).text)
-            if !connection.busy { service(connection) }
+            if !connection.busy { connection.service() }
             return false
         }
         let end = min(sessions.count, start + Self.deliveriesPerTurn)
@@ -78,7 +78,7 @@ extension Server {
                 }
                 filters[key]!.connections.append(connection.id)
             }
-            if (!connection.events.isEmpty || connection.events.dropped > 0) && !connection.busy { service(connection) }
+            if (!connection.events.isEmpty || connection.events.dropped > 0) && !connection.busy { connection.service() }
         }
         if end < sessions.count {
             loop.nextTurn { [self] in deliver(delivery, from: end, watching: sessions) }

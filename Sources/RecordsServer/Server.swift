@@ -34,7 +34,7 @@ enum ServerMessage: Sendable {
 /// The line server: one epoll loop thread serves every socket and owns every session; database
 /// steps run on the connection pool's workers and come back to the loop as messages, in order
 /// per session. Confined to the thread that runs it: other threads hold only `stopper`.
-public final class Server {
+public final class Server: ConnectionHost {
     public struct Configuration: Sendable {
         public var host = "127.0.0.1"
         public var port = 7878
@@ -77,6 +77,8 @@ public final class Server {
     public private(set) var boundPort = 0
     public private(set) var boundTLSPort = 0
     let configuration: Configuration
+    /// What each connection copies of `configuration`.
+    let settings: ConnectionSettings
     let context: ServerContext
     let pool: ConnectionPool
     /// SAVEs waiting to run in groups (`queueSave`), by their clients' standing; an unproven
@@ -144,6 +146,7 @@ public final class Server {
 
     public init(configuration: Configuration, context: ServerContext, pool: ConnectionPool) throws {
         self.configuration = configuration
+        self.settings = ConnectionSettings(configuration)
         self.context = context
         self.pool = pool
         self.loop = try EventLoop()
@@ -201,13 +204,13 @@ public final class Server {
             connection.poolUse.record(seconds: held)
             guard delay > 0 else {
                 effects.forEach { $0(connection.session) }
-                return completed(connection, bytes: bytes)
+                return connection.completed(bytes: bytes)
             }
             // A reply held back (a failed AUTH): the session stays busy until it goes.
             loop.after(delay) { [self] in
                 guard !connection.closed else { return }
                 effects.forEach { $0(connection.session) }
-                completed(connection, bytes: bytes)
+                connection.completed(bytes: bytes)
             }
         case .importFinished(let id, let bytes, let held):
             guard let connection = byID[id] else { return }
@@ -215,10 +218,10 @@ public final class Server {
             importFinished(connection, bytes: bytes)
         case .importRoom(let id):
             guard let connection = byID[id], !connection.busy else { return }
-            service(connection)
+            connection.service()
         case .streamed(let id, let lines, let sink):
             guard let connection = byID[id] else { return sink.release(gone: true) }
-            deliver(lines, to: connection, sink: sink)
+            connection.deliver(lines, sink: sink)
         case .changes(let delivery):
             deliver(delivery)
         case .filtered(let ids, let lines, let unchecked):
@@ -226,7 +229,7 @@ public final class Server {
                 guard let connection = byID[id] else { continue }
                 if !lines.lines.isEmpty { connection.events.append(lines) }
                 connection.events.dropped += unchecked
-                if !connection.busy { service(connection) }
+                if !connection.busy { connection.service() }
             }
         case .handedOff(let ids, let notices, let failure):
             handedOff(ids, notices: notices, failure: failure)
@@ -241,7 +244,7 @@ public final class Server {
             Log.info("ended by an operator", session: id)
             connection.push(Notice.ended.text)
             connection.machine.quitWhenIdle()
-            service(connection)
+            connection.service()
         case .stop:
             beginShutdown()
         }
@@ -274,7 +277,7 @@ public final class Server {
                 if error.errno == EMFILE || error.errno == ENFILE {
                     return outOfDescriptors(listener)
                 }
-                logOnce("accept failed: \(error)")
+                warnOnce("accept failed: \(error)")
                 return
             }
             guard let fd else { return }
@@ -295,7 +298,7 @@ public final class Server {
                 do {
                     transport = try TLSTransport(fd: fd, context: tls, handshake: handshakeCounter)
                 } catch {
-                    logOnce("TLS: \(error)")
+                    warnOnce("TLS: \(error)")
                     close(fd)
                     continue
                 }
@@ -310,12 +313,12 @@ public final class Server {
             let proxied = !secure && !configuration.proxyFrom.isEmpty
                 && ProxyHeader.balancerAddress(peer).map(configuration.proxyFrom.contains) == true
             // Before sign-in a line is short: an unknown client holds little.
-            let connection = ClientConnection(id: session.id, transport: transport, session: session, peer: peer,
+            let connection = ClientConnection(id: session.id, host: self, settings: settings, transport: transport, session: session, peer: peer,
                                               maxLineLength: session.mustAuthenticate ? min(configuration.preAuthLineLength, configuration.maxLineLength)
                                                                                       : configuration.maxLineLength,
                                               highWater: configuration.outputHighWater, awaitsProxyHeader: proxied, now: now())
             do {
-                try loop.add(fd, events: 0) { [unowned self, unowned connection] events in self.handle(connection, events: events) }
+                try loop.add(fd, events: 0) { [unowned self, unowned connection] events in connection.handle(events: events) }
             } catch {
                 close(fd)
                 continue
@@ -328,7 +331,7 @@ public final class Server {
             Log.debug("connected from \(connection.peer)", session: session.id)
             let note = session.mustAuthenticate ? "authentication required: AUTH name password" : configuration.authenticationNote
             connection.append(.ok("recordsd \(ServerContext.version) ready (\(note)); type HELP for commands"))
-            service(connection)
+            connection.service()
         }
     }
 
@@ -349,7 +352,7 @@ public final class Server {
         }
         acceptPaused = true
         for paused in listeners { loop.modify(paused.fd, events: 0) }
-        logOnce("out of file descriptors (\(connections.count) sessions open): not accepting until one frees")
+        warnOnce("out of file descriptors (\(connections.count) sessions open): not accepting until one frees")
     }
 
     func resumeAccepting() {
@@ -359,343 +362,49 @@ public final class Server {
     }
 
     /// A warning at most once a second, however often it happens.
-    func logOnce(_ message: String) {
+    func warnOnce(_ message: String) {
         let current = now()
         guard current - lastWarning >= 1_000_000_000 else { return }
         lastWarning = current
         Log.warning(message)
     }
 
-    // MARK: - Serving a connection
+    // MARK: - Serving a connection: what a connection's handler asks of the server
 
-    func handle(_ connection: ClientConnection, events: UInt32) {
-        // A TLS read that must first send (a handshake) goes on when the socket is writable.
-        if events & (Readiness.readable | Readiness.hangup) != 0
-            || (events & Readiness.writable != 0 && connection.transport.wantsWrite) {
-            readAvailable(connection)
-        }
-        guard !connection.closed else { return }
-        service(connection)
+    var metrics: Metrics { context.metrics }
+
+    func read(_ transport: Transport, into framer: inout LineFramer) -> TransportRead {
+        let result = readBuffer.withUnsafeMutableBytes { transport.read(into: $0) }
+        if case .bytes(let count) = result { framer.append(readBuffer[0..<count]) }
+        return result
     }
+
+    func nextTurn(_ body: @escaping () -> Void) { loop.nextTurn(body) }
+
+    func wait(_ connection: ClientConnection, for events: UInt32) { loop.modify(connection.fd, events: events) }
+
+    func secureTransport(for connection: ClientConnection) -> Transport? {
+        guard let tls = configuration.tls else { return nil }
+        do {
+            return try TLSTransport(fd: connection.fd, context: tls, handshake: handshakeCounter)
+        } catch {
+            Log.warning("STARTTLS: \(error)", session: connection.id)
+            return nil
+        }
+    }
+
+    /// Answered the same whether or not the session exists, the key fits, or anything ran:
+    /// the reply tells a guesser nothing.
+    func cancel(session target: Int, key: String, from connection: ClientConnection) {
+        guard let other = byID[target], other !== connection, Secret.equal(other.session.cancelKey.utf8, key.utf8) else { return }
+        if other.cancelBox.cancel() { Log.info("s\(target)'s running command cancelled from \(connection.peer)", session: connection.id) }
+    }
+
+    func farewell(_ connection: ClientConnection) { farewell([connection]) }
 
     /// Counts each client TLS handshake by how it ended.
     var handshakeCounter: (Bool) -> Void {
         { [metrics = context.metrics] done in metrics.add(done ? .tlsHandshakes : .tlsHandshakeFailures) }
-    }
-
-    func readAvailable(_ connection: ClientConnection) {
-        // Level-triggered: one read per wake-up keeps sessions fair; the rest comes next turn.
-        let result = readBuffer.withUnsafeMutableBytes { connection.transport.read(into: $0) }
-        switch result {
-        case .bytes(let count):
-            connection.framer.append(readBuffer[0..<count])
-            connection.boardEntry.bytesIn += count
-            context.metrics.add(.bytesIn, count)
-        case .wouldBlock: break
-        case .closed: connection.machine.peerDidClose()
-        }
-        if connection.transport.hasBufferedInput {
-            // TLS holds the rest of a record: the socket will not say so.
-            loop.nextTurn { [self] in
-                guard !connection.closed else { return }
-                readAvailable(connection)
-                service(connection)
-            }
-        }
-    }
-
-    /// Takes whole lines while the session is free and its output below the high-water mark,
-    /// writes what the socket takes (and again while that frees room and lines remain),
-    /// and sets what to wait for next.
-    func service(_ connection: ClientConnection) {
-        var budget = TurnBudget(start: now())
-        while true {
-            var progressed = false, ranCommand = false
-            while !budget.spent, !stopping || connection.importing != nil,
-                  connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: connection.importPaused),
-                  let event = connection.nextEvent() {
-                progressed = true
-                defer { budget.spend(now: now()) }
-                switch connection.machine.route(event) {
-                case .proxyHeader(let event):
-                    takeProxyHeader(event, on: connection)
-                case .run(let line):
-                    ranCommand = true
-                    run(line, on: connection)
-                case .gather(let event):
-                    gather(event, for: connection)
-                case .drop:
-                    break
-                case .tooLong(let length):
-                    context.metrics.add(.linesTooLong)
-                    let limit = connection.framer.maxLineLength
-                    let why = limit < configuration.maxLineLength ? " before sign-in" : ""
-                    connection.append(.error(.limit, "line too long (\(length)+ bytes; the limit is \(limit)\(why))"))
-                case .invalid(let reason):
-                    connection.append(.error(.syntax, reason))
-                }
-            }
-            if progressed { connection.lastActivity = now() }  // once per turn, not per line
-            if ranCommand {
-                // The board shows the turn's last command, from when the turn ran it.
-                connection.boardEntry.verb = connection.session.currentVerb
-                connection.boardEntry.commandStarted = connection.lastActivity
-                connection.boardEntry.running = true
-            }
-            if configuration.durableUnits { persistIfChanged(connection) }
-            let held = connection.pendingOutput
-            if connection.machine.shouldFlush(pendingOutput: held) {
-                let flushed = connection.flush()
-                context.metrics.add(.bytesOut, held - connection.pendingOutput)
-                connection.boardEntry.bytesOut += held - connection.pendingOutput
-                if connection.pendingOutput < held { connection.streamSink?.taken(at: now()) }
-                if flushed == .failed { return closeConnection(connection) }
-            }
-            // Room made by the flush lets buffered lines run even if none could this round.
-            let drained = connection.pendingOutput < held
-            guard progressed || drained, !budget.spent,
-                  connection.machine.takesLine(pendingOutput: connection.pendingOutput, importPaused: false) else { break }
-        }
-        let spent = budget.spent
-        if connection.machine.continuesNextTurn(budgetSpent: spent) {
-            loop.nextTurn { [self] in if !connection.closed { service(connection) } }  // more lines wait
-        }
-        if connection.machine.pushesEvents && (!connection.events.isEmpty || connection.events.dropped > 0) { pushEvents(connection) }
-        if let sink = connection.waitingSink, connection.machine.releasesSink(pendingOutput: connection.pendingOutput) {
-            connection.waitingSink = nil
-            sink.release(gone: false)
-        }
-        if connection.machine.closesNow(pendingOutput: connection.pendingOutput, budgetSpent: spent) {
-            return closeConnection(connection, graceful: true)
-        }
-        publish(connection)
-        // Stopping, and this session's last step (an IMPORT's too) is answered: hand it off.
-        if connection.machine.handsOffNow(stopping: stopping, importing: connection.importing != nil) {
-            return farewell([connection])
-        }
-        if connection.machine.switchesTransport(pendingOutput: connection.pendingOutput), let tls = configuration.tls {
-            do {
-                connection.transport = try TLSTransport(fd: connection.fd, context: tls, handshake: handshakeCounter)
-            } catch {
-                Log.warning("STARTTLS: \(error)", session: connection.id)
-                return closeConnection(connection)
-            }
-            // Nothing the client sent before its handshake counts (it could have been injected).
-            connection.framer.discardBuffered()
-            connection.pushedBack = nil
-            connection.session.secure = true
-            connection.machine.switchedTransport()
-        }
-        if let interest = connection.machine.interest(pendingOutput: connection.pendingOutput,
-                                                      bufferedBytes: connection.framer.bufferedByteCount,
-                                                      importPaused: connection.importPaused,
-                                                      transportWantsRead: connection.transport.wantsRead,
-                                                      transportWantsWrite: connection.transport.wantsWrite) {
-            loop.modify(connection.fd, events: interest)
-        }
-    }
-
-    func run(_ line: String, on connection: ClientConnection) {
-        let verb = Verb.of(line)  // once a line: the loop's choice, then the session's
-        if Self.isRead(verb) { return runReads(line, on: connection) }
-        let limit = configuration.maxReplyBytes
-        switch connection.session.handle(line, verb: verb) {
-        case .reply(let reply):
-            connection.append(reply, limit: limit)
-            connection.machine.stepped(.reply)
-        case .close(let reply):
-            connection.append(reply, limit: limit)
-            connection.machine.stepped(.quit)  // its pending changes are dropped, nothing to resume
-        case .skipData(let reply):
-            connection.append(reply, limit: limit)
-            connection.machine.stepped(.skipData)
-        case .startTLS(let reply):
-            connection.append(reply, limit: limit)
-            connection.machine.stepped(.startTLS)
-        case .collect(let job):
-            let feed = ImportFeed(stallSeconds: configuration.importStallSeconds) { [inbox, id = connection.id] in
-                inbox.post(.importRoom(connection: id))
-            }
-            connection.importing = ImportState(job: job, feed: feed)
-            connection.framer.keepsCarriageReturns = true
-            connection.machine.stepped(.collect)
-        case .database(let work):
-            onPool(connection, [.work(work)])
-        case .cancel(let target, let key):
-            // Answered the same whether or not the session exists, the key fits, or anything
-            // ran: the reply tells a guesser nothing.
-            if let other = byID[target], other !== connection, Secret.equal(other.session.cancelKey.utf8, key.utf8) {
-                if other.cancelBox.cancel() { Log.info("s\(target)'s running command cancelled from \(connection.peer)", session: connection.id) }
-            }
-            connection.append(.ok("cancel request sent"), limit: limit)
-            connection.machine.stepped(.reply)
-        }
-    }
-
-    /// The first line from a trusted balancer: the client it carries becomes the session's
-    /// peer. Anything else, a line too long or not text included, ends the connection (a
-    /// balancer that sends no header is misconfigured, and its clients would all share its
-    /// address).
-    func takeProxyHeader(_ event: LineFramer.Event, on connection: ClientConnection) {
-        let parsed: Result<ProxyHeader.Parsed, ProxyHeader.Invalid>
-        switch event {
-        case .line(let line): parsed = ProxyHeader.parse(line)
-        case .tooLong: parsed = .failure(ProxyHeader.Invalid(reason: "longer than \(ProxyHeader.maxLength) bytes"))
-        case .invalid: parsed = .failure(ProxyHeader.Invalid(reason: "not a PROXY protocol v1 header"))
-        }
-        switch parsed {
-        case .success(.client(let address)):
-            connection.session.proxied(for: address)
-            Log.debug("proxied for \(address) by \(connection.peer)", session: connection.id)
-        case .success(.unknown):
-            break
-        case .failure(let invalid):
-            logOnce("a connection from \(connection.peer) (--proxy-from) began without a PROXY header: \(invalid.reason)")
-            connection.append(bytes: encoded(.error(.syntax, "expected a PROXY protocol v1 header from this balancer (--proxy-from): \(invalid.reason)")))
-            connection.machine.stepped(.close)
-        }
-    }
-
-    /// Runs `works` in order as one job on a pool worker. The session stays on the loop and
-    /// reads nothing meanwhile, so replies stay in order; each work's effects on the session
-    /// come back with the reply bytes and are applied there, in order.
-    func onPool(_ connection: ClientConnection, _ works: [BatchItem]) {
-        if queueSave(connection, works) { return }
-        connection.machine.startedDatabase()
-        let sink = StreamSink(inbox: inbox, connection: connection.id, stallSeconds: configuration.replyStallSeconds, metrics: context.metrics)
-        connection.streamSink = sink
-        let id = connection.id
-        let maxReplyBytes = configuration.maxReplyBytes
-        let highWater = configuration.outputHighWater
-        let settings = context.work
-        let holds = works.compactMap { if case .work(let work) = $0 { work.hold } else { nil } }
-        // --durable-units: edits answered before this step are written first, in the same job,
-        // so no reply goes out (a slow step lets earlier ones go) before what it acknowledged.
-        let durable = durableEntry(connection)
-        if durable != nil { connection.machine.writesAhead() }
-        let ttl = configuration.resumeTTL, server = context.serverID
-        // A sign-in is short and bounded: a new client gets it even while slow ones hold the rest.
-        let standing = holds.contains(.signIn) ? .proven : connection.poolUse.standing()
-        let cancelBox = connection.cancelBox
-        let generation = cancelBox.submitted()
-        pool.submit(standing, streams: holds.contains(.streams)) { [inbox, pool] database in
-            defer { cancelBox.finished(generation) }
-            let started = DispatchTime.now().uptimeNanoseconds
-            let batch = BatchSink(sink: sink, limit: highWater)
-            var effects: [@Sendable (Session) -> Void] = []
-            var delay = 0.0
-            if let (entry, version) = durable {
-                let failure = Self.store([entry], ttl: ttl, server: server, open: true, database)
-                inbox.post(.persisted(connection: id, version: version, pending: entry.pending, failure: failure, ahead: true))
-            }
-            let context = (try? database.get()).map { WorkContext(lease: $0, sink: batch, settings: settings, lend: pool.submitIfIdle) }
-            // A CANCEL that came while the job waited: its works are answered without running.
-            let proceed = cancelBox.begin(context?.lease.connection.canceller())
-            // Past a client that stopped reading, works are answered without being run.
-            var open = true
-            func answer(_ result: WorkResult?) {
-                guard open, let result else {
-                    return Reply.error(.limit, "not run: the client read nothing for \(settings.replyStall) s").encode(into: &batch.pending)
-                }
-                batch.pending += Self.encoded(cancelBox.answer(result.reply), limit: maxReplyBytes)
-                if let apply = result.apply { effects.append(apply) }
-                delay = max(delay, result.delay)
-                if !batch.flushIfLarge() { open = false }  // one large reply at a time
-            }
-            var index = works.startIndex
-            while index < works.endIndex {
-                if !proceed, case .work = works[index] {
-                    Reply.cancelled.encode(into: &batch.pending)
-                    index += 1
-                    continue
-                }
-                // Reads that can share a round trip go to PostgreSQL as one pipeline.
-                let reads = Self.pipelinableRun(works[index...])
-                if reads.count > 1, open, let context {
-                    DatabaseWork.runPipelined(reads, context) { answer($0) }
-                    index += reads.count
-                    continue
-                }
-                switch works[index] {
-                case .reply(let bytes):
-                    batch.pending += bytes
-                    if open && !batch.flushIfLarge() { open = false }
-                case .work(let work):
-                    if open, context == nil, case .failure(let error) = database {
-                        Self.unavailable(error).encode(into: &batch.pending)
-                        if !batch.flushIfLarge() { open = false }
-                    } else {
-                        answer(open ? context.map(work.run) : nil)
-                    }
-                }
-                index += 1
-            }
-            let bytes = batch.pending
-            let held = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-            inbox.post(.finished(connection: id, bytes: bytes, effects: effects, held: held, delay: delay))
-        }
-    }
-
-    /// On the loop: streamed data lines; the sink waits until the output drains.
-    func deliver(_ lines: [UInt8], to connection: ClientConnection, sink: StreamSink) {
-        guard !connection.closed else { return sink.release(gone: true) }
-        connection.append(bytes: lines)
-        connection.waitingSink = sink
-        service(connection)
-    }
-
-    /// The reply's bytes, or a LIMIT error in its place when it is too large to hold.
-    func encoded(_ reply: Reply) -> [UInt8] { Self.encoded(reply, limit: configuration.maxReplyBytes) }
-
-    static func encoded(_ reply: Reply, limit: Int) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(reply.lines.isEmpty ? 96 : 1024)
-        encode(reply, into: &bytes, limit: limit)
-        return bytes
-    }
-
-    /// `reply`'s wire form appended to `out`; past `limit` bytes, a LIMIT error in its place.
-    static func encode(_ reply: Reply, into out: inout [UInt8], limit: Int) {
-        let start = out.count
-        reply.encode(into: &out)
-        let size = out.count - start
-        guard size > limit else { return }
-        out.removeSubrange(start...)
-        Reply.error(.limit, "reply too large (\(reply.lines.count) lines, \(size) bytes; the limit is \(limit)): narrow it, or use FIND, which streams")
-            .encode(into: &out)
-    }
-
-    static func unavailable(_ error: PostgresError) -> Reply {
-        .error(.unavailable, "PostgreSQL is unavailable (\(error.message)); pending changes are kept: try again when it is back")
-    }
-
-    func completed(_ connection: ClientConnection, bytes: [UInt8]) {
-        guard !connection.closed else { return }
-        connection.streamSink = nil
-        connection.machine.databaseFinished(stopping: stopping)
-        if let resumed = connection.session.takeResumedDurably() {
-            // Written with the RESUME under a new token: the client learns it before the reply.
-            if let previous = connection.durableToken, previous != resumed.token { durableSessionEnded(previous, quit: true) }
-            connection.durableToken = resumed.token
-            connection.durableOwner = connection.session.handOffOwner
-            connection.announced = true
-            connection.writtenVersion = connection.session.stateVersion
-            connection.push(Self.handOffNotice(resumed.token, pending: resumed.pending, ttl: configuration.resumeTTL))
-        }
-        connection.append(bytes: bytes)
-        if connection.session.movedAway {
-            // Resumed elsewhere: its state is the other copy's, this connection ends.
-            connection.durableToken = nil
-            connection.machine.closeWhenIdle()
-            return service(connection)
-        }
-        // Signed in: the full line length from now on.
-        if connection.framer.maxLineLength < configuration.maxLineLength, connection.session.user != nil {
-            connection.framer.maxLineLength = configuration.maxLineLength
-        }
-        if connection.machine.handsOffAfterStep(stopping: stopping) { return farewell([connection]) }
-        if !connection.session.watches.isEmpty { startLedgers(for: connection) }
-        service(connection)
     }
 
     /// `graceful`: everything it was told is written; the client may still be sending (see
@@ -802,7 +511,7 @@ public final class Server {
         // Replies held behind a step that has run for a tick go out now.
         for connection in connections.values where connection.busy && connection.pendingOutput > 0 {
             connection.machine.stepIsSlow()
-            service(connection)
+            connection.service()
         }
         if configuration.signInTimeout > 0 {
             // A client that must sign in and has not holds a session slot for nothing.
@@ -812,7 +521,7 @@ public final class Server {
                 && current - connection.connectedAt > limit && !connection.machine.isClosing {
                 connection.push(Notice.signInTimeout(seconds: configuration.signInTimeout).text)
                 connection.machine.closeWhenIdle()
-                service(connection)
+                connection.service()
             }
         }
         guard configuration.idleTimeout > 0 else { return }
@@ -820,7 +529,7 @@ public final class Server {
         for connection in Array(connections.values) where !connection.busy && current - connection.lastActivity > limit {
             connection.push(Notice.idle(seconds: configuration.idleTimeout).text)
             connection.machine.closeWhenIdle()
-            service(connection)
+            connection.service()
         }
     }
 

@@ -37,7 +37,8 @@ let package = Package(
         // For programs, and the one client in the repo (CLI, tests): the protocol over a socket,
         // Foundation and the system's OpenSSL for TLS; no server code, no libpq.
         .target(name: "RecordsClient", dependencies: ["RecordsProtocol", "TLS"]),
-        .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"]),
+        .target(name: "Records", dependencies: ["RecordsProtocol", "Postgres"],
+                resources: [.embedInCode("Watch/ChangeFeed.sql")]),
         .target(name: "RecordsServer", dependencies: ["Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
         .executableTarget(name: "recordsd", dependencies: ["RecordsServer", "Records", "RecordsProtocol", "Postgres", "TLS", "CSystem"]),
         .executableTarget(name: "records", dependencies: ["RecordsClient", "RecordsProtocol", "CLibEdit"]),

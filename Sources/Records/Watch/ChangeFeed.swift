@@ -185,214 +185,42 @@ public enum ChangeFeed {
     /// How long a server's registration of a watched entity lasts without a refresh.
     public static let registrationSeconds = 90
 
-    /// A partition's changes are its partitioned table's, the entity served: named by the root
-    /// of its partition tree (writes into a partition itself fire its own triggers only).
-    static let partitionsTable = "(SELECT c.relname FROM pg_class c WHERE c.oid = pg_partition_root(TG_RELID))"
-
-    /// The trigger function that logs a statement's changes of `entity` (an expression:
-    /// `TG_TABLE_NAME`, or `partitionsTable` for a partition's triggers).
-    static func notifyFunction(_ name: String, entity: String) -> String {
-        """
-            CREATE OR REPLACE FUNCTION records.\(name)() RETURNS trigger LANGUAGE plpgsql AS $body$
-            DECLARE
-                operation text := CASE TG_OP WHEN 'INSERT' THEN 'inserted' WHEN 'UPDATE' THEN 'updated' ELSE 'deleted' END;
-                entity_name text := \(entity);
-            BEGIN
-                -- Static SQL (planned once per table): the key columns, named by the trigger's
-                -- arguments, are read through jsonb; a composite key is written as a JSON array.
-                -- A one-column key is read in place: row_key, a SQL function with a subquery,
-                -- is never inlined, and called a row it cost more than the rest of the trigger.
-                -- Inserts and updates are one statement: whether a server watches the table is
-                -- its one-time filter (the rows are not read when none does), then the keys
-                -- are gathered and logged; three statements cost a watched SAVE a tenth more.
-                -- The servers are woken at commit, by records_wake on the log.
-                IF TG_OP = 'DELETE' THEN
-                    IF NOT EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name
-                                   AND seen > now() - interval '\(registrationSeconds) seconds') THEN
-                        RETURN NULL;
-                    END IF;
-                    -- A watch with a WHERE decides on deletes from the values the rows had.
-                    IF EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name AND filtered
-                               AND seen > now() - interval '\(registrationSeconds) seconds') THEN
-                        INSERT INTO records.deleted_rows (entity, key, row)
-                        SELECT entity_name, CASE WHEN TG_NARGS = 1 THEN r.j ->> TG_ARGV[0] ELSE records.row_key(r.j, TG_ARGV) END, r.j
-                        FROM (SELECT to_jsonb(o.*) AS j FROM old_rows o) r;
-                    END IF;
-                    -- (Two statements: both aggregates of a CASE would be computed.)
-                    IF TG_NARGS = 1 THEN
-                        INSERT INTO records.change_log (entity, operation, keys)
-                        SELECT entity_name, operation, k.keys
-                        FROM (SELECT array_agg(to_jsonb(o.*) ->> TG_ARGV[0]) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
-                    ELSE
-                        INSERT INTO records.change_log (entity, operation, keys)
-                        SELECT entity_name, operation, k.keys
-                        FROM (SELECT array_agg(records.row_key(to_jsonb(o.*), TG_ARGV)) AS keys FROM old_rows o) k WHERE k.keys IS NOT NULL;
-                    END IF;
-                ELSIF TG_NARGS = 1 THEN
-                    INSERT INTO records.change_log (entity, operation, keys)
-                    SELECT entity_name, operation, k.keys
-                    FROM (SELECT array_agg(to_jsonb(n.*) ->> TG_ARGV[0]) AS keys FROM new_rows n) k
-                    WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name
-                                                         AND seen > now() - interval '\(registrationSeconds) seconds');
-                ELSE
-                    INSERT INTO records.change_log (entity, operation, keys)
-                    SELECT entity_name, operation, k.keys
-                    FROM (SELECT array_agg(records.row_key(to_jsonb(n.*), TG_ARGV)) AS keys FROM new_rows n) k
-                    WHERE k.keys IS NOT NULL AND EXISTS (SELECT 1 FROM records.watched WHERE entity = entity_name
-                                                         AND seen > now() - interval '\(registrationSeconds) seconds');
-                END IF;
-                RETURN NULL;
-            END
-            $body$;
-            """
-    }
-
     /// The trigger function and, on every served table, its three triggers (transition tables
     /// allow one event per trigger). Idempotent. Changes are announced only while some server
     /// has a session watching the table (`records.watched`): PostgreSQL serializes the commits
     /// of transactions that NOTIFY, which measured here cut single-insert throughput by four.
     static func install(_ connection: Connection, model: Model) throws {
-        try connection.execute(logTables + "\n" + functions)  // one simple query, so one transaction
+        try connection.execute(installSQL)  // one simple query, so one transaction
         try installTriggers(model, connection)
     }
 
-    /// Where changes are logged: the watched tables' registrations, deleted rows kept for
-    /// filtered watches, and the change log itself.
-    static let logTables = """
-            CREATE TABLE IF NOT EXISTS records.watched (
-                server text NOT NULL,
-                entity text NOT NULL,
-                seen   timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (server, entity)
-            );
-            -- DDL below runs only when there is something to do: ALTER TABLE and CREATE INDEX
-            -- lock the table even when nothing changes, waiting behind every open transaction
-            -- that wrote to it while every later writer waits behind them (a server start
-            -- stalled the writes of every watched table so).
-            DO $watched$
-            BEGIN
-                IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'records.watched'::regclass AND attname = 'filtered' AND NOT attisdropped) THEN
-                    ALTER TABLE records.watched ADD COLUMN filtered boolean NOT NULL DEFAULT false;
-                END IF;
-            END
-            $watched$;
-            CREATE TABLE IF NOT EXISTS records.deleted_rows (
-                seq    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                entity text NOT NULL,
-                key    text NOT NULL,
-                row    jsonb NOT NULL,
-                at     timestamptz NOT NULL DEFAULT now()
-            );
-            DO $deleted$
-            BEGIN
-                IF to_regclass('records.deleted_rows_key') IS NULL THEN
-                    CREATE INDEX deleted_rows_key ON records.deleted_rows (entity, key);
-                END IF;
-                IF to_regclass('records.deleted_rows_at') IS NULL THEN
-                    CREATE INDEX deleted_rows_at ON records.deleted_rows (at);
-                END IF;
-            END
-            $deleted$;
-            CREATE TABLE IF NOT EXISTS records.change_log (
-                seq       bigint GENERATED ALWAYS AS IDENTITY,
-                xid       xid8 NOT NULL DEFAULT pg_current_xact_id(),
-                at        timestamptz NOT NULL DEFAULT now(),
-                entity    text NOT NULL,
-                operation text NOT NULL,
-                keys      text[] NOT NULL
-            );
-            -- The reader's one index. Every concurrent writer appends to the right edge of
-            -- each b-tree on an ever-growing column, one at a time: a primary key on seq
-            -- (never looked up) and a b-tree on at (for pruning) cost a watched SAVE under 64
-            -- clients some 50 µs of PostgreSQL's CPU. at takes a BRIN index: a page range's
-            -- summary is made by VACUUM, not by each insert.
-            -- Without a primary key, deletes (pruning) need a replica identity where a
-            -- publication FOR ALL TABLES publishes them.
-            DO $indexes$
-            BEGIN
-                IF to_regclass('records.change_log_xid') IS NULL THEN
-                    CREATE INDEX change_log_xid ON records.change_log (xid);
-                END IF;
-                IF to_regclass('records.change_log_pkey') IS NOT NULL THEN
-                    ALTER TABLE records.change_log DROP CONSTRAINT change_log_pkey;
-                END IF;
-                IF (SELECT relreplident FROM pg_class WHERE oid = 'records.change_log'::regclass) <> 'f' THEN
-                    ALTER TABLE records.change_log REPLICA IDENTITY FULL;
-                END IF;
-                IF to_regclass('records.change_log_at') IS NOT NULL THEN
-                    DROP INDEX records.change_log_at;
-                END IF;
-                IF to_regclass('records.change_log_at_range') IS NULL THEN
-                    CREATE INDEX change_log_at_range ON records.change_log USING brin (at);
-                END IF;
-            END
-            $indexes$;
-            """
-
-    /// The triggers' functions: a row's key, the notify functions of tables and partitions,
-    /// and the wake-up at commit.
-    static var functions: String {
-        """
-            CREATE OR REPLACE FUNCTION records.row_key(j jsonb, columns text[]) RETURNS text
-                LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $key$
-                -- A trigger's TG_ARGV counts from 0: the first element is at the lower bound.
-                SELECT CASE WHEN cardinality(columns) = 1 THEN j ->> columns[array_lower(columns, 1)]
-                            ELSE (SELECT jsonb_agg(j ->> c ORDER BY n) FROM unnest(columns) WITH ORDINALITY AS x(c, n))::text END
-            $key$;
-            \(notifyFunction("notify_changes", entity: "TG_TABLE_NAME"))
-            \(notifyFunction("notify_partition_changes", entity: partitionsTable))
-            -- At commit (deferred): no wake-up while every server's reader polls (the quiet
-            -- lock is free: taken and let go at once). A writer that skips it holds the skip
-            -- lock shared until its commit ends, taken before it looks, so that a reader
-            -- asking to be woken meanwhile either makes it notify or sees it in flight.
-            CREATE OR REPLACE FUNCTION records.wake_servers() RETURNS trigger LANGUAGE plpgsql AS $wake$
-            BEGIN
-                IF pg_try_advisory_lock_shared(\(skipLock.0), \(skipLock.1)) THEN
-                    IF pg_try_advisory_lock(\(quietLock.0), \(quietLock.1)) THEN
-                        PERFORM pg_advisory_unlock(\(quietLock.0), \(quietLock.1));
-                        PERFORM pg_try_advisory_xact_lock_shared(\(skipLock.0), \(skipLock.1));
-                        PERFORM pg_advisory_unlock_shared(\(skipLock.0), \(skipLock.1));
-                        RETURN NULL;
-                    END IF;
-                    PERFORM pg_advisory_unlock_shared(\(skipLock.0), \(skipLock.1));
-                END IF;
-                PERFORM pg_notify('\(channel)', '');
-                RETURN NULL;
-            END
-            $wake$;
-            DO $install$
-            BEGIN
-                -- A constraint trigger has no CREATE OR REPLACE.
-                IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'records.change_log'::regclass AND tgname = 'records_wake') THEN
-                    CREATE CONSTRAINT TRIGGER records_wake AFTER INSERT ON records.change_log
-                        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION records.wake_servers();
-                END IF;
-            END
-            $install$;
-            """
-    }
+    /// The log's tables and the triggers' functions (`ChangeFeed.sql`, embedded when built).
+    static let installSQL = String(decoding: PackageResources.ChangeFeed_sql, as: UTF8.self)
 
     /// On every served table and each of its partitions, the three triggers.
     private static func installTriggers(_ model: Model, _ connection: Connection) throws {
         for entity in model.entities {
-            try installTriggers(on: model.table(entity), keyColumns: entity.keyColumns, function: "notify_changes", connection)
+            try installTriggers(on: model.table(entity), entity: entity, connection)
             // A write into a partition itself fires the partition's triggers, not its table's:
             // each partition (those attached later at the next install: migrate, SIGHUP) logs
-            // its changes as its partitioned table's.
+            // its changes as its partitioned table's, the entity its triggers name.
             let partitions = try connection.query("""
                 SELECT relid::regclass::text FROM pg_partition_tree(to_regclass($1)) WHERE level > 0 ORDER BY level, relid
                 """, [model.table(entity)]).column(0).compactMap { $0 }
             for partition in partitions {
-                try installTriggers(on: partition, keyColumns: entity.keyColumns, function: "notify_partition_changes", connection)
+                try installTriggers(on: partition, entity: entity, connection)
             }
         }
     }
 
-    /// The three triggers of `function` on `table`, unless they are there already.
-    private static func installTriggers(on table: String, keyColumns: [String], function: String, _ connection: Connection) throws {
-        // Already in place (the same three triggers, on the same key columns): nothing to
+    /// The three triggers on `table` that log `entity`'s changes, unless they are there already.
+    /// Their arguments: the entity's name, then its key columns.
+    private static func installTriggers(on table: String, entity: Entity, _ connection: Connection) throws {
+        let function = "log_changes"
+        let names = [entity.name] + entity.keyColumns
+        // Already in place (the same three triggers, with the same arguments): nothing to
         // do. CREATE OR REPLACE TRIGGER would lock the table behind its open writers.
-        let arguments = keyColumns.map { $0.utf8.map { String(format: "%02x", $0) }.joined() + "00" }.joined()
+        let arguments = names.map { $0.utf8.map { String(format: "%02x", $0) }.joined() + "00" }.joined()
         let current = try connection.query("""
             SELECT count(*)::text FROM pg_trigger
             WHERE tgrelid = to_regclass($1) AND NOT tgisinternal AND tgfoid = ('records.' || $3)::regproc
@@ -402,8 +230,8 @@ public enum ChangeFeed {
                 OR (tgname = 'records_notify_delete' AND tgtype = 8 AND tgoldtable IS NOT NULL))
             """, [table, arguments, function]).string(0, 0)
         if current == "3" { return }
-        // Trigger arguments are string literals in the DDL: the key's column names, quoted.
-        let key = keyColumns.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
+        // Trigger arguments are string literals in the DDL, quoted.
+        let key = names.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }.joined(separator: ", ")
         try connection.execute("""
             CREATE OR REPLACE TRIGGER records_notify_insert AFTER INSERT ON \(table)
                 REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION records.\(function)(\(key));

@@ -37,8 +37,7 @@ extension Server {
     static let maxFilterChecks = 1_000
 
     /// On the loop: committed changes for the sessions that WATCH them, `deliveriesPerTurn`
-    /// sessions a turn. A WHERE needs PostgreSQL: its query runs on the pool, once per distinct
-    /// query however many sessions watch with the same predicate.
+    /// sessions a turn, as `WatchFanOut` decides; its WHERE queries run on the pool.
     func deliver(_ delivery: Delivery, from start: Int = 0, watching: [ClientConnection]? = nil) {
         // Once a delivery, the watching sessions, each with its rights as the users table says
         // now: a removed user's session is told and hears nothing more.
@@ -50,41 +49,22 @@ extension Server {
             return false
         }
         let end = min(sessions.count, start + Self.deliveriesPerTurn)
-        var filters: [String: (filter: WatchFilter, connections: [Int])] = [:]
-        var order: [String] = []
         let model = context.model
         let guarded = delivery.events.map { model.entity(named: $0.entity)?.hasRowSecurity == true }
         if start == 0 && guarded.contains(true) { deliverGuarded(delivery.events, guarded: guarded, sessions: sessions) }
-        for connection in sessions[start..<end] where !connection.closed {
-            for (index, event) in delivery.events.enumerated() where !guarded[index] {
-                guard let watch = connection.session.watches[event.entity] else { continue }
-                guard let predicate = watch else {
-                    connection.events.append(delivery.lines[index])  // shared, rendered once
-                    continue
-                }
-                // One query per event, distinct predicate and identity (a predicate's key path
-                // may reach a table with policies), whatever the number of sessions; past
-                // `maxFilterChecks` a delivery, the session is told what it missed.
-                let identity = connection.session.identity
-                let key = "\(index)\u{0}\(identity.tag)\u{0}\(predicate)"
-                if filters[key] == nil {
-                    guard order.count < Self.maxFilterChecks else {
-                        connection.events.dropped += 1
-                        continue
-                    }
-                    guard let filter = WatchFilter(event, predicate: predicate, identity: identity, model: model) else { continue }
-                    filters[key] = (filter, [])
-                    order.append(key)
-                }
-                filters[key]!.connections.append(connection.id)
-            }
+        let turn = sessions[start..<end].filter { !$0.closed }
+        let plan = WatchFanOut(events: delivery.events, guarded: guarded, model: model, maxChecks: Self.maxFilterChecks,
+                               watchers: turn.map { WatchFanOut.Watcher(id: $0.id, identity: $0.session.identity, watches: $0.session.watches) })
+        for (position, connection) in turn.enumerated() {
+            for index in plan.lines[position] { connection.events.append(delivery.lines[index]) }  // shared, rendered once
+            connection.events.dropped += plan.missed[position]
             if (!connection.events.isEmpty || connection.events.dropped > 0) && !connection.busy { connection.service() }
         }
         if end < sessions.count {
             loop.nextTurn { [self] in deliver(delivery, from: end, watching: sessions) }
         }
-        for key in order {
-            let (filter, connections) = filters[key]!
+        for check in plan.checks {
+            let (filter, connections) = (check.filter, check.sessions)
             pool.submit { [inbox] result in
                 let lines: [String]
                 do {

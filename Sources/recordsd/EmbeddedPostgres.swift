@@ -78,11 +78,7 @@ struct EmbeddedPostgres {
             try run("pg_ctl", ["-D", dataPath, "-l", logPath, "-w", "-t", "60", "-o", options, "start"], what: "starting PostgreSQL")
             startedHere = true
         }
-        let exists = try run("psql", ["-h", directory, "-p", "5432", "-U", "postgres", "-d", "postgres", "-tAc",
-                                      "SELECT 1 FROM pg_database WHERE datname = 'records'"], what: "psql")
-        if !exists.contains("1") {
-            try run("createdb", ["-h", directory, "-p", "5432", "-U", "postgres", "records"], what: "createdb")
-        }
+        try DatabaseCreation.createIfMissing("records", conninfo: "host=\(directory) port=5432 user=postgres dbname=postgres")
     }
 
     /// Stops the cluster if this process started it.

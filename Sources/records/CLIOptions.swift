@@ -209,21 +209,27 @@ struct CLIOptions {
             }
         }
         guard modes else { return options }
+        if let mode = try mode(rest, commands: commands, script: script, predicate: predicate) { options.mode = mode }
+        return options
+    }
+
+    /// What the words after the flags ask for (`watch ENTITY`, `export ENTITY`, ...), else the
+    /// commands or script given, else a script on stdin when it is not a terminal; nil: the shell.
+    private static func mode(_ rest: [String], commands: [String], script: String?, predicate: String?) throws -> Mode? {
         switch (rest.first, rest.count) {
-        case ("watch"?, 2): options.mode = .watch(entity: rest[1], predicate: predicate)
+        case ("watch"?, 2): return .watch(entity: rest[1], predicate: predicate)
         case ("completion"?, 2):
             guard let script = Completion.script(for: rest[1]) else { throw UsageError(description: "completion takes bash, zsh or fish, not '\(rest[1])'") }
             print(script, terminator: "")
             exit(0)
-        case ("export"?, 2): options.mode = .export(entity: rest[1], predicate: predicate)
-        case ("import"?, 3): options.mode = .importFile(entity: rest[1], path: rest[2])
-        case ("codegen"?, _) where rest.count >= 2 && rest[1] == "swift": options.mode = .codegen(entities: Array(rest.dropFirst(2)))
+        case ("export"?, 2): return .export(entity: rest[1], predicate: predicate)
+        case ("import"?, 3): return .importFile(entity: rest[1], path: rest[2])
+        case ("codegen"?, _) where rest.count >= 2 && rest[1] == "swift": return .codegen(entities: Array(rest.dropFirst(2)))
         case (nil, _):
-            if !commands.isEmpty { options.mode = .command(commands) } else if let script { options.mode = .script(path: script) } else if isatty(STDIN_FILENO) == 0 {
-                options.mode = .script(path: nil)
-            }
+            if !commands.isEmpty { return .command(commands) }
+            if let script { return .script(path: script) }
+            return isatty(STDIN_FILENO) == 0 ? .script(path: nil) : nil
         default: throw UsageError(description: "unexpected '\(rest.joined(separator: " "))'")
         }
-        return options
     }
 }

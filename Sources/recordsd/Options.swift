@@ -190,6 +190,12 @@ struct Options {
 
     /// Reads the environment first, then the flags, which win.
     mutating func parse(_ arguments: inout [String], environment: [String: String]) throws {
+        try read(environment)
+        try readFlags(&arguments)
+    }
+
+    /// The settings the environment gives (`RECORDSD_*`, `DATABASE_URL`).
+    private mutating func read(_ environment: [String: String]) throws {
         if let value = environment["RECORDSD_LISTEN"] { try setListen(value) }
         database = environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
         if let value = environment["RECORDSD_MIGRATIONS"] { migrations = value }
@@ -229,7 +235,10 @@ struct Options {
         if let value = environment["RECORDSD_ADMIN_LISTEN"], !value.isEmpty { adminListen = try address(value, "RECORDSD_ADMIN_LISTEN") }
         if let value = environment["RECORDSD_AUTH_DELAY"] { throttle.baseDelay = try seconds(value, "RECORDSD_AUTH_DELAY") }
         if let value = environment["RECORDSD_AUTH_LOCK_SECONDS"] { throttle.lockSeconds = try seconds(value, "RECORDSD_AUTH_LOCK_SECONDS") }
+    }
 
+    /// The flags; `arguments` keeps the rest (a command and its words).
+    private mutating func readFlags(_ arguments: inout [String]) throws {
         var rest: [String] = []
         var index = 0
         while index < arguments.count {

@@ -40,17 +40,7 @@ public enum CommandParser {
             if t.atEnd { return .help(nil) }
             return .help(try t.name("a verb"))
         case .ping:
-            var words: [String] = []
-            while !t.atEnd {
-                let token = t.peek
-                switch token.kind {
-                case .string(let s): words.append(s)
-                case .word(let w), .number(let w): words.append(w)
-                default: words.append(token.display)
-                }
-                t.advance()
-            }
-            return .ping(words.isEmpty ? nil : words.joined(separator: " "))
+            return try parsePing(&t)
         case .quit: return .quit
         case .starttls: return .startTLS
         case .info: return .info
@@ -64,29 +54,11 @@ public enum CommandParser {
             let entity = try t.name("an entity name")
             return .insert(entity: entity, ref: try refName(&t), values: try assignments(&t, required: false))
         case .update:
-            let entity = try t.name("an entity name")
-            if let predicate = try whereClause(&t) {
-                guard t.consumeWord("SET") else { throw t.error("expected SET attr=value ... after the predicate") }
-                return .updateWhere(entity: entity, predicate: predicate, values: try assignments(&t, required: true),
-                                    text: t.line.trimmingCharacters(in: .whitespaces))
-            }
-            let id = try address(&t)
-            let set = t.consumeWord("SET")
-            if case .fields = id, !set { throw t.error("expected SET before the new values (the attr=value pairs before it name the record)") }
-            return .update(entity: entity, id: id, values: try assignments(&t, required: true))
+            return try parseUpdate(&t)
         case .delete:
-            let entity = try t.name("an entity name")
-            if let predicate = try whereClause(&t) {
-                return .deleteWhere(entity: entity, predicate: predicate, text: t.line.trimmingCharacters(in: .whitespaces))
-            }
-            return .delete(entity: entity, id: try address(&t))
+            return try parseDelete(&t)
         case .upsert:
-            let entity = try t.name("an entity name")
-            let ref = try refName(&t)
-            guard t.consumeWord("ON") else { throw t.error("expected \(ref == nil ? "AS #name or " : "")ON unique_attribute") }
-            var key = [try t.name("a unique attribute after ON")]
-            while t.consumeSymbol(",") { key.append(try t.name("an attribute of the unique key")) }
-            return .upsert(entity: entity, ref: ref, key: key, values: try assignments(&t, required: true))
+            return try parseUpsert(&t)
         case .changes: return .changes(countOnly: t.consumeWord("COUNT"))
         case .save:
             return try parseSave(t.line)
@@ -125,23 +97,82 @@ public enum CommandParser {
             }
             return .export(request)
         case .import:
-            let entity = try t.name("an entity name")
-            guard t.consumeSymbol("(") else { return .importData(entity: entity, columns: nil) }
-            var columns: [String] = []
-            repeat { columns.append(try t.name("a column name")) } while t.consumeSymbol(",")
-            try t.expectSymbol(")", "expected ')' after the columns")
-            return .importData(entity: entity, columns: columns)
+            return try parseImport(&t)
         case .explain:
-            if t.consumeWord("FIND") { return .explain(try fetchRequest(&t)) }
-            if t.consumeWord("COUNT") {
-                guard case .count(let entity, let predicate, false) = try parse(.count, &t) else {
-                    throw CommandError(.syntax, "EXPLAIN COUNT does not take ESTIMATE")
-                }
-                return .explain(FetchRequest(entity: entity, predicate: predicate, limit: 0))
-            }
-            if t.consumeWord("AGGREGATE") { return .explainAggregate(try aggregateRequest(&t)) }
-            throw t.error("expected FIND, COUNT or AGGREGATE after EXPLAIN")
+            return try parseExplain(&t)
         }
+    }
+
+
+    /// `PING [words]`: the words echoed.
+    private static func parsePing(_ t: inout TokenStream) throws(CommandError) -> Command {
+        var words: [String] = []
+        while !t.atEnd {
+            let token = t.peek
+            switch token.kind {
+            case .string(let s): words.append(s)
+            case .word(let w), .number(let w): words.append(w)
+            default: words.append(token.display)
+            }
+            t.advance()
+        }
+        return .ping(words.isEmpty ? nil : words.joined(separator: " "))
+    }
+
+    /// `UPDATE e key SET ...`, `UPDATE e attr=v ... SET ...`, or `UPDATE e WHERE ... SET ...`.
+    private static func parseUpdate(_ t: inout TokenStream) throws(CommandError) -> Command {
+        let entity = try t.name("an entity name")
+        if let predicate = try whereClause(&t) {
+            guard t.consumeWord("SET") else { throw t.error("expected SET attr=value ... after the predicate") }
+            return .updateWhere(entity: entity, predicate: predicate, values: try assignments(&t, required: true),
+                                text: t.line.trimmingCharacters(in: .whitespaces))
+        }
+        let id = try address(&t)
+        let set = t.consumeWord("SET")
+        if case .fields = id, !set { throw t.error("expected SET before the new values (the attr=value pairs before it name the record)") }
+        return .update(entity: entity, id: id, values: try assignments(&t, required: true))
+    }
+
+    /// `DELETE e key` or `DELETE e WHERE ...`.
+    private static func parseDelete(_ t: inout TokenStream) throws(CommandError) -> Command {
+        let entity = try t.name("an entity name")
+        if let predicate = try whereClause(&t) {
+            return .deleteWhere(entity: entity, predicate: predicate, text: t.line.trimmingCharacters(in: .whitespaces))
+        }
+        return .delete(entity: entity, id: try address(&t))
+    }
+
+    /// `UPSERT e [AS #name] ON attr[, attr] attr=v ...`.
+    private static func parseUpsert(_ t: inout TokenStream) throws(CommandError) -> Command {
+        let entity = try t.name("an entity name")
+        let ref = try refName(&t)
+        guard t.consumeWord("ON") else { throw t.error("expected \(ref == nil ? "AS #name or " : "")ON unique_attribute") }
+        var key = [try t.name("a unique attribute after ON")]
+        while t.consumeSymbol(",") { key.append(try t.name("an attribute of the unique key")) }
+        return .upsert(entity: entity, ref: ref, key: key, values: try assignments(&t, required: true))
+    }
+
+    /// `IMPORT e [(columns)]`: its data lines follow.
+    private static func parseImport(_ t: inout TokenStream) throws(CommandError) -> Command {
+        let entity = try t.name("an entity name")
+        guard t.consumeSymbol("(") else { return .importData(entity: entity, columns: nil) }
+        var columns: [String] = []
+        repeat { columns.append(try t.name("a column name")) } while t.consumeSymbol(",")
+        try t.expectSymbol(")", "expected ')' after the columns")
+        return .importData(entity: entity, columns: columns)
+    }
+
+    /// `EXPLAIN FIND ...`, `EXPLAIN COUNT ...` or `EXPLAIN AGGREGATE ...`.
+    private static func parseExplain(_ t: inout TokenStream) throws(CommandError) -> Command {
+        if t.consumeWord("FIND") { return .explain(try fetchRequest(&t)) }
+        if t.consumeWord("COUNT") {
+            guard case .count(let entity, let predicate, false) = try parse(.count, &t) else {
+                throw CommandError(.syntax, "EXPLAIN COUNT does not take ESTIMATE")
+            }
+            return .explain(FetchRequest(entity: entity, predicate: predicate, limit: 0))
+        }
+        if t.consumeWord("AGGREGATE") { return .explainAggregate(try aggregateRequest(&t)) }
+        throw t.error("expected FIND, COUNT or AGGREGATE after EXPLAIN")
     }
 
     /// Keys one ORDER BY may take.

@@ -109,21 +109,17 @@ struct PredicateParser {
         if tokens.peek.isWord("SUBQUERY"), tokens.peek(1).isSymbol("(") { return try parseSubquery() }
         if tokens.peek.isWord("TRUEPREDICATE") { tokens.advance(); return .constant(true) }
         if tokens.peek.isWord("FALSEPREDICATE") { tokens.advance(); return .constant(false) }
+        return try parseComparison()
+    }
 
+    /// `[ANY|ALL|NONE] keyPath op[c][d] value`, `keyPath IN {v, ...}`, `keyPath BETWEEN {a, b}`,
+    /// or `keyPath op otherKeyPath`.
+    private mutating func parseComparison() throws(CommandError) -> Predicate {
         terms += 1
         guard terms <= Self.maxTerms else {
             throw CommandError(.limit, "the predicate has more than \(Self.maxTerms) comparisons")
         }
-        var quantifier: Comparison.Quantifier?
-        for q in [("ANY", Comparison.Quantifier.any), ("SOME", .any), ("ALL", .all), ("NONE", .none)]
-        where tokens.peek.isWord(q.0) {
-            // `any` could be an attribute's name: a quantifier is followed by a key path.
-            if case .word = tokens.peek(1).kind {
-                quantifier = q.1
-                tokens.advance()
-            }
-            break
-        }
+        let quantifier = parseQuantifier()
         let keyToken = tokens.peek
         guard let keyPath = keyToken.nameText else {
             throw tokens.error("expected an attribute or key path")
@@ -131,15 +127,7 @@ struct PredicateParser {
         try Self.checkPath(keyPath, at: tokens.column(of: keyToken.offset))
         tokens.advance()
         let opToken = tokens.peek
-        let op: Comparison.Operator
-        if let symbol = tokens.comparisonSymbol() {
-            op = symbol
-        } else if case .word(let w) = opToken.kind, let named = Comparison.Operator(rawValue: w.asciiUppercased), named.rawValue.first!.isLetter {
-            op = named
-            tokens.advance()
-        } else {
-            throw tokens.error("expected an operator after '\(keyPath)'")
-        }
+        let op = try parseOperator(after: keyPath)
         var caseInsensitive = false
         var diacriticInsensitive = false
         if case .symbol(let s) = tokens.peek.kind, s.hasPrefix("["), s.hasSuffix("]") {
@@ -151,20 +139,7 @@ struct PredicateParser {
         let opText = opToken.kind == .end ? "" : (opToken.word ?? { if case .symbol(let s) = opToken.kind { return s }; return "" }())
         var values: [Value]
         if op == .in || op == .between {
-            try tokens.expectSymbol("{", "expected '{' after \(op.rawValue)")
-            values = []
-            if !tokens.peek.isSymbol("}") {
-                repeat {
-                    guard values.count < Self.maxListValues else {
-                        throw CommandError(.limit, "at \(tokens.column(of: valueOffset)): a list holds at most \(Self.maxListValues) values")
-                    }
-                    values.append(try tokens.value(after: "'\(opText)'"))
-                } while tokens.consumeSymbol(",")
-            }
-            try tokens.expectSymbol("}", "expected ',' or '}'")
-            if op == .between && values.count != 2 {
-                throw CommandError(.syntax, "at \(tokens.column(of: valueOffset)): BETWEEN needs two values: {low, high}")
-            }
+            values = try parseList(op, opText: opText, at: valueOffset)
         } else if !op.isStringOperator, let other = tokens.peek.nameText, case .word = tokens.peek.kind, !Self.valueWords.contains(other.lowercased()) {
             // A bare key path on the right: compared field to field (strings go in quotes).
             try Self.checkPath(other, at: tokens.column(of: valueOffset))
@@ -180,5 +155,45 @@ struct PredicateParser {
             quantifier: quantifier, keyPath: keyPath, keyPathOffset: keyToken.offset, op: op,
             caseInsensitive: caseInsensitive, diacriticInsensitive: diacriticInsensitive,
             values: values, valueOffset: valueOffset))
+    }
+
+    /// ANY, SOME, ALL or NONE before a key path (`any` alone could be an attribute's name).
+    private mutating func parseQuantifier() -> Comparison.Quantifier? {
+        for q in [("ANY", Comparison.Quantifier.any), ("SOME", .any), ("ALL", .all), ("NONE", .none)]
+        where tokens.peek.isWord(q.0) {
+            guard case .word = tokens.peek(1).kind else { return nil }
+            tokens.advance()
+            return q.1
+        }
+        return nil
+    }
+
+    /// A comparison symbol, or a named operator (BEGINSWITH, LIKE, IN ...).
+    private mutating func parseOperator(after keyPath: String) throws(CommandError) -> Comparison.Operator {
+        if let symbol = tokens.comparisonSymbol() { return symbol }
+        if case .word(let w) = tokens.peek.kind, let named = Comparison.Operator(rawValue: w.asciiUppercased), named.rawValue.first!.isLetter {
+            tokens.advance()
+            return named
+        }
+        throw tokens.error("expected an operator after '\(keyPath)'")
+    }
+
+    /// `{v, ...}` after IN (at most `maxListValues`), or `{low, high}` after BETWEEN.
+    private mutating func parseList(_ op: Comparison.Operator, opText: String, at valueOffset: Int) throws(CommandError) -> [Value] {
+        try tokens.expectSymbol("{", "expected '{' after \(op.rawValue)")
+        var values: [Value] = []
+        if !tokens.peek.isSymbol("}") {
+            repeat {
+                guard values.count < Self.maxListValues else {
+                    throw CommandError(.limit, "at \(tokens.column(of: valueOffset)): a list holds at most \(Self.maxListValues) values")
+                }
+                values.append(try tokens.value(after: "'\(opText)'"))
+            } while tokens.consumeSymbol(",")
+        }
+        try tokens.expectSymbol("}", "expected ',' or '}'")
+        if op == .between && values.count != 2 {
+            throw CommandError(.syntax, "at \(tokens.column(of: valueOffset)): BETWEEN needs two values: {low, high}")
+        }
+        return values
     }
 }

@@ -118,30 +118,10 @@ struct QueryBuilder {
             conditions.append("t0.ctid >= \(builder.bind("(0,0)"))::tid AND t0.ctid < \(builder.bind("(\(Select.endBlock),0)"))::tid")
             blockBounds = (from, from + 1)
         }
-        // Sort keys, then the primary key, so ties come back in a stable order and pages never overlap.
-        var keys: [(sql: String, ascending: Bool)] = []
         var projection: [(key: String, sql: String, format: RowEncoder.Format, column: String?)] = []
         for path in request.select { projection.append(try builder.projected(path, entity: entity, distinct: request.distinct)) }
-        if request.distinct {
-            // DISTINCT orders by the very expressions it selects (PostgreSQL requires it; a
-            // record's key would undo the DISTINCT), then by all of them: no cursor, OFFSET pages.
-            guard request.after == nil else { throw CommandError(.syntax, "SELECT DISTINCT pages with OFFSET, not AFTER") }
-            for key in request.order {
-                guard let selected = projection.first(where: { $0.key.lowercased() == key.path.lowercased() }), !key.caseInsensitive, key.collation == nil else {
-                    throw CommandError(.syntax, "with SELECT DISTINCT, ORDER BY takes the selected key paths as they are (no [c] or COLLATE), not '\(key.path)'")
-                }
-                keys.append((selected.sql, key.ascending))
-            }
-            keys += projection.map { ($0.sql, true) }
-        } else {
-            for key in request.order {
-                keys.append((try builder.orderExpression(key, entity: entity), key.ascending))
-            }
-            for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
-        }
-        // The whole query, its predicate's values included: a cursor fits only the FIND that gave it.
-        let fingerprint = Self.fingerprint(entity.name + "|" + request.select.joined(separator: ",").lowercased() + "|" + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive) \($0.collation ?? "")" }.joined(separator: ",")
-                                           + "|" + (request.predicate?.canonical ?? ""))
+        let keys = try builder.sortKeys(request, entity: entity, projection: projection.map(\.sql), selected: projection.map(\.key))
+        let fingerprint = Self.fingerprint(request, entity: entity)
         if let token = request.after {
             let values = try Cursor.decode(token, fingerprint: fingerprint, count: keys.count)
             conditions.append(builder.after(keys, values))
@@ -154,25 +134,8 @@ struct QueryBuilder {
         let versions = projection.isEmpty ? versions : .none
         var sql = (request.distinct ? "SELECT DISTINCT " : "SELECT ") + fields.map(\.sql).joined(separator: ", ")
         if paged { sql += keys.map { ", (\($0.sql))::text" }.joined() }
-        var versionColumns: (xmin: Int?, key: [Int])?
-        if versions != .none {
-            // xid's output is its text; so is an integer's or a uuid's, whose column the record
-            // already holds (text conversions are a third of PostgreSQL's work on a large FIND).
-            var next = fields.count + (paged ? keys.count : 0)
-            let xmin = versions == .xmin ? next : nil
-            if xmin != nil {
-                sql += ", t0.xmin"
-                next += 1
-            }
-            let key = entity.key.enumerated().map { index, attribute -> Int in
-                if attribute.kind == .uuid || attribute.kind.isInteger,
-                   entity.attributes.indices.contains(index), entity.attributes[index].name == attribute.name { return index }
-                sql += ", t0.\(SQL.identifier(attribute.name))::text"
-                defer { next += 1 }
-                return next
-            }
-            versionColumns = (xmin, key)
-        }
+        let versionColumns = versions == .none ? nil
+            : Self.selectVersions(entity, xmin: versions == .xmin, after: fields.count + (paged ? keys.count : 0), into: &sql)
         var body = " FROM \(model.table(entity)) AS t0"
         body += builder.joins.map { " " + $0 }.joined()
         if !conditions.isEmpty { body += " WHERE " + conditions.joined(separator: " AND ") }
@@ -194,6 +157,58 @@ struct QueryBuilder {
                       cursorColumns: paged ? keys.count : 0, versionColumns: versionColumns,
                       fingerprint: fingerprint, body: body, projection: projection.map { ($0.key, $0.sql) }, distinct: request.distinct,
                       wholeTable: whole ? model.table(entity) : nil, storedColumns: stored ? columns : nil, blockBounds: blockBounds)
+    }
+
+    /// Sort keys, then the primary key, so ties come back in a stable order and pages never
+    /// overlap. DISTINCT orders by the very expressions it selects (PostgreSQL requires it; a
+    /// record's key would undo the DISTINCT), then by all of them: no cursor, OFFSET pages.
+    private mutating func sortKeys(_ request: FetchRequest, entity: Entity, projection: [String],
+                                   selected: [String]) throws(CommandError) -> [(sql: String, ascending: Bool)] {
+        var keys: [(sql: String, ascending: Bool)] = []
+        guard request.distinct else {
+            for key in request.order {
+                keys.append((try orderExpression(key, entity: entity), key.ascending))
+            }
+            for column in entity.keyColumns { keys.append(("t0.\(SQL.identifier(column))", true)) }
+            return keys
+        }
+        guard request.after == nil else { throw CommandError(.syntax, "SELECT DISTINCT pages with OFFSET, not AFTER") }
+        for key in request.order {
+            guard let index = selected.firstIndex(where: { $0.lowercased() == key.path.lowercased() }), !key.caseInsensitive, key.collation == nil else {
+                throw CommandError(.syntax, "with SELECT DISTINCT, ORDER BY takes the selected key paths as they are (no [c] or COLLATE), not '\(key.path)'")
+            }
+            keys.append((projection[index], key.ascending))
+        }
+        return keys + projection.map { ($0, true) }
+    }
+
+    /// The whole query, its predicate's values included: a cursor fits only the FIND that gave it.
+    private static func fingerprint(_ request: FetchRequest, entity: Entity) -> String {
+        fingerprint(entity.name + "|" + request.select.joined(separator: ",").lowercased() + "|"
+                    + request.order.map { "\($0.path.lowercased()) \($0.ascending) \($0.caseInsensitive) \($0.collation ?? "")" }.joined(separator: ",")
+                    + "|" + (request.predicate?.canonical ?? ""))
+    }
+
+    /// Selects what a record's version is read from, after column `next`: its xmin (unless
+    /// the statement's snapshot is the version) and its key. xid's output is its text; so is
+    /// an integer's or a uuid's, whose column the record already holds (text conversions are a
+    /// third of PostgreSQL's work on a large FIND).
+    private static func selectVersions(_ entity: Entity, xmin selectsXmin: Bool, after next: Int,
+                                       into sql: inout String) -> (xmin: Int?, key: [Int]) {
+        var next = next
+        let xmin = selectsXmin ? next : nil
+        if xmin != nil {
+            sql += ", t0.xmin"
+            next += 1
+        }
+        let key = entity.key.enumerated().map { index, attribute -> Int in
+            if attribute.kind == .uuid || attribute.kind.isInteger,
+               entity.attributes.indices.contains(index), entity.attributes[index].name == attribute.name { return index }
+            sql += ", t0.\(SQL.identifier(attribute.name))::text"
+            defer { next += 1 }
+            return next
+        }
+        return (xmin, key)
     }
 
     static func count(_ entityName: String, predicate: Predicate?, model: Model) throws(CommandError) -> (sql: String, parameters: [String?]) {
@@ -757,6 +772,44 @@ struct QueryBuilder {
         unicode ? "translate(lower((\(sql)) COLLATE \"und-x-icu\"), 'ς', 'σ')" : "lower(\(sql))"
     }
 
+    /// BEGINSWITH, ENDSWITH, CONTAINS, LIKE and MATCHES: the string as typed, [c] and [d]
+    /// folding both sides.
+    private mutating func stringCondition(_ lhs: String, kind: ValueKind, _ c: Comparison) throws(CommandError) -> String {
+        guard case .string(var pattern) = c.values[0] else {
+            throw CommandError(.validation, "\(c.op.rawValue) compares with a string in double quotes")
+        }
+        var subject = kind == .string ? lhs : "\(lhs)::text"
+        if c.caseInsensitive || c.diacriticInsensitive {
+            // One form for both sides: a decomposed é (e + U+0301) matches the precomposed one.
+            subject = "normalize(\(subject), NFC)"
+            pattern = pattern.precomposedStringWithCanonicalMapping
+        }
+        if c.diacriticInsensitive {
+            subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))"
+            pattern = Diacritics.fold(pattern)
+        }
+        // [c]: both sides lowered by PostgreSQL (Unicode-wide with ICU; one lowering for both,
+        // so a final sigma folds alike), then LIKE; ILIKE folds only as the locale does.
+        let folds = c.caseInsensitive && c.op != .matches
+        if folds { subject = lower(subject) }
+        let like = "LIKE"
+        func folded(_ text: String) -> String { folds ? lower(bind(text)) : bind(text) }
+        switch c.op {
+        case .beginsWith: return "\(subject) \(like) \(folded(Self.escapeLike(pattern) + "%"))"
+        case .endsWith: return "\(subject) \(like) \(folded("%" + Self.escapeLike(pattern)))"
+        case .contains: return "\(subject) \(like) \(folded("%" + Self.escapeLike(pattern) + "%"))"
+        case .like: return "\(subject) \(like) \(folded(Self.wildcards(pattern)))"
+        default:
+            // Anchored to the whole string; a pattern whose parentheses do not balance on their
+            // own could close the group and escape the anchors, so it is refused.
+            guard Self.balanced(pattern) else {
+                throw CommandError(.validation, "MATCHES: the regular expression's parentheses or brackets do not balance")
+            }
+            // A regular expression is not lowered (`\\D` is not `\\d`): ~* folds case.
+            return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(bind("^(?:" + pattern + ")$"))"
+        }
+    }
+
     /// One comparison of an expression with the typed values, every value a parameter.
     private mutating func condition(_ lhs: String, kind: ValueKind, name: String, type: String, _ c: Comparison) throws(CommandError) -> String {
         func plainText(_ value: Value) throws(CommandError) -> String? {
@@ -767,41 +820,7 @@ struct QueryBuilder {
             }
         }
         if case .ref = c.values.first { throw CommandError(.validation, "#refs name pending records; queries compare stored ids") }
-        if c.op.isStringOperator {
-            guard case .string(var pattern) = c.values[0] else {
-                throw CommandError(.validation, "\(c.op.rawValue) compares with a string in double quotes")
-            }
-            var subject = kind == .string ? lhs : "\(lhs)::text"
-            if c.caseInsensitive || c.diacriticInsensitive {
-                // One form for both sides: a decomposed é (e + U+0301) matches the precomposed one.
-                subject = "normalize(\(subject), NFC)"
-                pattern = pattern.precomposedStringWithCanonicalMapping
-            }
-            if c.diacriticInsensitive {
-                subject = "translate(\(subject), \(bind(Diacritics.map.from)), \(bind(Diacritics.map.to)))"
-                pattern = Diacritics.fold(pattern)
-            }
-            // [c]: both sides lowered by PostgreSQL (Unicode-wide with ICU; one lowering for both,
-            // so a final sigma folds alike), then LIKE; ILIKE folds only as the locale does.
-            let folds = c.caseInsensitive && c.op != .matches
-            if folds { subject = lower(subject) }
-            let like = "LIKE"
-            func folded(_ text: String) -> String { folds ? lower(bind(text)) : bind(text) }
-            switch c.op {
-            case .beginsWith: return "\(subject) \(like) \(folded(Self.escapeLike(pattern) + "%"))"
-            case .endsWith: return "\(subject) \(like) \(folded("%" + Self.escapeLike(pattern)))"
-            case .contains: return "\(subject) \(like) \(folded("%" + Self.escapeLike(pattern) + "%"))"
-            case .like: return "\(subject) \(like) \(folded(Self.wildcards(pattern)))"
-            default:
-                // Anchored to the whole string; a pattern whose parentheses do not balance on their
-                // own could close the group and escape the anchors, so it is refused.
-                guard Self.balanced(pattern) else {
-                    throw CommandError(.validation, "MATCHES: the regular expression's parentheses or brackets do not balance")
-                }
-                // A regular expression is not lowered (`\\D` is not `\\d`): ~* folds case.
-                return "\(subject) \(c.caseInsensitive ? "~*" : "~") \(bind("^(?:" + pattern + ")$"))"
-            }
-        }
+        if c.op.isStringOperator { return try stringCondition(lhs, kind: kind, c) }
         let caseFold = c.caseInsensitive && kind == .string
         let accentFold = c.diacriticInsensitive && kind == .string
         var subject = lhs

@@ -56,48 +56,11 @@ enum ErrorMapping {
         let constraint = error.constraint ?? "?"
         switch error.sqlState {
         case .uniqueViolation?:
-            let columns = table?.uniqueConstraints[constraint] ?? []
-            let what: String
-            if columns.count == 1, let table {
-                let value = failed.values[columns[0]].map { " " + show($0, column: columns[0], in: table) } ?? ""
-                what = "\(table.label(columns[0]))\(value) is already taken"
-            } else if let table, !columns.isEmpty {
-                what = "(" + columns.map(table.label).joined(separator: ", ") + ") is already taken"
-            } else {
-                what = "a unique value is already taken"
-            }
-            return CommandError(.validation, "\(subject)\(what) (unique constraint \(constraint))")
+            return uniqueViolation(subject: subject, constraint: constraint, table: table, failed: failed)
         case .foreignKeyViolation?:
-            // The table is the one whose key points (the referencing side), whichever side failed.
-            let key = model.entities.lazy.flatMap(\.foreignKeys).first { $0.names(error.constraint) }
-            let pointing = table?.name ?? key?.entity ?? "other"
-            switch failed.operation {
-            case .delete?:
-                return CommandError(.denied, "\(subject)the delete is denied: \(pointing) records still point at it (constraint \(constraint))")
-            // The update changed what the key references (a key, a unique value), not the
-            // key's own columns: records still point at the old value (a self-reference too).
-            case .update? where key.map({ key in
-                failed.values.keys.contains(where: key.referencedColumns.contains) && !failed.values.keys.contains(where: key.columns.contains)
-            }) ?? false:
-                return CommandError(.denied, "\(subject)\(pointing) records still point at the value it had: move them first, or give the key ON UPDATE CASCADE (constraint \(constraint))")
-            default:
-                guard let key, let source = model.entity(named: key.entity) else {
-                    return CommandError(.validation, "\(subject)a record it points at does not exist (constraint \(constraint))")
-                }
-                let name = key.columns.count == 1 ? source.label(key.columns[0]) : "(" + key.columns.joined(separator: ", ") + ")"
-                let value = key.columns.count == 1 ? failed.values[key.columns[0]].map { " " + $0 } ?? "" : ""
-                return CommandError(.validation, "\(subject)\(name)\(value) does not exist in \(key.target)")
-            }
+            return foreignKeyViolation(error, subject: subject, constraint: constraint, table: table, failed: failed, model: model)
         case .checkViolation?:
-            guard let name = error.constraint else {
-                return CommandError(.validation, "\(subject)no check of \(error.table ?? "the table") lets it in (a partition for it may be missing)")
-            }
-            var definition = ""
-            if let connection, connection.isHealthy, !connection.inTransaction,
-               let text = try? connection.query("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1 LIMIT 1", [name]).string(0, 0) {
-                definition = ": " + text
-            }
-            return CommandError(.validation, "\(subject)violates check constraint \(name)\(definition)")
+            return checkViolation(error, subject: subject, connection: connection)
         case .notNullViolation?:
             let column = error.column ?? "?"
             return CommandError(.validation, "\(subject)\(table?.label(column) ?? column) is required")
@@ -142,6 +105,57 @@ enum ErrorMapping {
         default:
             return CommandError(.internal, "\(subject)\(error.description)")
         }
+    }
+
+    private static func uniqueViolation(subject: String, constraint: String, table: Entity?, failed: Failed) -> CommandError {
+        let columns = table?.uniqueConstraints[constraint] ?? []
+        let what: String
+        if columns.count == 1, let table {
+            let value = failed.values[columns[0]].map { " " + show($0, column: columns[0], in: table) } ?? ""
+            what = "\(table.label(columns[0]))\(value) is already taken"
+        } else if let table, !columns.isEmpty {
+            what = "(" + columns.map(table.label).joined(separator: ", ") + ") is already taken"
+        } else {
+            what = "a unique value is already taken"
+        }
+        return CommandError(.validation, "\(subject)\(what) (unique constraint \(constraint))")
+    }
+
+    /// The table is the one whose key points (the referencing side), whichever side failed.
+    private static func foreignKeyViolation(_ error: PostgresError, subject: String, constraint: String, table: Entity?,
+                                            failed: Failed, model: Model) -> CommandError {
+        let key = model.entities.lazy.flatMap(\.foreignKeys).first { $0.names(error.constraint) }
+        let pointing = table?.name ?? key?.entity ?? "other"
+        switch failed.operation {
+        case .delete?:
+            return CommandError(.denied, "\(subject)the delete is denied: \(pointing) records still point at it (constraint \(constraint))")
+        // The update changed what the key references (a key, a unique value), not the
+        // key's own columns: records still point at the old value (a self-reference too).
+        case .update? where key.map({ key in
+            failed.values.keys.contains(where: key.referencedColumns.contains) && !failed.values.keys.contains(where: key.columns.contains)
+        }) ?? false:
+            return CommandError(.denied, "\(subject)\(pointing) records still point at the value it had: move them first, or give the key ON UPDATE CASCADE (constraint \(constraint))")
+        default:
+            guard let key, let source = model.entity(named: key.entity) else {
+                return CommandError(.validation, "\(subject)a record it points at does not exist (constraint \(constraint))")
+            }
+            let name = key.columns.count == 1 ? source.label(key.columns[0]) : "(" + key.columns.joined(separator: ", ") + ")"
+            let value = key.columns.count == 1 ? failed.values[key.columns[0]].map { " " + $0 } ?? "" : ""
+            return CommandError(.validation, "\(subject)\(name)\(value) does not exist in \(key.target)")
+        }
+    }
+
+    /// The constraint's definition is asked of PostgreSQL when the connection can say it.
+    private static func checkViolation(_ error: PostgresError, subject: String, connection: Connection?) -> CommandError {
+        guard let name = error.constraint else {
+            return CommandError(.validation, "\(subject)no check of \(error.table ?? "the table") lets it in (a partition for it may be missing)")
+        }
+        var definition = ""
+        if let connection, connection.isHealthy, !connection.inTransaction,
+           let text = try? connection.query("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1 LIMIT 1", [name]).string(0, 0) {
+            definition = ": " + text
+        }
+        return CommandError(.validation, "\(subject)violates check constraint \(name)\(definition)")
     }
 
     /// A value as a command takes it: quoted unless its attribute is a number.

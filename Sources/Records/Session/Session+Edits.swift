@@ -301,15 +301,7 @@ extension Session {
     /// (a pending insert's #ref) or finds it stored (`found`).
     func upsert(_ entityName: String, ref: String?, key keyNames: [String], _ values: [Assignment], model: Model) throws(CommandError) -> Step {
         let entity = try entity(entityName, model)
-        var columns: [String] = []
-        for name in keyNames {
-            guard let column = entity.column(named: name) else { throw CommandError(.unknown, "\(entity.name) has no attribute '\(name)'") }
-            columns.append(column)
-        }
-        guard entity.uniqueKeys.contains(where: { Set($0) == Set(columns) }) else {
-            let named = columns.count == 1 ? entity.label(columns[0]) : "(" + columns.map(entity.label).joined(separator: ", ") + ")"
-            throw CommandError(.validation, "UPSERT needs a unique attribute: \(entity.name).\(named) is not unique")
-        }
+        let columns = try upsertColumns(keyNames, of: entity)
         let fields = try fields(values, of: entity, model: model)
         var keyValues: [(column: String, value: FieldValue)] = []
         for column in columns {
@@ -318,6 +310,28 @@ extension Session {
             }
             keyValues.append((column, value))
         }
+        if let step = try upsertPending(entity, ref: ref, columns: columns, keyValues: keyValues, fields) { return step }
+        try checkRoom()
+        return try upsertStored(entity, ref: ref, columns: columns, keyValues: keyValues, fields, model: model)
+    }
+
+    /// The columns of `UPSERT ... ON names`: one of the entity's unique keys.
+    private func upsertColumns(_ names: [String], of entity: Entity) throws(CommandError) -> [String] {
+        var columns: [String] = []
+        for name in names {
+            guard let column = entity.column(named: name) else { throw CommandError(.unknown, "\(entity.name) has no attribute '\(name)'") }
+            columns.append(column)
+        }
+        guard entity.uniqueKeys.contains(where: { Set($0) == Set(columns) }) else {
+            let named = columns.count == 1 ? entity.label(columns[0]) : "(" + columns.map(entity.label).joined(separator: ", ") + ")"
+            throw CommandError(.validation, "UPSERT needs a unique attribute: \(entity.name).\(named) is not unique")
+        }
+        return columns
+    }
+
+    /// A pending insert or update with the same unique values takes the fields; nil when none.
+    private func upsertPending(_ entity: Entity, ref: String?, columns: [String], keyValues: [(column: String, value: FieldValue)],
+                               _ fields: [(column: String, value: FieldValue)]) throws(CommandError) -> Step? {
         if let pending = unit.current.inserts.first(where: { insert in insert.entity == entity.name && keyValues.allSatisfy { insert.value(of: $0.column) == $0.value } }) {
             if let ref, ref != pending.ref {
                 throw CommandError(.validation, "\(entity.name) with these values is the pending insert #\(pending.ref): name it #\(pending.ref)")
@@ -339,7 +353,13 @@ extension Session {
             if let ref { unit.name(ref, FoundRecord(key: update.key, values: ColumnValues(update.baseline))) }
             return .reply(.ok("pending update \(entity.name) \(entity.show(update.key))\(ref.map { " as #" + $0 } ?? "") (\(unit.current.count) pending)"))
         }
-        try checkRoom()
+        return nil
+    }
+
+    /// No pending record has the values: PostgreSQL is asked for a stored one, which becomes
+    /// a pending update; else the record is a pending insert.
+    private func upsertStored(_ entity: Entity, ref: String?, columns: [String], keyValues: [(column: String, value: FieldValue)],
+                              _ fields: [(column: String, value: FieldValue)], model: Model) throws(CommandError) -> Step {
         var filtered: [Target.Filter] = []
         for pair in keyValues {
             guard case .text(let text) = pair.value else {

@@ -78,6 +78,18 @@ extension Session {
         return (entity.recordKey(columns.key.map(column)), xmin)
     }
 
+    /// A FIND that sent `count` records stopped before its end: the client read nothing for
+    /// `stall` seconds, the server is stopping, or it ran past the bulk timeout.
+    static func findStopped(count: Int, expired: Bool, sink: LineSink, stall: Int, bulkTimeout: Int) throws(CommandError) {
+        if sink.stalled {
+            throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
+        }
+        if sink.stopping {
+            throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
+        }
+        if expired { throw ranPastBulkTimeout("FIND", bulkTimeout, count) }
+    }
+
     /// Rows stream to the client as PostgreSQL produces them (`COPY (SELECT ...) TO STDOUT`),
     /// in batches, waiting while the client is slow to read: memory stays flat whatever the size.
     func find(_ request: FetchRequest, model: Model) throws(CommandError) -> Step {
@@ -145,21 +157,13 @@ extension Session {
                     expired = expired || split.expired  // passing the helper's batches on, too
                 }
                 let count = rows.count + (split?.forwarded ?? 0)
-                if context.sink.stalled {
-                    throw CommandError(.limit, "the client read nothing for \(stall) s: the FIND stopped after \(count) record(s), to free its connection")
-                }
-                if context.sink.stopping {
-                    throw CommandError(.unavailable, "the server is stopping: the FIND stopped after \(count) record(s); ask again on another server (after RESUME when a hand-off token follows)")
-                }
-                if expired { throw Self.ranPastBulkTimeout("FIND", bulkTimeout, count) }
-                var message = "\(count) record\(count == 1 ? "" : "s")"
-                // LIMIT 0 asks for no page: there is no position to go on from.
-                if rows.more && count > 0 {
-                    // A keyset cursor where the query has one; DISTINCT pages by OFFSET.
-                    message += rowVersions.cursorColumns > 0 ? "; next page: AFTER " + Cursor.sealed(rows.lastKeys, fingerprint: rowVersions.fingerprint, by: cursors, user: user)
-                        : "; next page: OFFSET \((request.offset ?? 0) + count)"
-                }
-                return (message, rows.versions, count)
+                try Self.findStopped(count: count, expired: expired, sink: context.sink, stall: stall, bulkTimeout: bulkTimeout)
+                // LIMIT 0 asks for no page: there is no position to go on from. A keyset cursor
+                // where the query has one; DISTINCT pages by OFFSET.
+                let next = !rows.more || count == 0 ? "" : rowVersions.cursorColumns > 0
+                    ? "; next page: AFTER " + Cursor.sealed(rows.lastKeys, fingerprint: rowVersions.fingerprint, by: cursors, user: user)
+                    : "; next page: OFFSET \((request.offset ?? 0) + count)"
+                return ("\(count) record\(count == 1 ? "" : "s")" + next, rows.versions, count)
             }
             let allocated = view.allocated
             return WorkResult(reply: .ok(message + view.note), streamedRows: count) { session in

@@ -47,66 +47,26 @@ extension Session {
                 // --durable-units: the session goes on here under a new token, written in the
                 // same transaction (a crash right after the RESUME must not lose it).
                 let durable = shared.work.durableTTL.map { (ttl: $0, token: HandOff.newToken()) }
-                // One transaction: the token is spent, the session's SAVE marks fenced and, when
-                // durable, its state written again (a rollback leaves all of it for the next RESUME).
-                let (state, secondsAgo, savedUnanswered, gone) = try context.retryingOnce {
-                    try context.connection.transaction { () throws -> (SessionState, Int, Bool, Int) in
-                        let (text, secondsAgo) = try HandOff.redeem(token, owner: owner, context.connection)
-                        var handed: SessionState
-                        do {
-                            handed = try HandOff.decode(text)
-                        } catch {
-                            throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
-                        }
-                        var (state, saved) = try Self.fenced(handed, context.connection)
-                        // A watch whose entity, or a column its WHERE names, is no longer served
-                        // would never fire: dropped, and the reply says so.
-                        state.watches = state.watches.filter { watched in
-                            guard model.entity(named: watched.entity) != nil else { return false }
-                            guard let predicate = watched.predicate else { return true }
-                            return (try? QueryBuilder.count(watched.entity, predicate: predicate, model: model)) != nil
-                        }
-                        if let durable {
-                            let entry = HandOff.Entry(token: durable.token, owner: owner, state: try HandOff.encode(state),
-                                                      pending: state.pendingCount, mark: state.nextSaveMark)
-                            try HandOff.write([entry], ttl: durable.ttl, server: shared.serverID, open: true, synchronous: true, context.connection)
-                        }
-                        return (state, secondsAgo, saved, handed.watches.count - state.watches.count)
-                    }
+                let redeemed = try context.retryingOnce {
+                    try Self.redeem(token, owner: owner, model: model, durable: durable, server: shared.serverID, context.connection)
                 }
-                let watches = state.watches
-                var seeds: [String: WatchSeed] = [:]
+                let state = redeemed.state, watches = state.watches
                 var lines: [String] = []
+                var seeds: [String: WatchSeed] = [:]
                 if !watches.isEmpty {
-                    try context.retryingOnce {
-                        try ChangeFeed.register(server: shared.serverID, context.connection) {
-                            var all = shared.watchedEntities
-                            for watched in watches {
-                                let filtered = watched.predicate != nil
-                                if let i = all.firstIndex(where: { $0.entity == watched.entity }) { all[i].filtered = all[i].filtered || filtered }
-                                else { all.append(ChangeFeed.Watch(entity: watched.entity, filtered: filtered)) }
-                            }
-                            return all
-                        }
-                    }
-                    let secured = watches.compactMap { model.entity(named: $0.entity) }.filter(\.hasRowSecurity)
-                    if !secured.isEmpty {
-                        context.identity = userIdentity
-                        try context.assumeIdentity()
-                        for entity in secured { seeds[entity.name] = try WatchEvents.seed(entity, model: model, context.connection) }
-                    }
-                    lines = watches.map { "watching \($0.entity) again: changes committed while the session moved (\(secondsAgo) s) were not delivered" }
+                    seeds = try Self.watchAgain(watches, shared: shared, identity: userIdentity, context)
+                    lines = watches.map { "watching \($0.entity) again: changes committed while the session moved (\(redeemed.secondsAgo) s) were not delivered" }
                 }
-                if gone > 0 { lines.append("\(gone) watch(es) dropped: their entities, or columns their WHERE names, are no longer served") }
+                if redeemed.dropped > 0 { lines.append("\(redeemed.dropped) watch(es) dropped: their entities, or columns their WHERE names, are no longer served") }
                 let depth = state.unit.depth
                 let reply = Reply.ok("resumed: \(state.pendingCount) pending change(s)" + (depth > 0 ? ", \(depth) nested scratchpad(s) open" : "")
                                      + (state.uncertain != nil ? "; the last SAVE's COMMIT is still unsettled: SAVE settles it" : "")
-                                     + (savedUnanswered ? "; its last SAVE committed (its reply may have been lost): the unit is saved, and nothing sent after that SAVE was kept" : ""),
+                                     + (redeemed.savedUnanswered ? "; its last SAVE committed (its reply may have been lost): the unit is saved, and nothing sent after that SAVE was kept" : ""),
                                      lines: lines)
-                let taken = seeds, restored = state
+                let taken = seeds
                 return WorkResult(reply: reply) { session in
-                    session.restore(restored, watches: watches, seeds: taken)
-                    session.resumedDurably = durable.map { ($0.token, restored.pendingCount) }
+                    session.restore(state, watches: watches, seeds: taken)
+                    session.resumedDurably = durable.map { ($0.token, state.pendingCount) }
                 }
             } catch let error as CommandError {
                 return WorkResult(reply: error.reply)
@@ -114,6 +74,71 @@ extension Session {
                 return WorkResult(reply: ErrorMapping.map(error, model: shared.model, connection: context.connection).reply)
             }
         })
+    }
+
+    /// A handed-off state as RESUME takes it.
+    struct Redeemed {
+        var state: SessionState
+        var secondsAgo: Int
+        /// Its last SAVE committed, its reply perhaps lost.
+        var savedUnanswered: Bool
+        /// Watches dropped: their entities, or columns their WHERE names, are no longer served.
+        var dropped: Int
+    }
+
+    /// In one transaction: the token is spent, the session's SAVE marks fenced and, when
+    /// durable, its state written again under a new token (a rollback leaves all of it for the
+    /// next RESUME).
+    static func redeem(_ token: String, owner: String?, model: Model, durable: (ttl: Int, token: String)?, server: String,
+                       _ connection: Connection) throws -> Redeemed {
+        try connection.transaction { () throws -> Redeemed in
+            let (text, secondsAgo) = try HandOff.redeem(token, owner: owner, connection)
+            let handed: SessionState
+            do {
+                handed = try HandOff.decode(text)
+            } catch {
+                throw CommandError(.internal, "the handed-off session cannot be read by this server (\(error)): was it written by another version?")
+            }
+            var (state, saved) = try Self.fenced(handed, connection)
+            // A watch whose entity, or a column its WHERE names, is no longer served would
+            // never fire: dropped, and the reply says so.
+            state.watches = state.watches.filter { watched in
+                guard model.entity(named: watched.entity) != nil else { return false }
+                guard let predicate = watched.predicate else { return true }
+                return (try? QueryBuilder.count(watched.entity, predicate: predicate, model: model)) != nil
+            }
+            if let durable {
+                let entry = HandOff.Entry(token: durable.token, owner: owner, state: try HandOff.encode(state),
+                                          pending: state.pendingCount, mark: state.nextSaveMark)
+                try HandOff.write([entry], ttl: durable.ttl, server: server, open: true, synchronous: true, connection)
+            }
+            return Redeemed(state: state, secondsAgo: secondsAgo, savedUnanswered: saved, dropped: handed.watches.count - state.watches.count)
+        }
+    }
+
+    /// The resumed session's watches registered on this server, and the seeds of those on
+    /// entities with row-level security (read as the session's user).
+    static func watchAgain(_ watches: [SessionState.Watched], shared: ServerContext, identity: Identity,
+                           _ context: WorkContext) throws -> [String: WatchSeed] {
+        try context.retryingOnce {
+            try ChangeFeed.register(server: shared.serverID, context.connection) {
+                var all = shared.watchedEntities
+                for watched in watches {
+                    let filtered = watched.predicate != nil
+                    if let i = all.firstIndex(where: { $0.entity == watched.entity }) { all[i].filtered = all[i].filtered || filtered }
+                    else { all.append(ChangeFeed.Watch(entity: watched.entity, filtered: filtered)) }
+                }
+                return all
+            }
+        }
+        let model = shared.model
+        let secured = watches.compactMap { model.entity(named: $0.entity) }.filter(\.hasRowSecurity)
+        guard !secured.isEmpty else { return [:] }
+        context.identity = identity
+        try context.assumeIdentity()
+        var seeds: [String: WatchSeed] = [:]
+        for entity in secured { seeds[entity.name] = try WatchEvents.seed(entity, model: model, context.connection) }
+        return seeds
     }
 
     /// How long RESUME waits for a SAVE the old copy has in flight (its transaction holds the

@@ -66,6 +66,18 @@ struct SaveGroup: Sendable {
         Statement("INSERT INTO records.save_marks (xid, nonce) SELECT pg_current_xact_id(), unnest($1::bigint[])", [SQL.arrayLiteral(nonces)])
     }
 
+    /// A plan that may join: started, committing in its first round.
+    private struct Candidate {
+        var index: Int
+        var own: [Statement]
+        var writes: Int
+        var first: SavePlan.Action
+        var joinable: [Int]?
+    }
+
+    /// Where a candidate's statements went in the group's round trip, and where its results are.
+    private typealias Shape = (statements: Range<Int>, results: [Source])
+
     /// Starts each plan. Those that commit in their first round with the same opening
     /// statements as the first such one become members; the rest are alone. With fewer than
     /// two members there is no group: each goes alone.
@@ -73,13 +85,6 @@ struct SaveGroup: Sendable {
         // A candidate's plans (started, and as given) wait in `started` and `given` at its
         // position and are moved into its member at the end: a plan is some thirty references,
         // and a group of 32 copied them over and over.
-        struct Candidate {
-            var index: Int
-            var own: [Statement]
-            var writes: Int
-            var first: SavePlan.Action
-            var joinable: [Int]?
-        }
         var prologue: [Statement]?
         var candidates: [Candidate] = []
         var started: [SavePlan?] = []
@@ -106,7 +111,28 @@ struct SaveGroup: Sendable {
             return
         }
         statements = prologue
-        // Saves of joinable inserts, by the text of their statements, in the order first seen.
+        var shapes = joinInserts(candidates)
+        for position in candidates.indices where shapes[position] == nil {
+            let start = statements.count
+            let own = candidates[position].own
+            statements += own[candidates[position].writes..<(own.count - 1)]
+            shapes[position] = (start..<statements.count, (start..<statements.count).map { .own($0) })
+        }
+        members.reserveCapacity(candidates.count)
+        for position in candidates.indices {
+            let candidate = candidates[position], shape = shapes[position]!
+            members.append(Member(index: candidate.index, plan: started[position].take()!, unstarted: given[position].take()!,
+                                  statements: shape.statements, prologue: candidate.writes, results: shape.results,
+                                  count: candidate.own.count, first: candidate.first))
+        }
+        statements.append(.commit)
+    }
+
+    /// Saves of joinable inserts with the same statements' text (two or more) become one
+    /// statement each, their arrays joined, and one statement of their commit marks; the
+    /// shapes of the candidates joined so, nil for the others.
+    private mutating func joinInserts(_ candidates: [Candidate]) -> [Shape?] {
+        // By the text of their statements, in the order first seen.
         var classes: [[String]: [Int]] = [:]
         var order: [[String]] = []
         for position in candidates.indices where candidates[position].joinable != nil {
@@ -115,8 +141,7 @@ struct SaveGroup: Sendable {
             if classes[texts] == nil { order.append(texts) }
             classes[texts, default: []].append(position)
         }
-        // Where each candidate's statements went, and where their results are.
-        var shapes = [(statements: Range<Int>, results: [Source])?](repeating: nil, count: candidates.count)
+        var shapes = [Shape?](repeating: nil, count: candidates.count)
         for texts in order {
             guard let positions = classes[texts], positions.count > 1 else { continue }
             let start = statements.count
@@ -138,20 +163,7 @@ struct SaveGroup: Sendable {
                 shapes[position] = (start..<statements.count, rows + [.joined(rows: 0)])
             }
         }
-        for position in candidates.indices where shapes[position] == nil {
-            let start = statements.count
-            let own = candidates[position].own
-            statements += own[candidates[position].writes..<(own.count - 1)]
-            shapes[position] = (start..<statements.count, (start..<statements.count).map { .own($0) })
-        }
-        members.reserveCapacity(candidates.count)
-        for position in candidates.indices {
-            let candidate = candidates[position], shape = shapes[position]!
-            members.append(Member(index: candidate.index, plan: started[position].take()!, unstarted: given[position].take()!,
-                                  statements: shape.statements, prologue: candidate.writes, results: shape.results,
-                                  count: candidate.own.count, first: candidate.first))
-        }
-        statements.append(.commit)
+        return shapes
     }
 
     /// What the group's round trip says to each member.

@@ -16,6 +16,12 @@ public struct Problem: Sendable, Equatable {
 /// records no longer pending, entities gone after a reload. Pure.
 enum Validation {
     static func problems(_ changes: ChangeSet, model: Model, keys: PendingKeys) -> [Problem] {
+        insertProblems(changes, model: model, keys: keys) + updateProblems(changes, model: model) + otherProblems(changes, model: model)
+    }
+
+    /// Each insert's: its entity gone, required values and relationships missing, columns
+    /// gone, `#ref`s no longer pending.
+    private static func insertProblems(_ changes: ChangeSet, model: Model, keys: PendingKeys) -> [Problem] {
         var problems: [Problem] = []
         // Per entity, once (what every insert of it must have is the entity's, worked out
         // when the model was read).
@@ -67,6 +73,13 @@ enum Validation {
                 }
             }
         }
+        return problems
+    }
+
+    /// Each update's: its entity or columns gone, required values set to null, `#ref`s no
+    /// longer pending.
+    private static func updateProblems(_ changes: ChangeSet, model: Model) -> [Problem] {
+        var problems: [Problem] = []
         for key in changes.updateOrder {
             guard let update = changes.updates[key] else { continue }
             let id = ChangeID.update(key)
@@ -97,6 +110,12 @@ enum Validation {
                 }
             }
         }
+        return problems
+    }
+
+    /// Deletes and bulk changes of entities gone, and bulk changes' `#ref`s no longer pending.
+    private static func otherProblems(_ changes: ChangeSet, model: Model) -> [Problem] {
+        var problems: [Problem] = []
         for key in changes.deleteOrder where model.entity(exactly: key.entity) == nil {
             problems.append(Problem(change: .delete(key), message: "\(key.entity): the entity no longer exists"))
         }

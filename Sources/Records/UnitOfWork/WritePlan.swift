@@ -79,88 +79,105 @@ struct WritePlan {
 
     private mutating func planInserts(_ layout: InsertLayout, resolver: inout Resolver) {
         problems += layout.problems
-        let nulled = layout.nulled
-        for statement in layout.statements {
-            let entity = statement.entity
-            let types = entity.columnTypes
-            var table: String { model.table(entity) }
-            var columnList: String { statement.columns.map(SQL.identifier).joined(separator: ", ") }
-            // A trigger may write another key than the one given, or skip the row: each row is
-            // then inserted alone and comes back as whether its key is the one sent, and which
-            // it is (`SavePlan` refuses before COMMIT if not). One statement for all would
-            // return its rows in no promised order: a trigger swapping two keys would pass.
-            let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
-            let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
-            // Many rows go by COPY, which PostgreSQL reads faster than it unnests arrays (the
-            // rows of a 1 + 10,000 unit: 52 ms against 60) at the cost of a round trip or two;
-            // their text is written as the values are found.
-            let copying = !readsBack && entity.takesCopy && !copyRefused.contains(entity.name) && statement.rows.count > Self.copiedAbove
-            var copyText = CopyText(rows: copying ? statement.rows.count : 0)
-            var values: [[String?]] = Array(repeating: [], count: copying ? 0 : statement.columns.count)
-            for index in values.indices { values[index].reserveCapacity(statement.rows.count) }
-            let keyColumns = entity.keyColumns
-            // A row's known values (a key or two) placed by column: the key's columns come first.
-            var knownAt = [String?](repeating: nil, count: statement.columns.count)
-            // Where each column's field is in a row typed like the last one (a run of a load):
-            // found once a run, not searched for a value.
-            var shape: [String]?
-            var fieldAt: [Int?] = []
-            for (row, place) in zip(statement.rows, statement.places) {
-                let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
-                for index in knownAt.indices { knownAt[index] = nil }
-                for (column, value) in resolver.keys[place]?.values ?? [:] {
-                    if let index = statement.columns.firstIndex(of: column) { knownAt[index] = value }
-                }
-                if shape == nil || !row.sets(exactly: shape!) {
-                    shape = row.fields.map(\.column)
-                    fieldAt = statement.columns.map { column in row.fields.firstIndex { $0.column == column } }
-                }
-                for (index, column) in statement.columns.enumerated() {
-                    let value: String?
-                    if !later.isEmpty && later.contains(column) {
-                        value = nil
-                    } else {
-                        let given = fieldAt[index].map { row.fields[$0].value }
-                        // A key or a value given before SAVE, else the field's.
-                        if let assigned = knownAt[index], !isRef(given) || keyColumns.contains(column) {
-                            value = assigned
-                        } else {
-                            value = resolver.bind(given ?? .null, column: column, entity: entity, for: .insert(row.ref))
-                        }
-                    }
-                    if copying { copyText.append(value) } else { values[index].append(value) }
-                }
-                if copying { copyText.endRow() }
-            }
-            if copying {
-                let copy = "COPY \(table) (\(columnList)) FROM STDIN"
-                inserts.append(Write(statement: Statement(copy: copy, data: copyText.bytes),
-                                     changes: statement.rows.map { .insert($0.ref) }, records: statement.rows.map { "#" + $0.ref },
-                                     entity: entity.name))
-                continue
-            }
-            // Array-typed columns cannot travel through unnest (it would flatten them): row by row too.
-            if readsBack || statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
-                for (rowIndex, row) in statement.rows.enumerated() {
-                    var single = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE VALUES (")
-                    let placeholders = statement.columns.indices.map { single.bind(values[$0][rowIndex]) + "::" + (types[statement.columns[$0]] ?? "text") }
-                    single.append(placeholders.joined(separator: ", ") + ")")
-                    if readsBack {
-                        single.append(" RETURNING (\(entity.keyList(alias: nil))) IS NOT DISTINCT FROM ("
-                                      + keyPositions.map { placeholders[$0] }.joined(separator: ", ") + "), \(entity.keyText(alias: nil))")
-                    }
-                    inserts.append(Write(statement: single.statement, changes: [.insert(row.ref)], records: ["#" + row.ref], entity: entity.name,
-                                         readsBackKeys: readsBack))
-                }
-                continue
-            }
-            let text = model.inserts.value([entity.name] + statement.columns) { Self.unnestInsert(entity, columns: statement.columns, model: model) }
-            inserts.append(Write(statement: Statement(text, values.map { SQL.arrayLiteral($0) }), changes: statement.rows.map { .insert($0.ref) },
-                                 records: statement.rows.map { "#" + $0.ref }, entity: entity.name,
-                                 joinable: !entity.triggersMayRewriteInserts))
+        for statement in layout.statements { planInsert(statement, nulled: layout.nulled, resolver: &resolver) }
+        planFixups(layout, resolver: resolver)
+    }
+
+    /// One statement's rows as writes: by COPY when many, row by row when a trigger may
+    /// rewrite their keys or a column is an array, else one INSERT of unnested arrays.
+    private mutating func planInsert(_ statement: InsertLayout.Statement, nulled: [String: [(column: String, target: String)]],
+                                     resolver: inout Resolver) {
+        let entity = statement.entity
+        let types = entity.columnTypes
+        var table: String { model.table(entity) }
+        var columnList: String { statement.columns.map(SQL.identifier).joined(separator: ", ") }
+        // A trigger may write another key than the one given, or skip the row: each row is
+        // then inserted alone and comes back as whether its key is the one sent, and which
+        // it is (`SavePlan` refuses before COMMIT if not). One statement for all would
+        // return its rows in no promised order: a trigger swapping two keys would pass.
+        let keyPositions = entity.key.compactMap { statement.columns.firstIndex(of: $0.name) }
+        let readsBack = entity.triggersMayRewriteInserts && keyPositions.count == entity.key.count
+        // Many rows go by COPY, which PostgreSQL reads faster than it unnests arrays (the
+        // rows of a 1 + 10,000 unit: 52 ms against 60) at the cost of a round trip or two;
+        // their text is written as the values are found.
+        let copying = !readsBack && entity.takesCopy && !copyRefused.contains(entity.name) && statement.rows.count > Self.copiedAbove
+        let (copyText, values) = rowValues(statement, nulled: nulled, copying: copying, resolver: &resolver)
+        if copying {
+            let copy = "COPY \(table) (\(columnList)) FROM STDIN"
+            inserts.append(Write(statement: Statement(copy: copy, data: copyText.bytes),
+                                 changes: statement.rows.map { .insert($0.ref) }, records: statement.rows.map { "#" + $0.ref },
+                                 entity: entity.name))
+            return
         }
-        // The references written as nil, set now that every record exists: one statement per
-        // entity and column (a record a statement when diagnosing).
+        // Array-typed columns cannot travel through unnest (it would flatten them): row by row too.
+        if readsBack || statement.columns.contains(where: { (types[$0] ?? "").hasSuffix("]") }) {
+            for (rowIndex, row) in statement.rows.enumerated() {
+                var single = SQLText("INSERT INTO \(table) (\(columnList)) OVERRIDING SYSTEM VALUE VALUES (")
+                let placeholders = statement.columns.indices.map { single.bind(values[$0][rowIndex]) + "::" + (types[statement.columns[$0]] ?? "text") }
+                single.append(placeholders.joined(separator: ", ") + ")")
+                if readsBack {
+                    single.append(" RETURNING (\(entity.keyList(alias: nil))) IS NOT DISTINCT FROM ("
+                                  + keyPositions.map { placeholders[$0] }.joined(separator: ", ") + "), \(entity.keyText(alias: nil))")
+                }
+                inserts.append(Write(statement: single.statement, changes: [.insert(row.ref)], records: ["#" + row.ref], entity: entity.name,
+                                     readsBackKeys: readsBack))
+            }
+            return
+        }
+        let text = model.inserts.value([entity.name] + statement.columns) { Self.unnestInsert(entity, columns: statement.columns, model: model) }
+        inserts.append(Write(statement: Statement(text, values.map { SQL.arrayLiteral($0) }), changes: statement.rows.map { .insert($0.ref) },
+                             records: statement.rows.map { "#" + $0.ref }, entity: entity.name,
+                             joinable: !entity.triggersMayRewriteInserts))
+    }
+
+    /// The statement's values: COPY text when `copying`, else one array of values a column.
+    private func rowValues(_ statement: InsertLayout.Statement, nulled: [String: [(column: String, target: String)]], copying: Bool,
+                           resolver: inout Resolver) -> (CopyText, [[String?]]) {
+        let entity = statement.entity
+        var copyText = CopyText(rows: copying ? statement.rows.count : 0)
+        var values: [[String?]] = Array(repeating: [], count: copying ? 0 : statement.columns.count)
+        for index in values.indices { values[index].reserveCapacity(statement.rows.count) }
+        let keyColumns = entity.keyColumns
+        // A row's known values (a key or two) placed by column: the key's columns come first.
+        var knownAt = [String?](repeating: nil, count: statement.columns.count)
+        // Where each column's field is in a row typed like the last one (a run of a load):
+        // found once a run, not searched for a value.
+        var shape: [String]?
+        var fieldAt: [Int?] = []
+        for (row, place) in zip(statement.rows, statement.places) {
+            let later = nulled.isEmpty ? [] : Set((nulled[row.ref] ?? []).map(\.column))
+            for index in knownAt.indices { knownAt[index] = nil }
+            for (column, value) in resolver.keys[place]?.values ?? [:] {
+                if let index = statement.columns.firstIndex(of: column) { knownAt[index] = value }
+            }
+            if shape == nil || !row.sets(exactly: shape!) {
+                shape = row.fields.map(\.column)
+                fieldAt = statement.columns.map { column in row.fields.firstIndex { $0.column == column } }
+            }
+            for (index, column) in statement.columns.enumerated() {
+                let value: String?
+                if !later.isEmpty && later.contains(column) {
+                    value = nil
+                } else {
+                    let given = fieldAt[index].map { row.fields[$0].value }
+                    // A key or a value given before SAVE, else the field's.
+                    if let assigned = knownAt[index], !isRef(given) || keyColumns.contains(column) {
+                        value = assigned
+                    } else {
+                        value = resolver.bind(given ?? .null, column: column, entity: entity, for: .insert(row.ref))
+                    }
+                }
+                if copying { copyText.append(value) } else { values[index].append(value) }
+            }
+            if copying { copyText.endRow() }
+        }
+        return (copyText, values)
+    }
+
+    /// The references written as nil, set now that every record exists: one statement per
+    /// entity and column (a record a statement when diagnosing).
+    private mutating func planFixups(_ layout: InsertLayout, resolver: Resolver) {
+        let nulled = layout.nulled
         var byColumn: [String: [String: [(ref: String, target: String)]]] = [:]
         var order: [(String, String)] = []
         for statement in layout.statements {

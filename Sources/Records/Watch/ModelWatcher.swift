@@ -90,8 +90,9 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
 
     private static let failedReadSeconds = 10.0
 
-    private func watch(placed: DispatchSemaphore) {
-        var placed: DispatchSemaphore? = placed  // signalled once, after the first read
+    /// What the watcher's loop keeps from one turn to the next.
+    private struct LoopState {
+        var placed: DispatchSemaphore?  // signalled once, after the first read
         var connection: Connection?
         var reconnected = false
         var lastRegistration = Date.distantPast
@@ -102,111 +103,147 @@ public final class ModelWatcher: @unchecked Sendable {  // `reloadRequested`/`st
         var bypassing: String?
         var nextBypassCheck = Date()
         var plansRenewed = Date()
+    }
+
+    /// The watcher's thread: connected and listening, it keeps this server's watches
+    /// registered, notices role changes, reads the change log when woken or due, and reloads
+    /// the model and the users when told.
+    private func watch(placed: DispatchSemaphore) {
+        var state = LoopState(placed: placed)
         while true {
             var (reload, stop) = take()
             if stop { break }
-            if connection == nil || !(connection!.isHealthy) {
-                connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
-                if let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil,
-                   (try? HandOff.holdLiveness(server: context.serverID, connection)) != nil {
-                    // A new connection holds no quiet lock: it polls until it has taken it.
-                    schedule = ReadSchedule()
-                    if let taken = try? ChangeFeed.takeQuietLock(connection) { schedule.quietLock(taken: taken) }
-                    if reconnected { reload = true }  // a change may have come while we were away
-                    else { live.signal() }
-                    reconnected = true
-                } else {
-                    connection = nil
+            if state.connection == nil || !(state.connection!.isHealthy) {
+                guard connect(&state, reload: &reload) else {
                     sleep(1)
                     continue
                 }
             }
-            guard let db = connection else { continue }
-            // Keep this server's watched entities registered (the triggers announce only those).
-            let due = Date().timeIntervalSince(lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3
-            if context.watchesNeedRegistering(always: due) {
-                // The list as it is once PostgreSQL's clock is read (see `register`).
-                if (try? ChangeFeed.register(server: context.serverID, db) { context.watchedEntities }) != nil {
-                    lastRegistration = Date()
-                    if due {
-                        try? ChangeFeed.prune(db)
-                        if let ttl = context.work.durableTTL {
-                            try? HandOff.keepOpen(server: context.serverID, ttl: ttl, db)
-                        }
-                    }
-                } else {
-                    lastRegistration = .distantPast  // try again next turn
-                }
-            }
-            if Date() >= nextBypassCheck, let now = try? Self.bypassingRoles(db) {
-                let changed = bypassing.map { $0 != now } ?? false
-                if changed { Log.info("the roles that bypass row-level security changed: prepared statements are planned again") }
-                if changed || Date().timeIntervalSince(plansRenewed) >= Self.plansRenewSeconds {
-                    plansStale?()
-                    plansRenewed = Date()
-                }
-                bypassing = now
-                nextBypassCheck = Date().addingTimeInterval(Self.bypassCheckSeconds)
-                // The primary and its standbys, at the same pace (INFO, /ready, /metrics).
-                if let look = try? Topology.look(db) { context.observe(look) }
-            }
-            let wait = ReadSchedule.pollMilliseconds(min(nextRead.timeIntervalSinceNow, nextBypassCheck.timeIntervalSinceNow))
+            guard let db = state.connection else { continue }
+            keepRegistered(db, &state)
+            if Date() >= state.nextBypassCheck { checkRoles(db, &state) }
+            let wait = ReadSchedule.pollMilliseconds(min(state.nextRead.timeIntervalSinceNow, state.nextBypassCheck.timeIntervalSinceNow))
             do {
-                // A NOTIFY libpq took in while it read another statement's result (the
-                // registration, the locks) is queued already: no readiness of the socket
-                // announces it, so it is looked for before waiting.
-                var notes = try db.drainNotifications()
-                if notes.isEmpty {
-                    var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
-                    _ = poll(&descriptor, 1, wait)
-                    notes = try db.drainNotifications()
-                }
+                let notes = try notifications(db, waiting: wait)
                 // The log is read when a writer wakes us and as `schedule` says: every few
                 // milliseconds while polling or after changes, at least every second (the
                 // cursor keeps moving even while nobody watches).
-                if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= nextRead {
-                    var readInterval: Double
-                    do {
-                        let changes = try feed.read(db)
-                        switch schedule.read(changes: changes.reduce(0) { $0 + $1.ids.count }) {
-                        case .none: break
-                        case .releaseQuietLock: try ChangeFeed.releaseQuietLock(db)
-                        case .takeQuietLock: schedule.quietLock(taken: try ChangeFeed.takeQuietLock(db))
-                        case .checkSkippers: schedule.skippers(inFlight: try ChangeFeed.skippersInFlight(db))
-                        }
-                        readInterval = schedule.interval
-                        let watched = Set(context.watchedEntities.map(\.entity))
-                        let wanted = changes.filter { watched.contains($0.entity) }
-                        if let lag = feed.lag { context.metrics.watchLag(seconds: lag) }
-                        if !wanted.isEmpty { context.changesReceived(wanted) }
-                        logFailure = true
-                    } catch where db.isHealthy {
-                        // No change log (served with --no-migrate, or not allowed to install it):
-                        // WATCH reports nothing; try again later, and say so once.
-                        if logFailure { Log.warning("WATCH: cannot read the change log (\(error)); trying again every \(Int(Self.failedReadSeconds)) s") }
-                        logFailure = false
-                        readInterval = Self.failedReadSeconds
-                    }
-                    nextRead = Date().addingTimeInterval(readInterval)
-                    placed?.signal()
-                    placed = nil
+                if notes.contains(where: { $0.channel == ChangeFeed.channel }) || Date() >= state.nextRead {
+                    try readLog(db, &state)
                 }
                 if notes.contains(where: { $0.channel == Migrator.schemaChannel }) { reload = true }
                 if notes.contains(where: { $0.channel == Users.channel }) || reload {
                     context.roles = try Users.roles(db)
                 }
-                if reload {
-                    let model = try ModelReflector.reflect(db, schema: schema)
-                    if !Self.tablesAndKeys(model).isSubset(of: Self.tablesAndKeys(context.model)) { installTriggers(model) }
-                    context.model = model
-                    Log.info("model reloaded: \(model.entities.count) entities")
-                }
+                if reload { try reloadModel(db) }
             } catch {
                 Log.warning("model watcher: \(error); reconnecting")
-                connection = nil
+                state.connection = nil
             }
         }
-        connection?.close()
+        state.connection?.close()
+    }
+
+    /// A new connection that listens on the three channels and holds this server's liveness
+    /// lock; false when there is none yet.
+    private func connect(_ state: inout LoopState, reload: inout Bool) -> Bool {
+        let connection = try? Connection(conninfo, applicationName: "recordsd-watcher")
+        guard let connection, (try? connection.execute("LISTEN \(Migrator.schemaChannel); LISTEN \(Users.channel); LISTEN \(ChangeFeed.channel)")) != nil,
+              (try? HandOff.holdLiveness(server: context.serverID, connection)) != nil else {
+            state.connection = nil
+            return false
+        }
+        state.connection = connection
+        // A new connection holds no quiet lock: it polls until it has taken it.
+        state.schedule = ReadSchedule()
+        if let taken = try? ChangeFeed.takeQuietLock(connection) { state.schedule.quietLock(taken: taken) }
+        if state.reconnected { reload = true }  // a change may have come while we were away
+        else { live.signal() }
+        state.reconnected = true
+        return true
+    }
+
+    /// Keeps this server's watched entities registered (the triggers announce only those);
+    /// when due, prunes the log and keeps durable sessions open.
+    private func keepRegistered(_ db: Connection, _ state: inout LoopState) {
+        let due = Date().timeIntervalSince(state.lastRegistration) > Double(ChangeFeed.registrationSeconds) / 3
+        guard context.watchesNeedRegistering(always: due) else { return }
+        // The list as it is once PostgreSQL's clock is read (see `register`).
+        guard (try? ChangeFeed.register(server: context.serverID, db) { context.watchedEntities }) != nil else {
+            state.lastRegistration = .distantPast  // try again next turn
+            return
+        }
+        state.lastRegistration = Date()
+        guard due else { return }
+        try? ChangeFeed.prune(db)
+        if let ttl = context.work.durableTTL {
+            try? HandOff.keepOpen(server: context.serverID, ttl: ttl, db)
+        }
+    }
+
+    /// The roles that bypass row-level security, and the formation's topology, looked at
+    /// every few seconds: prepared statements are planned again when the roles changed.
+    private func checkRoles(_ db: Connection, _ state: inout LoopState) {
+        guard let now = try? Self.bypassingRoles(db) else { return }
+        let changed = state.bypassing.map { $0 != now } ?? false
+        if changed { Log.info("the roles that bypass row-level security changed: prepared statements are planned again") }
+        if changed || Date().timeIntervalSince(state.plansRenewed) >= Self.plansRenewSeconds {
+            plansStale?()
+            state.plansRenewed = Date()
+        }
+        state.bypassing = now
+        state.nextBypassCheck = Date().addingTimeInterval(Self.bypassCheckSeconds)
+        // The primary and its standbys, at the same pace (INFO, /ready, /metrics).
+        if let look = try? Topology.look(db) { context.observe(look) }
+    }
+
+    /// The notifications that came, waiting up to `wait` milliseconds for one. A NOTIFY libpq
+    /// took in while it read another statement's result (the registration, the locks) is
+    /// queued already: no readiness of the socket announces it, so it is looked for first.
+    private func notifications(_ db: Connection, waiting wait: Int32) throws -> [Connection.Notification] {
+        let notes = try db.drainNotifications()
+        guard notes.isEmpty else { return notes }
+        var descriptor = pollfd(fd: db.socket, events: Int16(POLLIN), revents: 0)
+        _ = poll(&descriptor, 1, wait)
+        return try db.drainNotifications()
+    }
+
+    /// Reads the change log, hands the watched entities' changes to the server, and sets when
+    /// to read next. Throws when the connection is lost.
+    private func readLog(_ db: Connection, _ state: inout LoopState) throws {
+        var readInterval: Double
+        do {
+            let changes = try state.feed.read(db)
+            switch state.schedule.read(changes: changes.reduce(0) { $0 + $1.ids.count }) {
+            case .none: break
+            case .releaseQuietLock: try ChangeFeed.releaseQuietLock(db)
+            case .takeQuietLock: state.schedule.quietLock(taken: try ChangeFeed.takeQuietLock(db))
+            case .checkSkippers: state.schedule.skippers(inFlight: try ChangeFeed.skippersInFlight(db))
+            }
+            readInterval = state.schedule.interval
+            let watched = Set(context.watchedEntities.map(\.entity))
+            let wanted = changes.filter { watched.contains($0.entity) }
+            if let lag = state.feed.lag { context.metrics.watchLag(seconds: lag) }
+            if !wanted.isEmpty { context.changesReceived(wanted) }
+            state.logFailure = true
+        } catch where db.isHealthy {
+            // No change log (served with --no-migrate, or not allowed to install it): WATCH
+            // reports nothing; try again later, and say so once.
+            if state.logFailure { Log.warning("WATCH: cannot read the change log (\(error)); trying again every \(Int(Self.failedReadSeconds)) s") }
+            state.logFailure = false
+            readInterval = Self.failedReadSeconds
+        }
+        state.nextRead = Date().addingTimeInterval(readInterval)
+        state.placed?.signal()
+        state.placed = nil
+    }
+
+    /// The schema changed: the model is read again, and triggers put on new tables.
+    private func reloadModel(_ db: Connection) throws {
+        let model = try ModelReflector.reflect(db, schema: schema)
+        if !Self.tablesAndKeys(model).isSubset(of: Self.tablesAndKeys(context.model)) { installTriggers(model) }
+        context.model = model
+        Log.info("model reloaded: \(model.entities.count) entities")
     }
 
     /// Each served table with its key columns, and the other relations (a partition attached

@@ -66,12 +66,15 @@ import Records
         }
         func nextTurn(_ body: @escaping () -> Void) { turns.append(body) }
         func wait(_ connection: ClientConnection, for events: UInt32) { interest = events }
-        func secureTransport(for connection: ClientConnection) -> Transport? { nil }
+        /// What STARTTLS swaps in (nil: TLS could not be set up).
+        var secure: Transport?
+        var imports = 0
+        func secureTransport(for connection: ClientConnection) -> Transport? { secure }
         func submit(_ connection: ClientConnection, _ works: [BatchItem]) {
             connection.machine.startedDatabase()
             submitted.append(works)
         }
-        func startImport(_ state: ImportState, on connection: ClientConnection) {}
+        func startImport(_ state: ImportState, on connection: ClientConnection) { imports += 1 }
         func importFeed(for connection: ClientConnection) -> ImportFeed { ImportFeed(stallSeconds: 30) {} }
         func cancel(session target: Int, key: String, from connection: ClientConnection) { cancels.append((target, key)) }
         func persistIfChanged(_ connection: ClientConnection) { persists += 1 }
@@ -98,6 +101,12 @@ import Records
         }
     }
 
+    static let secureContext: ServerContext = {
+        var security = ServerContext.Security()
+        security.tlsAvailable = true
+        return ServerContext(model: context.model, databaseDescription: "test", security: security)
+    }()
+
     static let context: ServerContext = {
         let id = Attribute(name: "id", sqlType: "bigint", kind: .integer(bits: 64), isNotNull: true, defaultValue: nil,
                            isUnique: true, isPrimaryKey: true, isGenerated: false, comment: nil)
@@ -110,11 +119,12 @@ import Records
     let host = RecordingHost()
     let transport = MemoryTransport()
 
-    func connection(durable: Bool = false, proxied: Bool = false, maxLineLength: Int = 1 << 20) -> ClientConnection {
+    func connection(durable: Bool = false, proxied: Bool = false, maxLineLength: Int = 1 << 20,
+                    context: ServerContext = Self.context) -> ClientConnection {
         var configuration = Server.Configuration()
         configuration.durableUnits = durable
         return ClientConnection(id: 1, host: host, settings: ConnectionSettings(configuration), transport: transport,
-                                session: Session(id: 1, context: Self.context), peer: "127.0.0.1",
+                                session: Session(id: 1, context: context), peer: "127.0.0.1",
                                 maxLineLength: maxLineLength, highWater: 64, awaitsProxyHeader: proxied, now: 0)
     }
 
@@ -220,5 +230,53 @@ import Records
         let other = ConnectionHandlerTests()
         other.send("PING\n", to: other.connection())
         #expect(other.host.persists == 0)
+    }
+
+    @Test func startTLSSwapsTheTransportOnceItsReplyIsWrittenAndForgetsWhatCameBefore() {
+        let connection = connection(context: Self.secureContext)
+        let secure = MemoryTransport()
+        host.secure = secure
+        // A line sent in clear behind STARTTLS could have been injected: it is dropped.
+        send("STARTTLS\nPING\n", to: connection)
+        #expect(transport.take() == "+OK begin TLS\n")
+        #expect(connection.transport === secure)
+        #expect(connection.session.secure)
+        secure.input = Array("PING\n".utf8)
+        connection.handle(events: Readiness.readable)
+        #expect(secure.take() == "+OK PONG\n")
+    }
+
+    @Test func aFailedTLSSetUpClosesTheConnection() {
+        let connection = connection(context: Self.secureContext)
+        send("STARTTLS\n", to: connection)
+        #expect(transport.take() == "+OK begin TLS\n")
+        #expect(host.closedGracefully == false)
+    }
+
+    @Test func anImportsLinesAreGatheredUpToItsDotAndItsCopyStartsThen() {
+        let connection = connection()
+        send("IMPORT item\nid,name\n1,a\n2,b\n", to: connection)
+        #expect(transport.take() == "")
+        #expect(connection.importing?.lines == 3)
+        #expect(host.imports == 0)  // a chunk not full: no COPY while lines are typed
+        send(".\nPING\n", to: connection)
+        #expect(host.imports == 1)
+        #expect(connection.importing == nil)
+        #expect(connection.busy)  // until the COPY's reply; PING waits behind it
+        connection.completed(bytes: Array("+OK imported 2 records\n".utf8))
+        #expect(transport.take() == "+OK imported 2 records\n+OK PONG\n")
+    }
+
+    @Test func streamedLinesGoOutAsTheyComeAndTheStatusLineAfterThem() throws {
+        let connection = connection()
+        send("FIND item\n", to: connection)
+        #expect(host.submitted.count == 1)
+        // A batch past half the high-water mark (64 bytes here) goes out while the step runs.
+        let batch = (1...4).map { "{\"id\":\($0)}\n" }.joined()
+        connection.deliver(Array(batch.utf8), sink: StreamSink(inbox: try LoopInbox(), connection: 1, stallSeconds: 30, metrics: host.metrics))
+        #expect(transport.take() == batch)
+        #expect(connection.busy)
+        connection.completed(bytes: Array("+OK 4 records\n".utf8))
+        #expect(transport.take() == "+OK 4 records\n")
     }
 }

@@ -79,37 +79,22 @@ extension Server {
     }
 
     /// Events on entities with row-level security go through the ledger of each identity that
-    /// watches them: one batch per identity and entity a delivery, whatever the number of its
-    /// sessions, judged in order on a pool worker that runs as the identity.
+    /// watches them, one batch each as `WatchFanOut.ledgerBatches` makes them, judged in order
+    /// on a pool worker that runs as the identity.
     func deliverGuarded(_ events: [ChangeFeed.Event], guarded: [Bool], sessions: [ClientConnection]) {
         let model = context.model
-        var batches: [LedgerKey: VisibilityLedger.Batch] = [:]
-        var order: [LedgerKey] = []
-        for connection in sessions where !connection.closed {
-            let identity = connection.session.identity
-            for (entity, watch) in connection.session.watches {
-                let key = LedgerKey(identity: identity, entity: entity)
-                if model.entity(named: entity)?.hasRowSecurity == true { join(connection, key) }
-                if batches[key] == nil {
-                    let mine = events.indices.filter { guarded[$0] && events[$0].entity == entity }.map { events[$0] }
-                    guard !mine.isEmpty else { continue }
-                    batches[key] = VisibilityLedger.Batch(events: mine, all: [], filtered: [])
-                    order.append(key)
-                }
-                if let predicate = watch {
-                    if let index = batches[key]!.filtered.firstIndex(where: { $0.predicate == predicate }) {
-                        batches[key]!.filtered[index].connections.append(connection.id)
-                    } else {
-                        batches[key]!.filtered.append((predicate, [connection.id]))
-                    }
-                } else {
-                    batches[key]!.all.append(connection.id)
-                }
+        let open = sessions.filter { !$0.closed }
+        for connection in open {
+            for entity in connection.session.watches.keys where model.entity(named: entity)?.hasRowSecurity == true {
+                join(connection, LedgerKey(identity: connection.session.identity, entity: entity))
             }
         }
-        for key in order {
-            let ledger = ledgers[key]!
-            if ledger.enqueue(batches[key]!) { drain(ledger) }
+        let batches = WatchFanOut.ledgerBatches(events: events, guarded: guarded, watchers: open.map {
+            WatchFanOut.Watcher(id: $0.id, identity: $0.session.identity, watches: $0.session.watches)
+        })
+        for work in batches {
+            let ledger = ledgers[LedgerKey(identity: work.identity, entity: work.entity)]!
+            if ledger.enqueue(work.batch) { drain(ledger) }
         }
         // Ledgers no session uses any more are dropped: a later WATCH reads anew what it sees.
         var used = Set<LedgerKey>()

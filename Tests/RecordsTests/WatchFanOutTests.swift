@@ -56,4 +56,21 @@ import Testing
         ])
         #expect(plan.lines == [[1]])
     }
+
+    @Test func eachIdentityAndEntityUnderRowLevelSecurityGetsOneLedgerBatch() throws {
+        let rich = try predicate("number > 10")
+        let batches = WatchFanOut.ledgerBatches(events: events, guarded: [true, false], watchers: [
+            .init(id: 1, identity: ann, watches: ["department": Predicate?.none, "project": Predicate?.none]),
+            .init(id: 2, identity: ann, watches: ["department": rich]),
+            .init(id: 3, identity: ann, watches: ["department": rich]),
+            .init(id: 4, identity: bob, watches: ["department": Predicate?.none]),
+            .init(id: 5, identity: bob, watches: ["tag": Predicate?.none]),
+        ])
+        #expect(batches.map { "\($0.identity.user) \($0.entity)" } == ["ann department", "bob department"])
+        #expect(batches[0].batch.events == [events[0]])
+        #expect(batches[0].batch.all == [1])
+        #expect(batches[0].batch.filtered.map(\.connections) == [[2, 3]])
+        #expect(batches[1].batch.all == [4])
+        #expect(batches[1].batch.filtered.isEmpty)
+    }
 }

@@ -61,3 +61,44 @@ public struct WatchFanOut {
         }
     }
 }
+
+extension WatchFanOut {
+    /// A ledger's share of a delivery (`VisibilityLedger`): the events on one entity under
+    /// row-level security, judged for one identity, and who gets what it lets through.
+    public struct LedgerBatch {
+        public var identity: Identity
+        public var entity: String
+        public var batch: VisibilityLedger.Batch
+    }
+
+    /// One batch per identity and entity that has events, whatever the number of its sessions,
+    /// in the order first met; its sessions without WHERE together, the others grouped by
+    /// predicate.
+    public static func ledgerBatches(events: [ChangeFeed.Event], guarded: [Bool], watchers: [Watcher]) -> [LedgerBatch] {
+        var batches: [LedgerBatch] = []
+        var at: [String: Int] = [:]
+        for watcher in watchers {
+            for (entity, watch) in watcher.watches {
+                let key = watcher.identity.tag + "\u{0}" + entity
+                if at[key] == nil {
+                    let mine = events.indices.filter { guarded[$0] && events[$0].entity == entity }.map { events[$0] }
+                    guard !mine.isEmpty else { continue }
+                    at[key] = batches.count
+                    batches.append(LedgerBatch(identity: watcher.identity, entity: entity,
+                                               batch: VisibilityLedger.Batch(events: mine, all: [], filtered: [])))
+                }
+                let index = at[key]!
+                guard let predicate = watch else {
+                    batches[index].batch.all.append(watcher.id)
+                    continue
+                }
+                if let group = batches[index].batch.filtered.firstIndex(where: { $0.predicate == predicate }) {
+                    batches[index].batch.filtered[group].connections.append(watcher.id)
+                } else {
+                    batches[index].batch.filtered.append((predicate, [watcher.id]))
+                }
+            }
+        }
+        return batches
+    }
+}

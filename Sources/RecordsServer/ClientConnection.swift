@@ -18,8 +18,9 @@ final class ClientConnection {
     var transport: Transport
     var fd: Int32 { transport.fd }
     let session: Session
-    /// Its database job, for a CANCEL from another connection.
-    let cancelBox = CancelBox()
+    /// Its database job, for a CANCEL from another connection; made with its first job (an
+    /// idle session holds none).
+    private(set) lazy var cancelBox = CancelBox()
     let peer: String
     var framer: LineFramer
     var machine: ConnectionStateMachine

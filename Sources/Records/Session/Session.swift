@@ -33,7 +33,9 @@ public final class Session {
     public let id: Int
     /// What another connection must give to cancel this session's running command (`CANCEL
     /// KEY`): PostgreSQL's BackendKeyData, 128 random bits.
-    public let cancelKey = Secret.hex128()
+    /// Made when first asked for (most sessions never are: a key each cost every idle session
+    /// its bytes and every connect a read of the system's random source).
+    public private(set) lazy var cancelKey = Secret.hex128()
     let context: ServerContext
     /// The client's address, for login throttling, the loopback rule for AUTH, and logs.
     public private(set) var peer: String

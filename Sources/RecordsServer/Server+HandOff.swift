@@ -122,39 +122,33 @@ extension Server {
     /// On the loop: the state was written at the head of a step's job (the step's reply follows).
     func persistedAhead(_ connection: ClientConnection, version: Int, pending: Int, failure: String?) {
         connection.machine.wroteAhead()
-        if let failure {
-            Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
-            connection.push(Notice.durableFailed.text)
-            connection.announced = false  // the token is good again once written and told again
-        } else if !connection.announced, let token = connection.durableToken {
-            connection.announced = true
-            connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
-        }
-        connection.writtenVersion = version
+        wrote(connection, version: version, pending: pending, failure: failure)
     }
 
     /// On the loop: the state is written; the replies it held go out (with the token, the
     /// first time).
     func persisted(_ connection: ClientConnection, version: Int, pending: Int, failure: String?) {
         connection.machine.databaseFinished(stopping: stopping)
-        if let failure {
-            // Answered all the same: the edit is in the session; only a crash would lose it. The
-            // notice tells the client its token names an older copy until it is told again.
-            Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
-            connection.push(Notice.durableFailed.text)
-            connection.announced = false
-            connection.writtenVersion = version
-        } else {
-            if !connection.announced, let token = connection.durableToken {
-                connection.announced = true
-                connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
-            }
-            connection.writtenVersion = version
-        }
+        wrote(connection, version: version, pending: pending, failure: failure)
         // Stopping: the session is handed off now, as after a step (closing here dropped its
         // notices).
         if connection.machine.handsOffAfterStep(stopping: stopping) { return farewell([connection]) }
         connection.service()
+    }
+
+    /// A state write's outcome, told to the client. A failed one is answered all the same (the
+    /// edit is in the session; only a crash would lose it), and its notice tells the client its
+    /// token names an older copy until it is given again after a write that succeeds.
+    private func wrote(_ connection: ClientConnection, version: Int, pending: Int, failure: String?) {
+        connection.writtenVersion = version
+        if let failure {
+            Log.warning("durable units: a session's state could not be written: \(failure)", session: connection.id)
+            connection.push(Notice.durableFailed.text)
+            connection.announced = false
+        } else if !connection.announced, let token = connection.durableToken {
+            connection.announced = true
+            connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
+        }
     }
 
     /// A durable session closed: with QUIT its state goes; otherwise it stays to be resumed,

@@ -54,7 +54,7 @@ extension Server {
         if start == 0 && guarded.contains(true) { deliverGuarded(delivery.events, guarded: guarded, sessions: sessions) }
         let turn = sessions[start..<end].filter { !$0.closed }
         let plan = WatchFanOut(events: delivery.events, guarded: guarded, model: model, maxChecks: Self.maxFilterChecks,
-                               watchers: turn.map { WatchFanOut.Watcher(id: $0.id, identity: $0.session.identity, watches: $0.session.watches) })
+                               watchers: turn.map(\.watcher))
         for (position, connection) in turn.enumerated() {
             for index in plan.lines[position] { connection.events.append(delivery.lines[index]) }  // shared, rendered once
             connection.events.dropped += plan.missed[position]
@@ -89,9 +89,7 @@ extension Server {
                 join(connection, LedgerKey(identity: connection.session.identity, entity: entity))
             }
         }
-        let batches = WatchFanOut.ledgerBatches(events: events, guarded: guarded, watchers: open.map {
-            WatchFanOut.Watcher(id: $0.id, identity: $0.session.identity, watches: $0.session.watches)
-        })
+        let batches = WatchFanOut.ledgerBatches(events: events, guarded: guarded, watchers: open.map(\.watcher))
         for work in batches {
             let ledger = ledgers[LedgerKey(identity: work.identity, entity: work.entity)]!
             if ledger.enqueue(work.batch) { drain(ledger) }
@@ -165,5 +163,12 @@ extension Server {
             pushed += 1
         }
         context.metrics.add(.watchEventsQueued, pushed)
+    }
+}
+
+extension ClientConnection {
+    /// What WatchFanOut needs of the session: who it is and what it watches.
+    var watcher: WatchFanOut.Watcher {
+        WatchFanOut.Watcher(id: id, identity: session.identity, watches: session.watches)
     }
 }

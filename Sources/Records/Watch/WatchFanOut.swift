@@ -75,14 +75,16 @@ extension WatchFanOut {
     /// in the order first met; its sessions without WHERE together, the others grouped by
     /// predicate.
     public static func ledgerBatches(events: [ChangeFeed.Event], guarded: [Bool], watchers: [Watcher]) -> [LedgerBatch] {
+        // Each entity's guarded events, found once (not once per watcher of it).
+        var byEntity: [String: [ChangeFeed.Event]] = [:]
+        for (index, event) in events.enumerated() where guarded[index] { byEntity[event.entity, default: []].append(event) }
         var batches: [LedgerBatch] = []
         var at: [String: Int] = [:]
         for watcher in watchers {
             for (entity, watch) in watcher.watches {
+                guard let mine = byEntity[entity] else { continue }
                 let key = watcher.identity.tag + "\u{0}" + entity
                 if at[key] == nil {
-                    let mine = events.indices.filter { guarded[$0] && events[$0].entity == entity }.map { events[$0] }
-                    guard !mine.isEmpty else { continue }
                     at[key] = batches.count
                     batches.append(LedgerBatch(identity: watcher.identity, entity: entity,
                                                batch: VisibilityLedger.Batch(events: mine, all: [], filtered: [])))

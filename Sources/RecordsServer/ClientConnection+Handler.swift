@@ -48,7 +48,7 @@ extension ClientConnection {
             if ranCommand { boardShowsCommand() }
             if settings.durableUnits { host.persistIfChanged(self) }
             let held = pendingOutput
-            if machine.shouldFlush(pendingOutput: held), !flushOutput() { return host.closeConnection(self, graceful: false) }
+            if machine.shouldFlush(pendingOutput: held), !flushOutput(held: held) { return host.closeConnection(self, graceful: false) }
             // Room made by the flush lets buffered lines run even if none could this round.
             let drained = pendingOutput < held
             guard progressed || drained, !budget.spent,
@@ -94,9 +94,8 @@ extension ClientConnection {
         boardEntry.running = true
     }
 
-    /// Writes what the socket takes; false when the connection failed.
-    private func flushOutput() -> Bool {
-        let held = pendingOutput
+    /// Writes what the socket takes of the `held` bytes; false when the connection failed.
+    private func flushOutput(held: Int) -> Bool {
         let flushed = flush()
         host.metrics.add(.bytesOut, held - pendingOutput)
         boardEntry.bytesOut += held - pendingOutput
@@ -149,7 +148,7 @@ extension ClientConnection {
     /// One command line: answered here, or handed to the host as database work.
     func run(_ line: String) {
         let verb = Verb.of(line)  // once a line: the loop's choice, then the session's
-        if verb?.facts.batchable ?? false { return runReads(line) }
+        if Self.isRead(verb) { return runReads(line) }
         let limit = settings.maxReplyBytes
         switch session.handle(line, verb: verb) {
         case .reply(let reply):
@@ -183,7 +182,7 @@ extension ClientConnection {
     func runReads(_ first: String) {
         var lines = [first]
         while lines.count < Self.maxBatch, let event = nextEvent() {
-            guard case .line(let line) = event, Verb.of(line)?.facts.batchable ?? false else {
+            guard case .line(let line) = event, Self.isRead(Verb.of(line)) else {
                 pushedBack = event
                 break
             }
@@ -203,6 +202,9 @@ extension ClientConnection {
 
     /// Reads pipelined by one session that run as one pool job, at most.
     static let maxBatch = 64
+
+    /// Whether a line of `verb` may join a batch of reads (the verb table says).
+    static func isRead(_ verb: Verb?) -> Bool { verb?.facts.batchable ?? false }
 
     /// The first line from a trusted balancer: the client it carries becomes the session's
     /// peer. Anything else, a line too long or not text included, ends the connection (a

@@ -55,16 +55,12 @@ extension Server {
                 // PostgreSQL's own message (hosts, database names) goes to the log only.
                 connection.push(Notice.shutdown(lost: notice.pending).text)
             } else {
-                connection.push(Self.handOffNotice(notice.token, pending: notice.pending, ttl: configuration.resumeTTL))
+                connection.push(Notice.handOff(token: notice.token, pending: notice.pending, ttl: configuration.resumeTTL).text)
                 connection.push(Notice.shutdown(lost: nil).text)
                 connection.owesNotice = true
             }
             connection.service()
         }
-    }
-
-    static func handOffNotice(_ token: String, pending: Int, ttl: Int) -> String {
-        Notice.handOff(token: token, pending: pending, ttl: ttl).text
     }
 
     /// --durable-units: the session changed since its state was last written (an edit, a
@@ -147,7 +143,7 @@ extension Server {
             connection.announced = false
         } else if !connection.announced, let token = connection.durableToken {
             connection.announced = true
-            connection.push(Self.handOffNotice(token, pending: pending, ttl: configuration.resumeTTL))
+            connection.push(Notice.handOff(token: token, pending: pending, ttl: configuration.resumeTTL).text)
         }
     }
 

@@ -87,8 +87,6 @@ extension Server {
     }
 
     /// The reply's bytes, or a LIMIT error in its place when it is too large to hold.
-    func encoded(_ reply: Reply) -> [UInt8] { Self.encoded(reply, limit: configuration.maxReplyBytes) }
-
     static func encoded(_ reply: Reply, limit: Int) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(reply.lines.isEmpty ? 96 : 1024)
